@@ -1,0 +1,14 @@
+//! parlance: the layer between an LLM inference engine and the agents that call it.
+//!
+//! Today this crate renders conversations through a model's own chat template, byte for byte as
+//! Hugging Face `apply_chat_template` does ([`ChatTemplate`]), and turns the rendered text into
+//! token ids ([`Tokenizer`]). The analyzer, output parser, grammar bridge and roundtrip checks of
+//! `DESIGN.md` build on these.
+
+pub mod message;
+pub mod template;
+mod tokenizer;
+
+pub use message::{Conversation, FunctionCall, FunctionDefinition, Message, Tool, ToolCall};
+pub use template::{ChatTemplate, RenderLimits, RenderOptions, RenderRequest, TemplateError, TemplateSource};
+pub use tokenizer::{Tokenizer, TokenizerError};

@@ -1,0 +1,527 @@
+//! The minijinja environment configured as Hugging Face's chat-template sandbox.
+//!
+//! transformers renders with Jinja2's `ImmutableSandboxedEnvironment(trim_blocks=True,
+//! lstrip_blocks=True)` plus loop controls, the `{% generation %}` extension, a `json.dumps`
+//! `tojson`, and the globals `raise_exception`, `strftime_now`, `namespace` and `dict`. Templates
+//! also lean on Python: `str` / `dict` / `list` methods, Python `repr` when a value is printed, and
+//! Jinja2's own filters and tests. This module adds what minijinja (with `minijinja-contrib`'s
+//! pycompat) does not already do the same way. Each addition names the Python behaviour it copies.
+
+use std::sync::Arc;
+
+use chrono::NaiveDateTime;
+use minijinja::value::{Kwargs, Rest, Value, ValueKind};
+use minijinja::{Environment, Error, ErrorKind, State, UndefinedBehavior};
+
+use super::pyjson::{self, DumpOptions};
+use super::RenderLimits;
+
+/// Clock behind `strftime_now`: a fixed instant, or the local time at each call.
+pub(crate) type Clock = Arc<dyn Fn() -> NaiveDateTime + Send + Sync>;
+
+/// Marker error attached (as `source`) to errors raised by the template's `raise_exception`.
+#[derive(Debug)]
+pub(crate) struct RaisedByTemplate(pub String);
+
+impl std::fmt::Display for RaisedByTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RaisedByTemplate {}
+
+/// Builds an environment that renders like transformers' chat-template sandbox.
+pub(crate) fn hf_environment(limits: &RenderLimits) -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_syntax(
+        minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .keep_trailing_newline(false)
+            .build()
+            .expect("the default delimiters are valid"),
+    );
+    // Jinja2's default `Undefined`: prints as "", is falsy, raises on attribute access.
+    env.set_undefined_behavior(UndefinedBehavior::Lenient);
+    env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+    env.set_fuel(Some(limits.fuel));
+    env.set_recursion_limit(limits.recursion);
+    env.set_debug(false);
+    env.set_formatter(|out, _state, value| {
+        if value.is_undefined() {
+            return Ok(());
+        }
+        out.write_str(&py_str(value))?;
+        Ok(())
+    });
+    env.set_unknown_method_callback(python_method);
+
+    // `clock` is filled per render through the `strftime_now` global replaced in `with_clock`.
+    env.add_function("raise_exception", raise_exception);
+    env.add_function("dict", dict);
+    env.add_filter("tojson", tojson);
+    env.add_filter("indent", indent);
+    env.add_filter("length", length);
+    env.add_filter("count", length);
+    env.add_filter("string", |value: Value| Value::from(py_str(&value)));
+    env.add_test("iterable", is_iterable);
+    env.add_test("sequence", is_sequence);
+    env.add_test("number", is_number);
+    env.add_test("mapping", |value: Value| value.kind() == ValueKind::Map);
+    env.add_test("string", |value: Value| value.kind() == ValueKind::String);
+    env.add_test("boolean", |value: Value| value.kind() == ValueKind::Bool);
+    env
+}
+
+/// Installs `strftime_now(format)` reading `clock`.
+pub(crate) fn set_clock(env: &mut Environment<'static>, clock: Clock) {
+    env.add_function("strftime_now", move |format: &str| -> Result<String, Error> {
+        strftime(&clock(), format)
+    });
+}
+
+/// Python's `datetime.strftime` through chrono, which shares the C directives templates use.
+fn strftime(now: &NaiveDateTime, format: &str) -> Result<String, Error> {
+    use std::fmt::Write as _;
+    let items: Vec<_> = chrono::format::StrftimeItems::new(format).collect();
+    if items.iter().any(|item| matches!(item, chrono::format::Item::Error)) {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("strftime_now: unsupported format {format:?}"),
+        ));
+    }
+    let mut out = String::new();
+    write!(out, "{}", now.format_with_items(items.into_iter())).map_err(|_| {
+        Error::new(ErrorKind::InvalidOperation, format!("strftime_now: cannot format {format:?}"))
+    })?;
+    Ok(out)
+}
+
+fn raise_exception(message: Option<Value>) -> Result<Value, Error> {
+    let message = message.map(|m| py_str(&m)).unwrap_or_default();
+    Err(Error::new(ErrorKind::InvalidOperation, message.clone()).with_source(RaisedByTemplate(message)))
+}
+
+/// `dict(**kwargs)` / `dict(mapping, **kwargs)` / `dict(pairs)`.
+fn dict(args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let mut map = indexmap::IndexMap::<Value, Value>::new();
+    if let Some(first) = args.first() {
+        if args.len() > 1 {
+            return Err(Error::new(ErrorKind::TooManyArguments, "dict expected at most 1 argument"));
+        }
+        if first.kind() == ValueKind::Map {
+            for key in first.try_iter()? {
+                let item = first.get_item(&key)?;
+                map.insert(key, item);
+            }
+        } else {
+            for pair in first.try_iter()? {
+                let items: Vec<Value> = pair.try_iter()?.collect();
+                let [key, item] = <[Value; 2]>::try_from(items).map_err(|_| {
+                    Error::new(ErrorKind::InvalidOperation, "dict: sequence elements must have length 2")
+                })?;
+                map.insert(key, item);
+            }
+        }
+    }
+    for key in kwargs.args() {
+        map.insert(Value::from(key), kwargs.peek::<Value>(key)?);
+    }
+    kwargs.assert_all_used()?;
+    Ok(Value::from_pairs(map))
+}
+
+/// `json.dumps(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False)`.
+fn tojson(value: Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let mut options = DumpOptions::default();
+    if let Some(ensure_ascii) = kwargs.get::<Option<bool>>("ensure_ascii")? {
+        options.ensure_ascii = ensure_ascii;
+    }
+    if let Some(indent) = kwargs.get::<Option<Value>>("indent")? {
+        options.indent = match indent.kind() {
+            ValueKind::None => None,
+            ValueKind::String => Some(indent.as_str().unwrap_or_default().to_owned()),
+            ValueKind::Number => {
+                let width = i64::try_from(indent)?;
+                Some(" ".repeat(width.clamp(0, 1024) as usize))
+            }
+            kind => {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("tojson: indent must be an int or a string, not {kind}"),
+                ));
+            }
+        };
+    }
+    if let Some(separators) = kwargs.get::<Option<Value>>("separators")? {
+        if !separators.is_none() {
+            let parts: Vec<Value> = separators.try_iter()?.collect();
+            match parts.as_slice() {
+                [item, key] => options.separators = Some((py_str(item), py_str(key))),
+                _ => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidOperation,
+                        "tojson: separators must be an (item_separator, key_separator) pair",
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(sort_keys) = kwargs.get::<Option<bool>>("sort_keys")? {
+        options.sort_keys = sort_keys;
+    }
+    kwargs.assert_all_used()?;
+    pyjson::dumps(&value, &options).map(Value::from)
+}
+
+/// Jinja2's `indent(s, width=4, first=False, blank=False)`, including its appended newline quirk.
+fn indent(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<String, Error> {
+    let mut width = args.first().cloned();
+    let mut first = args.get(1).is_some_and(Value::is_true);
+    let mut blank = args.get(2).is_some_and(Value::is_true);
+    if let Some(w) = kwargs.get::<Option<Value>>("width")? {
+        width = Some(w);
+    }
+    if let Some(f) = kwargs.get::<Option<bool>>("first")? {
+        first = f;
+    }
+    if let Some(b) = kwargs.get::<Option<bool>>("blank")? {
+        blank = b;
+    }
+    kwargs.assert_all_used()?;
+    let indention = match width {
+        None => "    ".to_owned(),
+        Some(w) if w.kind() == ValueKind::String => w.as_str().unwrap_or_default().to_owned(),
+        Some(w) => " ".repeat(i64::try_from(w)?.clamp(0, 1024) as usize),
+    };
+    let mut s = py_str(&value);
+    s.push('\n');
+    let lines = splitlines(&s);
+    let mut rv = String::with_capacity(s.len());
+    if blank {
+        for (i, line) in lines.iter().enumerate() {
+            if i > 0 {
+                rv.push('\n');
+                rv.push_str(&indention);
+            }
+            rv.push_str(line);
+        }
+    } else {
+        let mut lines = lines.into_iter();
+        rv.push_str(lines.next().unwrap_or_default());
+        for line in lines {
+            rv.push('\n');
+            if !line.is_empty() {
+                rv.push_str(&indention);
+            }
+            rv.push_str(line);
+        }
+    }
+    if first {
+        rv.insert_str(0, &indention);
+    }
+    Ok(rv)
+}
+
+/// Python's `str.splitlines()` (without `keepends`).
+fn splitlines(s: &str) -> Vec<&str> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut chars = s.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let is_break = matches!(
+            c,
+            '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+        );
+        if is_break {
+            lines.push(&s[start..i]);
+            let mut end = i + c.len_utf8();
+            if c == '\r' {
+                if let Some((_, '\n')) = chars.peek() {
+                    chars.next();
+                    end += 1;
+                }
+            }
+            start = end;
+        }
+    }
+    if start < s.len() {
+        lines.push(&s[start..]);
+    }
+    lines
+}
+
+/// `length` / `count`: Jinja2's `Undefined` has length 0; strings count characters.
+fn length(value: Value) -> Result<usize, Error> {
+    if value.is_undefined() {
+        return Ok(0);
+    }
+    if let Some(s) = value.as_str() {
+        return Ok(s.chars().count());
+    }
+    value.len().ok_or_else(|| {
+        Error::new(ErrorKind::InvalidOperation, format!("object of type '{}' has no len()", value.kind()))
+    })
+}
+
+/// Jinja2's `iterable`: anything `iter()` accepts (strings, lists, dicts, and `Undefined`).
+fn is_iterable(value: Value) -> bool {
+    matches!(
+        value.kind(),
+        ValueKind::String | ValueKind::Seq | ValueKind::Map | ValueKind::Iterable | ValueKind::Undefined
+    )
+}
+
+/// Jinja2's `sequence`: has `len()` and `__getitem__` (strings, lists, dicts, and `Undefined`).
+fn is_sequence(value: Value) -> bool {
+    matches!(value.kind(), ValueKind::String | ValueKind::Seq | ValueKind::Map | ValueKind::Undefined)
+}
+
+/// Jinja2's `number`: `int`, `float` (and `bool`, a Python `int`).
+fn is_number(value: Value) -> bool {
+    matches!(value.kind(), ValueKind::Number | ValueKind::Bool)
+}
+
+/// Python methods minijinja-contrib's pycompat lacks; everything else is delegated to it.
+fn python_method(state: &mut State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {
+    if let Some(s) = value.as_str() {
+        let arg_str = |i: usize| -> Result<Option<String>, Error> {
+            match args.get(i) {
+                None => Ok(None),
+                Some(v) if v.is_none() => Ok(None),
+                Some(v) => v.as_str().map(|s| Some(s.to_owned())).ok_or_else(|| {
+                    Error::new(ErrorKind::InvalidOperation, format!("str.{method}: expected a string argument"))
+                }),
+            }
+        };
+        match method {
+            "removeprefix" => {
+                let prefix = arg_str(0)?.unwrap_or_default();
+                return Ok(Value::from(s.strip_prefix(prefix.as_str()).unwrap_or(s)));
+            }
+            "removesuffix" => {
+                let suffix = arg_str(0)?.unwrap_or_default();
+                return Ok(Value::from(s.strip_suffix(suffix.as_str()).unwrap_or(s)));
+            }
+            "index" | "rindex" => {
+                let needle = arg_str(0)?.unwrap_or_default();
+                let found = if method == "index" { s.find(&needle) } else { s.rfind(&needle) };
+                return match found {
+                    Some(byte) => Ok(Value::from(s[..byte].chars().count())),
+                    None => Err(Error::new(ErrorKind::InvalidOperation, "substring not found")),
+                };
+            }
+            "rsplit" => {
+                let sep = arg_str(0)?;
+                let maxsplit = match args.get(1) {
+                    Some(v) if !v.is_none() => i64::try_from(v.clone())?,
+                    _ => -1,
+                };
+                return Ok(Value::from(rsplit(s, sep.as_deref(), maxsplit)));
+            }
+            "zfill" => {
+                let width = args.first().map(|w| i64::try_from(w.clone())).transpose()?.unwrap_or(0);
+                let len = s.chars().count() as i64;
+                if width <= len {
+                    return Ok(Value::from(s));
+                }
+                let pad = "0".repeat((width - len).min(1 << 20) as usize);
+                let (sign, rest) = match s.chars().next() {
+                    Some(c @ ('+' | '-')) => (c.to_string(), &s[1..]),
+                    _ => (String::new(), s),
+                };
+                return Ok(Value::from(format!("{sign}{pad}{rest}")));
+            }
+            _ => {}
+        }
+    }
+    minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
+}
+
+/// Python's `str.rsplit(sep=None, maxsplit=-1)`.
+fn rsplit(s: &str, sep: Option<&str>, maxsplit: i64) -> Vec<String> {
+    let limit = if maxsplit < 0 { usize::MAX } else { maxsplit as usize };
+    match sep {
+        Some(sep) if !sep.is_empty() => {
+            let mut parts: Vec<String> = Vec::new();
+            let mut rest = s;
+            while parts.len() < limit {
+                match rest.rfind(sep) {
+                    Some(at) => {
+                        parts.push(rest[at + sep.len()..].to_owned());
+                        rest = &rest[..at];
+                    }
+                    None => break,
+                }
+            }
+            parts.push(rest.to_owned());
+            parts.reverse();
+            parts
+        }
+        _ => {
+            let mut parts: Vec<String> = Vec::new();
+            let mut rest = s.trim_end();
+            while parts.len() < limit && !rest.is_empty() {
+                match rest.rfind(char::is_whitespace) {
+                    Some(at) => {
+                        let ws_len = rest[at..].chars().next().map_or(1, char::len_utf8);
+                        parts.push(rest[at + ws_len..].to_owned());
+                        rest = rest[..at].trim_end();
+                    }
+                    None => break,
+                }
+            }
+            if !rest.is_empty() {
+                parts.push(rest.to_owned());
+            }
+            parts.reverse();
+            parts
+        }
+    }
+}
+
+/// Python's `str(value)`, which is what Jinja2 prints for `{{ value }}`.
+pub(crate) fn py_str(value: &Value) -> String {
+    match value.kind() {
+        ValueKind::String => value.as_str().unwrap_or_default().to_owned(),
+        ValueKind::Undefined => String::new(),
+        _ => py_repr(value),
+    }
+}
+
+/// Python's `repr(value)` for the JSON-like values templates see.
+pub(crate) fn py_repr(value: &Value) -> String {
+    let mut out = String::new();
+    write_repr(&mut out, value, 0);
+    out
+}
+
+fn write_repr(out: &mut String, value: &Value, depth: usize) {
+    if depth > 256 {
+        out.push_str("...");
+        return;
+    }
+    match value.kind() {
+        ValueKind::Undefined => {}
+        ValueKind::None => out.push_str("None"),
+        ValueKind::Bool => out.push_str(if value.is_true() { "True" } else { "False" }),
+        ValueKind::Number => {
+            if value.is_integer() {
+                out.push_str(&value.to_string());
+            } else {
+                match f64::try_from(value.clone()) {
+                    Ok(f) => out.push_str(&pyjson::float_repr(f)),
+                    Err(_) => out.push_str(&value.to_string()),
+                }
+            }
+        }
+        ValueKind::String => string_repr(out, value.as_str().unwrap_or_default()),
+        ValueKind::Seq => {
+            let is_tuple = value.as_object().is_some_and(|o| o.type_name().contains("Tuple"));
+            out.push(if is_tuple { '(' } else { '[' });
+            let mut n = 0;
+            if let Ok(items) = value.try_iter() {
+                for (i, item) in items.enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    write_repr(out, &item, depth + 1);
+                    n += 1;
+                }
+            }
+            if is_tuple {
+                if n == 1 {
+                    out.push(',');
+                }
+                out.push(')');
+            } else {
+                out.push(']');
+            }
+        }
+        ValueKind::Map => {
+            out.push('{');
+            if let Ok(keys) = value.try_iter() {
+                for (i, key) in keys.enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    write_repr(out, &key, depth + 1);
+                    out.push_str(": ");
+                    let item = value.get_item(&key).unwrap_or_default();
+                    write_repr(out, &item, depth + 1);
+                }
+            }
+            out.push('}');
+        }
+        _ => out.push_str(&value.to_string()),
+    }
+}
+
+/// Python's `repr(str)`: single quotes unless the text has `'` and no `"`.
+fn string_repr(out: &mut String, s: &str) {
+    use std::fmt::Write as _;
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if is_printable(c) => out.push(c),
+            c if (c as u32) < 0x100 => write!(out, "\\x{:02x}", c as u32).expect("String write"),
+            c if (c as u32) < 0x10000 => write!(out, "\\u{:04x}", c as u32).expect("String write"),
+            c => write!(out, "\\U{:08x}", c as u32).expect("String write"),
+        }
+    }
+    out.push(quote);
+}
+
+/// An approximation of Python's `str.isprintable` per character: controls, separators other than
+/// space, surrogates and private use are not printable.
+fn is_printable(c: char) -> bool {
+    let cp = c as u32;
+    !(cp < 0x20
+        || (0x7f..0xa0).contains(&cp)
+        || cp == 0xad
+        || (0x2028..=0x2029).contains(&cp)
+        || (0x200b..=0x200f).contains(&cp)
+        || (0x202a..=0x202e).contains(&cp)
+        || (0x2060..=0x2064).contains(&cp)
+        || cp == 0xfeff
+        || (0xe000..=0xf8ff).contains(&cp)
+        || (0xfff9..=0xfffb).contains(&cp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rsplit_matches_python() {
+        assert_eq!(rsplit("a.b.c", Some("."), 1), vec!["a.b", "c"]);
+        assert_eq!(rsplit("a.b.c", Some("."), -1), vec!["a", "b", "c"]);
+        assert_eq!(rsplit("  a  b c ", None, 1), vec!["  a  b", "c"]);
+        assert_eq!(rsplit("  a  b c ", None, -1), vec!["a", "b", "c"]);
+        assert_eq!(rsplit("", None, -1), Vec::<String>::new());
+        assert_eq!(rsplit("", Some(","), -1), vec![""]);
+    }
+
+    #[test]
+    fn splitlines_matches_python() {
+        assert_eq!(splitlines("a\nb\r\nc\rd\n"), vec!["a", "b", "c", "d"]);
+        assert_eq!(splitlines("a\n\n"), vec!["a", ""]);
+        assert_eq!(splitlines(""), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn repr_matches_python() {
+        let v = Value::from(minijinja::value::Serde(serde_json::json!({"a": [1, 2.5, null, true, "it's"], "b": "x\ny"})));
+        assert_eq!(py_repr(&v), r#"{'a': [1, 2.5, None, True, "it's"], 'b': 'x\ny'}"#);
+    }
+}

@@ -1,0 +1,197 @@
+//! A memory bound for rendering untrusted templates.
+//!
+//! Fuel bounds instructions, not bytes: `{% set s = s ~ s %}` doubles a string per instruction, so a
+//! few dozen instructions exhaust any machine, and Rust aborts the process when an allocation fails.
+//! Nothing inside minijinja can be hooked per operation, so the bound sits in the allocator:
+//!
+//! - A binary that renders untrusted templates installs [`GuardedAllocator`] as its global
+//!   allocator (`parlance` the CLI does). It forwards to the system allocator and, on a thread that
+//!   runs a bounded render, counts the bytes that thread holds.
+//! - With the guard installed, `ChatTemplate::render` runs each render on its own thread with a
+//!   budget ([`run_bounded`]). An allocation past the budget is never made: the allocator signals
+//!   the waiting caller and puts the render thread to sleep for good, because a global allocator
+//!   may neither fail gracefully (that aborts) nor unwind (undefined behaviour). The caller gets a
+//!   `TemplateError::Limit` for `memory bytes`.
+//!
+//! The cost of a refused render is the memory it held when stopped (at most the budget) and one
+//! sleeping thread; a server that keeps refusing templates should stop accepting them. Without the
+//! guard installed, renders run inline and memory is bounded only by the output limit, fuel and
+//! minijinja's own caps (100 MB per string repetition).
+
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Stack of a bounded render thread: deep enough for the recursion limit in debug builds.
+const RENDER_STACK_BYTES: usize = 64 << 20;
+
+thread_local! {
+    /// Bytes the current thread may still allocate, when it runs a bounded render.
+    static REMAINING: Cell<isize> = const { Cell::new(0) };
+    /// Whether the current thread runs a bounded render.
+    static BOUNDED: Cell<bool> = const { Cell::new(false) };
+    /// Where to report that the budget ran out.
+    static SIGNAL: Cell<*const Signal> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The global allocator that makes render memory limits enforceable; see the module docs.
+///
+/// ```ignore
+/// #[global_allocator]
+/// static ALLOC: parlance::template::memory::GuardedAllocator = parlance::template::memory::GuardedAllocator;
+/// ```
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GuardedAllocator;
+
+/// Whether [`GuardedAllocator`] is this process's global allocator.
+pub fn is_installed() -> bool {
+    // Any allocation through the guard sets the flag; make one so the answer does not depend on
+    // whether one happened yet.
+    drop(std::hint::black_box(Box::new(0u8)));
+    INSTALLED.load(Ordering::Relaxed)
+}
+
+/// Shared between a bounded render thread and its caller.
+struct Signal {
+    state: Mutex<bool>,
+    changed: Condvar,
+    exceeded: AtomicBool,
+}
+
+impl GuardedAllocator {
+    #[inline]
+    fn charge(size: usize) {
+        // `try_with`: thread-locals may be gone while a thread exits; then there is nothing to bound.
+        let _ = BOUNDED.try_with(|bounded| {
+            if !bounded.get() {
+                return;
+            }
+            let remaining = REMAINING.get() - size as isize;
+            REMAINING.set(remaining);
+            if remaining < 0 {
+                bounded.set(false);
+                Self::stop_thread();
+            }
+        });
+    }
+
+    #[inline]
+    fn refund(size: usize) {
+        let _ = BOUNDED.try_with(|bounded| {
+            if bounded.get() {
+                REMAINING.set(REMAINING.get() + size as isize);
+            }
+        });
+    }
+
+    /// Reports the exceeded budget and never returns: the allocation is not made.
+    #[cold]
+    fn stop_thread() -> ! {
+        let signal = SIGNAL.get();
+        if !signal.is_null() {
+            // SAFETY: `run_bounded` keeps the `Signal` alive (an `Arc` held by this thread's
+            // closure, which never returns from here) for as long as the pointer is set.
+            let signal = unsafe { &*signal };
+            signal.exceeded.store(true, Ordering::SeqCst);
+            // Locking and notifying do not allocate (futex-based on the platforms we support).
+            let mut done = signal.state.lock().unwrap_or_else(|e| e.into_inner());
+            *done = true;
+            signal.changed.notify_all();
+            drop(done);
+        }
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+}
+
+// SAFETY: every method forwards to `System` with the caller's layout and pointer unchanged; the
+// bookkeeping around it touches only const-initialized thread-locals, which do not allocate.
+unsafe impl GlobalAlloc for GuardedAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        INSTALLED.store(true, Ordering::Relaxed);
+        Self::charge(layout.size());
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        INSTALLED.store(true, Ordering::Relaxed);
+        Self::charge(layout.size());
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        Self::refund(layout.size());
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if new_size > layout.size() {
+            Self::charge(new_size - layout.size());
+        } else {
+            Self::refund(layout.size() - new_size);
+        }
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// Why a bounded job returned no value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Stopped {
+    /// It tried to allocate past its budget; its thread is left asleep (see the module docs).
+    Memory,
+    /// It panicked.
+    Panic,
+    /// No thread could be started for it.
+    NoThread,
+}
+
+/// Runs `job` on a new thread that may allocate at most `max_bytes`.
+pub fn run_bounded<R, F>(max_bytes: usize, job: F) -> Result<R, Stopped>
+where
+    R: Send + 'static,
+    F: FnOnce() -> R + Send + 'static,
+{
+    let signal = Arc::new(Signal { state: Mutex::new(false), changed: Condvar::new(), exceeded: AtomicBool::new(false) });
+    let result: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
+    let (thread_signal, thread_result) = (Arc::clone(&signal), Arc::clone(&result));
+    let spawned = std::thread::Builder::new().name("parlance-render".into()).stack_size(RENDER_STACK_BYTES).spawn(
+        move || {
+            SIGNAL.set(Arc::as_ptr(&thread_signal));
+            REMAINING.set(isize::try_from(max_bytes).unwrap_or(isize::MAX));
+            BOUNDED.set(true);
+            let value = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).ok();
+            BOUNDED.set(false);
+            SIGNAL.set(std::ptr::null());
+            *thread_result.lock().unwrap_or_else(|e| e.into_inner()) = value;
+            *thread_signal.state.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            thread_signal.changed.notify_all();
+        },
+    );
+    let handle = match spawned {
+        Ok(handle) => handle,
+        // No thread to spare: refuse rather than render unbounded.
+        Err(_) => return Err(Stopped::NoThread),
+    };
+    let mut done = signal.state.lock().unwrap_or_else(|e| e.into_inner());
+    while !*done {
+        done = signal.changed.wait(done).unwrap_or_else(|e| e.into_inner());
+    }
+    drop(done);
+    if signal.exceeded.load(Ordering::SeqCst) {
+        return Err(Stopped::Memory);
+    }
+    let _ = handle.join();
+    result.lock().unwrap_or_else(|e| e.into_inner()).take().ok_or(Stopped::Panic)
+}

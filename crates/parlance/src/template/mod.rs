@@ -1,0 +1,493 @@
+//! Chat templates: load a model's Jinja template and render conversations exactly as Hugging Face
+//! `apply_chat_template(..., tokenize=False)` does.
+//!
+//! `ChatTemplate` is built once (the template compiled, special tokens read) and shared; `render`
+//! takes a `Conversation` and `RenderOptions`. Before rendering, input is normalized as transformers
+//! normalizes it: top-level message keys whose value is `null` are dropped, and a message's reasoning
+//! (the first non-null of `reasoning_content`, `thinking`, `reasoning`) is offered both as
+//! `reasoning_content` and, unless the message has its own, as `thinking`. Template variables are the
+//! named special tokens, overlaid by `RenderOptions::variables`, plus `messages`, `tools`,
+//! `documents` and `add_generation_prompt`.
+//!
+//! Templates are untrusted code: rendering is bounded by `RenderLimits` (instructions, recursion
+//! depth, output size and, where the allocator guard is installed, memory; see [`memory`]).
+
+mod environment;
+mod error;
+pub mod memory;
+mod pyjson;
+mod request;
+mod source;
+
+use std::cell::Cell;
+use std::io;
+use std::sync::Arc;
+
+use chrono::NaiveDateTime;
+use indexmap::IndexMap;
+use minijinja::value::Value;
+use minijinja::{Environment, ErrorKind};
+use serde_json::Value as Json;
+
+use crate::message::Conversation;
+pub use error::TemplateError;
+pub use request::RenderRequest;
+pub use source::{SPECIAL_TOKEN_NAMES, TemplateSource};
+
+/// Bounds on what rendering one conversation may cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderLimits {
+    /// Template instructions per render; default 20,000,000 (a real template needs well under 100,000).
+    pub fuel: u64,
+    /// Nesting depth of macro calls, includes and recursive loops; default 128.
+    pub recursion: usize,
+    /// Bytes of rendered text; default 64 MiB.
+    pub max_output_bytes: usize,
+    /// Bytes a render may allocate in all, enforced only where [`memory::GuardedAllocator`] is the
+    /// global allocator; default 512 MiB.
+    pub max_memory_bytes: usize,
+}
+
+impl Default for RenderLimits {
+    fn default() -> Self {
+        RenderLimits {
+            fuel: 20_000_000,
+            recursion: 128,
+            max_output_bytes: 64 << 20,
+            max_memory_bytes: 512 << 20,
+        }
+    }
+}
+
+/// How to render: generation prompt, continuation, extra template variables, clock.
+#[derive(Debug, Clone, Default)]
+pub struct RenderOptions {
+    /// Append the assistant turn's opening (`add_generation_prompt`); default `false`.
+    pub add_generation_prompt: bool,
+    /// Leave the final message open for the model to continue: `Some("content")` continues its
+    /// content (transformers' `continue_final_message=True`), `Some("reasoning_content")` its
+    /// reasoning; default `None`.
+    pub continue_final_message: Option<String>,
+    /// Extra template variables (`enable_thinking`, `reasoning_effort`, `bos_token`, ...); they
+    /// override the special tokens of the same name. Default empty.
+    pub variables: IndexMap<String, Json>,
+    /// What `strftime_now` sees; default `None`: the local time at the call.
+    pub now: Option<NaiveDateTime>,
+    /// Which named template to use; default `None`: `tool_use` when tools are given and it exists,
+    /// else `default` (as transformers chooses).
+    pub template_name: Option<String>,
+}
+
+/// A compiled chat template with its special tokens; build once, render many times (`&self`).
+#[derive(Clone)]
+pub struct ChatTemplate {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    label: String,
+    names: Vec<String>,
+    sources: Vec<String>,
+    env: Environment<'static>,
+    special_tokens: IndexMap<String, String>,
+    limits: RenderLimits,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate")
+            .field("label", &self.inner.label)
+            .field("names", &self.inner.names)
+            .field("special_tokens", &self.inner.special_tokens)
+            .finish_non_exhaustive()
+    }
+}
+
+thread_local! {
+    /// The instant `strftime_now` reports during the current render on this thread.
+    static NOW: Cell<Option<NaiveDateTime>> = const { Cell::new(None) };
+}
+
+/// Variables a caller may not set through `RenderOptions::variables`: rendering sets them.
+const RESERVED_VARIABLES: [&str; 4] = ["messages", "tools", "documents", "add_generation_prompt"];
+
+/// transformers appends this to the continued message, then cuts the render at it.
+const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
+
+impl ChatTemplate {
+    /// Loads from a `.jinja` file, a `tokenizer_config.json` / `chat_template.json`, or a model folder.
+    pub fn from_path(path: impl AsRef<std::path::Path>) -> Result<ChatTemplate, TemplateError> {
+        ChatTemplate::from_source(TemplateSource::from_path(path.as_ref())?, RenderLimits::default())
+    }
+
+    /// Compiles one template given as text, with no special tokens.
+    pub fn from_text(text: &str) -> Result<ChatTemplate, TemplateError> {
+        ChatTemplate::from_source(TemplateSource::from_text("<template>", text), RenderLimits::default())
+    }
+
+    /// Compiles every template of `source` under `limits`.
+    pub fn from_source(source: TemplateSource, limits: RenderLimits) -> Result<ChatTemplate, TemplateError> {
+        let mut env = environment::hf_environment(&limits);
+        environment::set_clock(
+            &mut env,
+            Arc::new(|| NOW.get().unwrap_or_else(|| chrono::Local::now().naive_local())),
+        );
+        let mut names = Vec::new();
+        let mut sources = Vec::new();
+        for (name, text) in source.templates {
+            let rewritten = rewrite_generation_tags(&text);
+            env.add_template_owned(name.clone(), rewritten).map_err(|err| TemplateError::Syntax {
+                name: display_name(&source.label, &name, names.len() + 1),
+                line: err.line().unwrap_or(0),
+                message: err.detail().unwrap_or("invalid syntax").to_owned(),
+            })?;
+            names.push(name);
+            sources.push(text);
+        }
+        if names.is_empty() {
+            return Err(TemplateError::NoTemplate {
+                path: source.label.into(),
+                message: "no template text".into(),
+            });
+        }
+        Ok(ChatTemplate {
+            inner: Arc::new(Inner {
+                label: source.label,
+                names,
+                sources,
+                env,
+                special_tokens: source.special_tokens,
+                limits,
+            }),
+        })
+    }
+
+    /// Where the template came from (a path, or `<template>`).
+    pub fn label(&self) -> &str {
+        &self.inner.label
+    }
+
+    /// Names of the templates held (`default` for a single template).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.inner.names.iter().map(String::as_str)
+    }
+
+    /// The original text of a named template.
+    pub fn source(&self, name: &str) -> Option<&str> {
+        let i = self.inner.names.iter().position(|n| n == name)?;
+        Some(&self.inner.sources[i])
+    }
+
+    /// Named special tokens passed to the template (`bos_token`, `eos_token`, ...).
+    pub fn special_tokens(&self) -> &IndexMap<String, String> {
+        &self.inner.special_tokens
+    }
+
+    /// The limits every render runs under.
+    pub fn limits(&self) -> &RenderLimits {
+        &self.inner.limits
+    }
+
+    /// The template `render` would use for these inputs.
+    pub fn select(&self, conversation: &Conversation, options: &RenderOptions) -> Result<&str, TemplateError> {
+        let names = &self.inner.names;
+        if let Some(wanted) = &options.template_name {
+            return names.iter().find(|n| *n == wanted).map(String::as_str).ok_or_else(|| {
+                TemplateError::Request(format!("no template named {wanted:?}; have {names:?}"))
+            });
+        }
+        if names.len() == 1 {
+            return Ok(&names[0]);
+        }
+        if conversation.tools.is_some() {
+            if let Some(name) = names.iter().find(|n| *n == "tool_use") {
+                return Ok(name);
+            }
+        }
+        names.iter().find(|n| *n == "default").map(String::as_str).ok_or_else(|| {
+            TemplateError::Request(format!(
+                "this model has several chat templates ({names:?}) and no `default`; name one"
+            ))
+        })
+    }
+
+    /// Renders `conversation`: byte-identical to transformers' `apply_chat_template(tokenize=False)`.
+    pub fn render(&self, conversation: &Conversation, options: &RenderOptions) -> Result<String, TemplateError> {
+        let name = self.select(conversation, options)?.to_owned();
+        let (context, continued) = self.context(conversation, options)?;
+        let rendered = if memory::is_installed() {
+            let this = self.clone();
+            let name_for_error = name.clone();
+            let now = options.now;
+            let max = self.inner.limits.max_memory_bytes;
+            match memory::run_bounded(max, move || this.render_here(&name, context, now)) {
+                Ok(result) => result?,
+                Err(memory::Stopped::Memory) => return Err(self.limit_error(&name_for_error, 0, "memory bytes", max as u64)),
+                Err(stopped) => {
+                    return Err(TemplateError::Render {
+                        name: display_name(&self.inner.label, &name_for_error, self.inner.names.len()),
+                        line: 0,
+                        message: format!("render stopped: {stopped:?}"),
+                    });
+                }
+            }
+        } else {
+            self.render_here(&name, context, options.now)?
+        };
+        match continued {
+            None => Ok(rendered),
+            Some(final_text) => cut_at_continue_tag(rendered, &final_text),
+        }
+    }
+
+    fn render_here(&self, name: &str, context: Value, now: Option<NaiveDateTime>) -> Result<String, TemplateError> {
+        let template = self.inner.env.get_template(name).expect("every name was added at construction");
+        let mut out = CappedWriter { buf: Vec::new(), max: self.inner.limits.max_output_bytes, exceeded: false };
+        let previous = NOW.replace(now);
+        let result = template.render_captured_to(context, &mut out);
+        NOW.set(previous);
+        match result {
+            Ok(_) => Ok(String::from_utf8(out.buf).expect("templates write whole UTF-8 strings")),
+            Err(err) => Err(self.convert_error(name, &err, out.exceeded)),
+        }
+    }
+
+    /// Builds the template's variables; returns the text being continued, if any.
+    fn context(
+        &self,
+        conversation: &Conversation,
+        options: &RenderOptions,
+    ) -> Result<(Value, Option<String>), TemplateError> {
+        let mut messages = Vec::with_capacity(conversation.messages.len());
+        for (i, message) in conversation.messages.iter().enumerate() {
+            let Json::Object(object) = message else {
+                return Err(TemplateError::Request(format!("messages[{i}] is not a JSON object")));
+            };
+            messages.push(normalize_message(object));
+        }
+        let mut continued = None;
+        if let Some(field) = &options.continue_final_message {
+            if options.add_generation_prompt {
+                return Err(TemplateError::Request(
+                    "continue_final_message and add_generation_prompt are not compatible".into(),
+                ));
+            }
+            continued = Some(self.tag_final_message(&mut messages, field)?);
+        }
+        let mut vars: IndexMap<String, Value> = IndexMap::new();
+        for (name, token) in &self.inner.special_tokens {
+            vars.insert(name.clone(), Value::from(token.as_str()));
+        }
+        for (name, value) in &options.variables {
+            if RESERVED_VARIABLES.contains(&name.as_str()) {
+                return Err(TemplateError::Request(format!(
+                    "variable {name:?} is set by rendering itself; pass it as a render option"
+                )));
+            }
+            vars.insert(name.clone(), Value::from(minijinja::value::Serde(value)));
+        }
+        vars.insert("messages".into(), Value::from(minijinja::value::Serde(&messages)));
+        vars.insert("tools".into(), Value::from(minijinja::value::Serde(&conversation.tools)));
+        vars.insert("documents".into(), Value::from(minijinja::value::Serde(&conversation.documents)));
+        vars.insert("add_generation_prompt".into(), Value::from(options.add_generation_prompt));
+        Ok((Value::from_pairs(vars), continued))
+    }
+
+    /// Appends `CONTINUE_TAG` to the continued field(s) of the last message, as transformers does.
+    fn tag_final_message(
+        &self,
+        messages: &mut [serde_json::Map<String, Json>],
+        field: &str,
+    ) -> Result<String, TemplateError> {
+        let last = messages
+            .last_mut()
+            .ok_or_else(|| TemplateError::Request("continue_final_message is set but the conversation is empty".into()))?;
+        let final_value = last.get(field).cloned().ok_or_else(|| {
+            TemplateError::Request(format!("continue_final_message is set but the final message has no {field:?}"))
+        })?;
+        let fields: Vec<String> = if REASONING_FIELDS.contains(&field) {
+            REASONING_FIELDS.iter().filter(|f| last.get(**f) == Some(&final_value)).map(|f| (*f).to_owned()).collect()
+        } else {
+            vec![field.to_owned()]
+        };
+        let uses_field = fields.iter().any(|f| self.inner.sources.iter().any(|s| s.contains(f.as_str())));
+        if !uses_field {
+            return Err(TemplateError::Request(format!(
+                "continue_final_message is set to {field:?} but the template never reads that field"
+            )));
+        }
+        match final_value {
+            Json::String(text) => {
+                for f in &fields {
+                    if let Some(Json::String(s)) = last.get_mut(f) {
+                        s.push_str(CONTINUE_TAG);
+                    }
+                }
+                Ok(text)
+            }
+            Json::Array(mut parts) => {
+                let block = parts.iter_mut().rev().find_map(|part| match part.get_mut("text") {
+                    Some(Json::String(s)) => Some(s),
+                    _ => None,
+                });
+                let Some(text) = block else {
+                    return Err(TemplateError::Request(
+                        "continue_final_message is set but the final message has no text to continue".into(),
+                    ));
+                };
+                let original = text.clone();
+                text.push_str(CONTINUE_TAG);
+                last.insert(field.to_owned(), Json::Array(parts));
+                Ok(original)
+            }
+            _ => Err(TemplateError::Request(format!(
+                "continue_final_message: the final message's {field:?} is neither text nor content parts"
+            ))),
+        }
+    }
+
+    fn convert_error(&self, name: &str, err: &minijinja::Error, output_exceeded: bool) -> TemplateError {
+        let shown = display_name(&self.inner.label, name, self.inner.names.len());
+        let line = err.line().unwrap_or(0);
+        let limits = &self.inner.limits;
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+        while let Some(e) = cause {
+            if let Some(raised) = e.downcast_ref::<environment::RaisedByTemplate>() {
+                return TemplateError::Raised { name: shown, line, message: raised.0.clone() };
+            }
+            cause = e.source();
+        }
+        if output_exceeded {
+            return self.limit_error(name, line, "output bytes", limits.max_output_bytes as u64);
+        }
+        match err.kind() {
+            ErrorKind::OutOfFuel => self.limit_error(name, line, "fuel", limits.fuel),
+            ErrorKind::InvalidOperation if err.detail() == Some("recursion limit exceeded") => {
+                self.limit_error(name, line, "recursion", limits.recursion as u64)
+            }
+            kind => TemplateError::Render {
+                name: shown,
+                line,
+                message: match err.detail() {
+                    Some(detail) => format!("{kind}: {detail}"),
+                    None => kind.to_string(),
+                },
+            },
+        }
+    }
+
+    fn limit_error(&self, name: &str, line: usize, what: &'static str, limit: u64) -> TemplateError {
+        TemplateError::Limit {
+            name: display_name(&self.inner.label, name, self.inner.names.len()),
+            line,
+            what,
+            limit,
+        }
+    }
+}
+
+/// Names a message's reasoning may come under; the first is what templates read.
+const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
+
+/// transformers' normalization of one message: drop `null` keys, alias reasoning fields.
+fn normalize_message(message: &serde_json::Map<String, Json>) -> serde_json::Map<String, Json> {
+    let kept = message.iter().filter(|(_, v)| !v.is_null());
+    let reasoning = REASONING_FIELDS.iter().find_map(|f| message.get(*f).filter(|v| !v.is_null())).cloned();
+    let Some(reasoning) = reasoning else {
+        return kept.map(|(k, v)| (k.clone(), v.clone())).collect();
+    };
+    // Python: {"thinking": reasoning, **message, "reasoning_content": reasoning}
+    let mut out = serde_json::Map::new();
+    out.insert("thinking".into(), reasoning.clone());
+    for (k, v) in kept {
+        out.insert(k.clone(), v.clone());
+    }
+    out.insert("reasoning_content".into(), reasoning);
+    out
+}
+
+/// Cuts a continued render where transformers cuts it: at the last continue tag.
+fn cut_at_continue_tag(mut rendered: String, final_text: &str) -> Result<String, TemplateError> {
+    let tag = CONTINUE_TAG.trim();
+    if !rendered.contains(final_text.trim()) || !rendered.contains(tag) {
+        return Err(TemplateError::Request(
+            "continue_final_message is set but the final message does not appear in the rendered chat; the \
+             template deletes part of it"
+                .into(),
+        ));
+    }
+    let at = rendered.rfind(tag).expect("checked above");
+    if rendered[at..].starts_with(CONTINUE_TAG) {
+        rendered.truncate(at);
+    } else {
+        rendered.truncate(at);
+        let trimmed = rendered.trim_end().len();
+        rendered.truncate(trimmed);
+    }
+    Ok(rendered)
+}
+
+/// `{% generation %}` / `{% endgeneration %}` (transformers' assistant-mask extension) become an
+/// always-true `if` block: same whitespace handling (both are block tags), same line numbers.
+fn rewrite_generation_tags(text: &str) -> String {
+    static TAG: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\{%([-+]?)(\s*)(end)?generation(\s*)([-+]?)%\}").expect("valid regex")
+    });
+    if !text.contains("generation") {
+        return text.to_owned();
+    }
+    TAG.replace_all(text, |caps: &regex::Captures<'_>| {
+        let body = if caps.get(3).is_some() { "endif" } else { "if true" };
+        format!("{{%{}{}{}{}{}%}}", &caps[1], &caps[2], body, &caps[4], &caps[5])
+    })
+    .into_owned()
+}
+
+fn display_name(label: &str, name: &str, count: usize) -> String {
+    if count > 1 { format!("{label}#{name}") } else { label.to_owned() }
+}
+
+/// Collects rendered bytes, refusing to grow past `max`.
+struct CappedWriter {
+    buf: Vec<u8>,
+    max: usize,
+    exceeded: bool,
+}
+
+impl io::Write for CappedWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        if self.buf.len() + data.len() > self.max {
+            self.exceeded = true;
+            return Err(io::Error::other("output limit reached"));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_tags_become_if_blocks() {
+        assert_eq!(
+            rewrite_generation_tags("a{% generation %}b{%- endgeneration -%}c"),
+            "a{% if true %}b{%- endif -%}c"
+        );
+    }
+
+    #[test]
+    fn normalize_drops_nulls_and_aliases_reasoning() {
+        let message = serde_json::json!({"role": "assistant", "content": null, "reasoning_content": "r"});
+        let normalized = normalize_message(message.as_object().unwrap());
+        assert_eq!(
+            serde_json::to_string(&normalized).unwrap(),
+            r#"{"thinking":"r","role":"assistant","reasoning_content":"r"}"#
+        );
+    }
+}

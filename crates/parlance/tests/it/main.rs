@@ -1,0 +1,11 @@
+//! Integration tests of the `parlance` crate; corpus-backed tests skip when the corpus is absent.
+
+mod corpus;
+mod golden;
+mod limits;
+mod loading;
+mod tokens;
+
+// Render memory limits are enforceable only under the guard; install it as the CLI does.
+#[global_allocator]
+static ALLOC: parlance::template::memory::GuardedAllocator = parlance::template::memory::GuardedAllocator;
