@@ -13,8 +13,8 @@ use chrono::NaiveDateTime;
 use minijinja::value::{Kwargs, Rest, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, State, UndefinedBehavior};
 
-use super::pyjson::{self, DumpOptions};
 use super::RenderLimits;
+use super::pyjson::{self, DumpOptions};
 
 /// Clock behind `strftime_now`: a fixed instant, or the local time at each call.
 pub(crate) type Clock = Arc<dyn Fn() -> NaiveDateTime + Send + Sync>;
@@ -76,9 +76,7 @@ pub(crate) fn hf_environment(limits: &RenderLimits) -> Environment<'static> {
 
 /// Installs `strftime_now(format)` reading `clock`.
 pub(crate) fn set_clock(env: &mut Environment<'static>, clock: Clock) {
-    env.add_function("strftime_now", move |format: &str| -> Result<String, Error> {
-        strftime(&clock(), format)
-    });
+    env.add_function("strftime_now", move |format: &str| -> Result<String, Error> { strftime(&clock(), format) });
 }
 
 /// Python's `datetime.strftime` through chrono, which shares the C directives templates use.
@@ -86,15 +84,11 @@ fn strftime(now: &NaiveDateTime, format: &str) -> Result<String, Error> {
     use std::fmt::Write as _;
     let items: Vec<_> = chrono::format::StrftimeItems::new(format).collect();
     if items.iter().any(|item| matches!(item, chrono::format::Item::Error)) {
-        return Err(Error::new(
-            ErrorKind::InvalidOperation,
-            format!("strftime_now: unsupported format {format:?}"),
-        ));
+        return Err(Error::new(ErrorKind::InvalidOperation, format!("strftime_now: unsupported format {format:?}")));
     }
     let mut out = String::new();
-    write!(out, "{}", now.format_with_items(items.into_iter())).map_err(|_| {
-        Error::new(ErrorKind::InvalidOperation, format!("strftime_now: cannot format {format:?}"))
-    })?;
+    write!(out, "{}", now.format_with_items(items.into_iter()))
+        .map_err(|_| Error::new(ErrorKind::InvalidOperation, format!("strftime_now: cannot format {format:?}")))?;
     Ok(out)
 }
 
@@ -125,10 +119,11 @@ fn dict(args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
             }
         }
     }
-    for key in kwargs.args() {
-        map.insert(Value::from(key), kwargs.peek::<Value>(key)?);
+    let keys: Vec<String> = kwargs.args().map(str::to_owned).collect();
+    for key in keys {
+        let item = kwargs.get::<Value>(&key)?;
+        map.insert(Value::from(key), item);
     }
-    kwargs.assert_all_used()?;
     Ok(Value::from_pairs(map))
 }
 
@@ -521,7 +516,8 @@ mod tests {
 
     #[test]
     fn repr_matches_python() {
-        let v = Value::from(minijinja::value::Serde(serde_json::json!({"a": [1, 2.5, null, true, "it's"], "b": "x\ny"})));
+        let v =
+            Value::from(minijinja::value::Serde(serde_json::json!({"a": [1, 2.5, null, true, "it's"], "b": "x\ny"})));
         assert_eq!(py_repr(&v), r#"{'a': [1, 2.5, None, True, "it's"], 'b': 'x\ny'}"#);
     }
 }

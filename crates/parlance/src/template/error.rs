@@ -85,11 +85,6 @@ pub enum TemplateError {
 
 impl TemplateError {
     pub(crate) fn json(path: impl Into<PathBuf>, err: &serde_json::Error) -> TemplateError {
-        TemplateError::Json {
-            path: path.into(),
-            line: err.line(),
-            column: err.column(),
-            message: err.to_string(),
-        }
+        TemplateError::Json { path: path.into(), line: err.line(), column: err.column(), message: err.to_string() }
     }
 }

@@ -163,11 +163,12 @@ where
     R: Send + 'static,
     F: FnOnce() -> R + Send + 'static,
 {
-    let signal = Arc::new(Signal { state: Mutex::new(false), changed: Condvar::new(), exceeded: AtomicBool::new(false) });
+    let signal =
+        Arc::new(Signal { state: Mutex::new(false), changed: Condvar::new(), exceeded: AtomicBool::new(false) });
     let result: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
     let (thread_signal, thread_result) = (Arc::clone(&signal), Arc::clone(&result));
-    let spawned = std::thread::Builder::new().name("parlance-render".into()).stack_size(RENDER_STACK_BYTES).spawn(
-        move || {
+    let spawned =
+        std::thread::Builder::new().name("parlance-render".into()).stack_size(RENDER_STACK_BYTES).spawn(move || {
             SIGNAL.set(Arc::as_ptr(&thread_signal));
             REMAINING.set(isize::try_from(max_bytes).unwrap_or(isize::MAX));
             BOUNDED.set(true);
@@ -177,8 +178,7 @@ where
             *thread_result.lock().unwrap_or_else(|e| e.into_inner()) = value;
             *thread_signal.state.lock().unwrap_or_else(|e| e.into_inner()) = true;
             thread_signal.changed.notify_all();
-        },
-    );
+        });
     let handle = match spawned {
         Ok(handle) => handle,
         // No thread to spare: refuse rather than render unbounded.

@@ -50,12 +50,7 @@ pub struct RenderLimits {
 
 impl Default for RenderLimits {
     fn default() -> Self {
-        RenderLimits {
-            fuel: 20_000_000,
-            recursion: 128,
-            max_output_bytes: 64 << 20,
-            max_memory_bytes: 512 << 20,
-        }
+        RenderLimits { fuel: 20_000_000, recursion: 128, max_output_bytes: 64 << 20, max_memory_bytes: 512 << 20 }
     }
 }
 
@@ -128,10 +123,7 @@ impl ChatTemplate {
     /// Compiles every template of `source` under `limits`.
     pub fn from_source(source: TemplateSource, limits: RenderLimits) -> Result<ChatTemplate, TemplateError> {
         let mut env = environment::hf_environment(&limits);
-        environment::set_clock(
-            &mut env,
-            Arc::new(|| NOW.get().unwrap_or_else(|| chrono::Local::now().naive_local())),
-        );
+        environment::set_clock(&mut env, Arc::new(|| NOW.get().unwrap_or_else(|| chrono::Local::now().naive_local())));
         let mut names = Vec::new();
         let mut sources = Vec::new();
         for (name, text) in source.templates {
@@ -145,10 +137,7 @@ impl ChatTemplate {
             sources.push(text);
         }
         if names.is_empty() {
-            return Err(TemplateError::NoTemplate {
-                path: source.label.into(),
-                message: "no template text".into(),
-            });
+            return Err(TemplateError::NoTemplate { path: source.label.into(), message: "no template text".into() });
         }
         Ok(ChatTemplate {
             inner: Arc::new(Inner {
@@ -192,9 +181,11 @@ impl ChatTemplate {
     pub fn select(&self, conversation: &Conversation, options: &RenderOptions) -> Result<&str, TemplateError> {
         let names = &self.inner.names;
         if let Some(wanted) = &options.template_name {
-            return names.iter().find(|n| *n == wanted).map(String::as_str).ok_or_else(|| {
-                TemplateError::Request(format!("no template named {wanted:?}; have {names:?}"))
-            });
+            return names
+                .iter()
+                .find(|n| *n == wanted)
+                .map(String::as_str)
+                .ok_or_else(|| TemplateError::Request(format!("no template named {wanted:?}; have {names:?}")));
         }
         if names.len() == 1 {
             return Ok(&names[0]);
@@ -222,7 +213,9 @@ impl ChatTemplate {
             let max = self.inner.limits.max_memory_bytes;
             match memory::run_bounded(max, move || this.render_here(&name, context, now)) {
                 Ok(result) => result?,
-                Err(memory::Stopped::Memory) => return Err(self.limit_error(&name_for_error, 0, "memory bytes", max as u64)),
+                Err(memory::Stopped::Memory) => {
+                    return Err(self.limit_error(&name_for_error, 0, "memory bytes", max as u64));
+                }
                 Err(stopped) => {
                     return Err(TemplateError::Render {
                         name: display_name(&self.inner.label, &name_for_error, self.inner.names.len()),
@@ -299,9 +292,9 @@ impl ChatTemplate {
         messages: &mut [serde_json::Map<String, Json>],
         field: &str,
     ) -> Result<String, TemplateError> {
-        let last = messages
-            .last_mut()
-            .ok_or_else(|| TemplateError::Request("continue_final_message is set but the conversation is empty".into()))?;
+        let last = messages.last_mut().ok_or_else(|| {
+            TemplateError::Request("continue_final_message is set but the conversation is empty".into())
+        })?;
         let final_value = last.get(field).cloned().ok_or_else(|| {
             TemplateError::Request(format!("continue_final_message is set but the final message has no {field:?}"))
         })?;
@@ -377,12 +370,7 @@ impl ChatTemplate {
     }
 
     fn limit_error(&self, name: &str, line: usize, what: &'static str, limit: u64) -> TemplateError {
-        TemplateError::Limit {
-            name: display_name(&self.inner.label, name, self.inner.names.len()),
-            line,
-            what,
-            limit,
-        }
+        TemplateError::Limit { name: display_name(&self.inner.label, name, self.inner.names.len()), line, what, limit }
     }
 }
 

@@ -11,7 +11,7 @@ use minijinja::value::{Value, ValueKind};
 use minijinja::{Error, ErrorKind};
 
 /// Options of `json.dumps` that chat templates use.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct DumpOptions {
     /// Escape every non-ASCII character as `\uXXXX` (default `false`, as Hugging Face sets it).
     pub ensure_ascii: bool,
@@ -21,12 +21,6 @@ pub(crate) struct DumpOptions {
     pub separators: Option<(String, String)>,
     /// Sort object keys (default `false`: insertion order).
     pub sort_keys: bool,
-}
-
-impl Default for DumpOptions {
-    fn default() -> Self {
-        DumpOptions { ensure_ascii: false, indent: None, separators: None, sort_keys: false }
-    }
 }
 
 /// Deepest nesting `dumps` follows; Python raises `RecursionError` near 1,000.

@@ -41,8 +41,8 @@ impl RenderRequest {
 
     /// Reads and parses a request file.
     pub fn from_path(path: &Path) -> Result<RenderRequest, TemplateError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| TemplateError::Io { path: path.to_owned(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| TemplateError::Io { path: path.to_owned(), source })?;
         RenderRequest::from_json(path, &text)
     }
 
@@ -58,8 +58,7 @@ impl RenderRequest {
                 )));
             }
         };
-        let conversation =
-            Conversation { messages: self.messages, tools: self.tools, documents: self.documents };
+        let conversation = Conversation { messages: self.messages, tools: self.tools, documents: self.documents };
         let options = RenderOptions {
             add_generation_prompt: self.add_generation_prompt,
             continue_final_message,

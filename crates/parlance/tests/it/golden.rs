@@ -153,9 +153,13 @@ fn corpus_renders_match_transformers() {
     if !fixed.is_empty() {
         eprintln!("note: now passing, remove from tests/expected/render.json known_failures: {fixed:?}");
     }
-    let spurious_errors =
-        failures.values().filter(|o| matches!(o, Outcome::RaisedWhereReferenceRendered(_))).count();
-    assert!(regressions.is_empty(), "{} cases fail that are not known failures:\n{}", regressions.len(), regressions.join("\n"));
+    let spurious_errors = failures.values().filter(|o| matches!(o, Outcome::RaisedWhereReferenceRendered(_))).count();
+    assert!(
+        regressions.is_empty(),
+        "{} cases fail that are not known failures:\n{}",
+        regressions.len(),
+        regressions.join("\n")
+    );
     assert!(identical + known_failures.len() >= reference_ok, "ratchet: every reference render is identical or known");
     assert_eq!(spurious_errors, 0, "no render may fail where the reference rendered");
 }

@@ -1,1 +1,91 @@
-//! placeholder
+//! Bad and hostile templates: errors name the template and line; loops, recursion, output and
+//! memory are bounded with clear errors, never a hang, a crash or an abort.
+
+use parlance::{ChatTemplate, Conversation, RenderLimits, RenderOptions, TemplateError, TemplateSource};
+
+fn conversation() -> Conversation {
+    Conversation { messages: vec![serde_json::json!({"role": "user", "content": "hi"})], ..Conversation::default() }
+}
+
+#[track_caller]
+fn render_err(template: &str, limits: RenderLimits) -> TemplateError {
+    let template = ChatTemplate::from_source(TemplateSource::from_text("hostile.jinja", template), limits)
+        .expect("template compiles");
+    match template.render(&conversation(), &RenderOptions::default()) {
+        Ok(out) => panic!("expected an error, rendered {} bytes", out.len()),
+        Err(err) => err,
+    }
+}
+
+#[test]
+fn raise_exception_names_template_line_and_message() {
+    let err =
+        render_err("line one\n{% if true %}{{ raise_exception('no tools here') }}{% endif %}", RenderLimits::default());
+    assert!(
+        matches!(&err, TemplateError::Raised { name, line: 2, message } if name == "hostile.jinja" && message == "no tools here"),
+        "{err:?}"
+    );
+    assert_eq!(err.to_string(), "hostile.jinja:2: template raised: no tools here");
+}
+
+#[test]
+fn undefined_attribute_and_type_errors_name_the_line() {
+    let err = render_err("\n\n{{ messages[0].nothing.deeper }}", RenderLimits::default());
+    assert!(matches!(&err, TemplateError::Render { line: 3, .. }), "{err:?}");
+    assert!(err.to_string().starts_with("hostile.jinja:3: undefined value"), "{err}");
+    let err = render_err("{{ 1 + 'a' }}", RenderLimits::default());
+    assert!(matches!(&err, TemplateError::Render { line: 1, .. }), "{err:?}");
+    assert!(err.to_string().contains("invalid operation"), "{err}");
+}
+
+#[test]
+fn syntax_errors_are_reported_at_load() {
+    let err = ChatTemplate::from_source(
+        TemplateSource::from_text("broken.jinja", "ok\n{% for m in messages %}"),
+        RenderLimits::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(&err, TemplateError::Syntax { name, .. } if name == "broken.jinja"), "{err:?}");
+    assert!(err.to_string().contains("syntax error"), "{err}");
+}
+
+#[test]
+fn endless_loops_run_out_of_fuel() {
+    let err = render_err(
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+        RenderLimits::default(),
+    );
+    assert!(matches!(err, TemplateError::Limit { what: "fuel", .. }), "{err:?}");
+}
+
+#[test]
+fn unbounded_recursion_hits_the_recursion_limit() {
+    let err = render_err("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", RenderLimits::default());
+    assert!(matches!(err, TemplateError::Limit { what: "recursion", .. }), "{err:?}");
+}
+
+#[test]
+fn exploding_output_hits_the_output_limit() {
+    let limits = RenderLimits { max_output_bytes: 1 << 20, ..RenderLimits::default() };
+    let err = render_err("{% for i in range(10000) %}{{ 'x' * 10000 }}{% endfor %}", limits);
+    assert!(matches!(err, TemplateError::Limit { what: "output bytes", limit, .. } if limit == 1 << 20), "{err:?}");
+}
+
+#[test]
+fn string_doubling_hits_the_memory_limit() {
+    // 2^40 bytes if nothing stopped it; fuel alone cannot, each doubling is one instruction.
+    let limits = RenderLimits { max_memory_bytes: 64 << 20, ..RenderLimits::default() };
+    let looped = "{% set ns = namespace(s='x' * 1000) %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}";
+    let err = render_err(looped, limits.clone());
+    assert!(matches!(err, TemplateError::Limit { what: "memory bytes", .. }), "{err:?}");
+    let mut straight = String::from("{% set s0 = 'x' * 100000000 %}");
+    for i in 1..12 {
+        straight.push_str(&format!("{{% set s{i} = s{} ~ s{} %}}", i - 1, i - 1));
+    }
+    straight.push_str("{{ s11 | length }}");
+    let err = render_err(&straight, limits);
+    assert!(matches!(err, TemplateError::Limit { what: "memory bytes", .. }), "{err:?}");
+    // The process is still healthy: a normal render works afterwards.
+    let ok = ChatTemplate::from_text("{{ messages[0].content }}").unwrap();
+    assert_eq!(ok.render(&conversation(), &RenderOptions::default()).unwrap(), "hi");
+}

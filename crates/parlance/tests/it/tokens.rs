@@ -1,1 +1,65 @@
-//! placeholder
+//! Token ids of rendered prompts equal transformers' `apply_chat_template(tokenize=True)`.
+//!
+//! `tests/expected/token_ids.json` was written by `scripts/golden_token_ids.py` with transformers
+//! itself (template from each tokenizer folder's `tokenizer_config.json`, tokenized by the Python
+//! `tokenizers` library), so it checks both the render and the special-token handling.
+
+use std::path::Path;
+
+use parlance::{ChatTemplate, RenderRequest, Tokenizer};
+use serde_json::Value as Json;
+
+use crate::corpus;
+
+#[test]
+fn rendered_prompt_ids_match_transformers() {
+    let (Some(corpus), Some(tokenizers)) = (corpus::corpus(), corpus::tokenizers()) else { return };
+    let expected_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/expected/token_ids.json");
+    let expected: Json = serde_json::from_str(&std::fs::read_to_string(expected_path).unwrap()).unwrap();
+    let now =
+        chrono::NaiveDateTime::parse_from_str(expected["fixed_date"].as_str().unwrap(), "%Y-%m-%dT%H:%M:%S").unwrap();
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    let mut loaded: std::collections::HashMap<String, (ChatTemplate, Tokenizer)> = Default::default();
+    for case in expected["cases"].as_array().unwrap() {
+        let name = case["tokenizer"].as_str().unwrap();
+        let fixture = case["fixture"].as_str().unwrap();
+        let (template, tokenizer) = loaded.entry(name.to_owned()).or_insert_with(|| {
+            let folder = tokenizers.join(name);
+            // A model folder: template and special tokens from its tokenizer_config.json.
+            let template = ChatTemplate::from_path(&folder).expect("tokenizer folder holds a chat template");
+            (template, Tokenizer::from_path(&folder).expect("tokenizer.json loads"))
+        });
+        let request = RenderRequest::from_path(&corpus.join("conversations").join(format!("{fixture}.json"))).unwrap();
+        let (conversation, mut options) = request.into_parts().unwrap();
+        options.now = Some(now);
+        let ours = template.render(&conversation, &options).map(|text| tokenizer.encode_rendered(&text).unwrap());
+        match (ours, case.get("ids")) {
+            (Ok(ids), Some(want)) => {
+                let want: Vec<u32> = serde_json::from_value(want.clone()).unwrap();
+                compared += 1;
+                if ids != want {
+                    let at = ids.iter().zip(&want).take_while(|(a, b)| a == b).count();
+                    failures.push(format!("{name}/{fixture}: first differing id at {at}"));
+                }
+            }
+            (Err(_), None) => {}
+            (Ok(_), None) => failures.push(format!("{name}/{fixture}: rendered where transformers raised")),
+            (Err(e), Some(_)) => failures.push(format!("{name}/{fixture}: {e}")),
+        }
+    }
+    assert!(compared >= 20, "only {compared} cases compared");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn special_tokens_in_text_become_single_ids() {
+    let Some(tokenizers) = corpus::tokenizers() else { return };
+    let tokenizer = Tokenizer::from_path(tokenizers.join("qwen3")).unwrap();
+    let im_start = tokenizer.token_to_id("<|im_start|>").expect("Qwen3 has <|im_start|>");
+    let im_end = tokenizer.token_to_id("<|im_end|>").expect("Qwen3 has <|im_end|>");
+    let ids = tokenizer.encode_rendered("<|im_start|>user\nhi<|im_end|>").unwrap();
+    assert_eq!(ids.first(), Some(&im_start));
+    assert_eq!(ids.last(), Some(&im_end));
+    assert_eq!(tokenizer.decode(&ids).unwrap(), "<|im_start|>user\nhi<|im_end|>");
+}
