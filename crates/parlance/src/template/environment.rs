@@ -47,17 +47,17 @@ pub(crate) fn hf_environment(limits: &RenderLimits) -> Environment<'static> {
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
     env.set_fuel(Some(limits.fuel));
     env.set_recursion_limit(limits.recursion);
-    env.set_debug(false);
     env.set_formatter(|out, _state, value| {
-        if value.is_undefined() {
-            return Ok(());
+        if let Some(s) = value.as_str() {
+            out.write_str(s)?;
+        } else if !value.is_undefined() {
+            out.write_str(&py_repr(value))?;
         }
-        out.write_str(&py_str(value))?;
         Ok(())
     });
     env.set_unknown_method_callback(python_method);
 
-    // `clock` is filled per render through the `strftime_now` global replaced in `with_clock`.
+    // `strftime_now` is added by `set_clock`, which decides where the time comes from.
     env.add_function("raise_exception", raise_exception);
     env.add_function("dict", dict);
     env.add_filter("tojson", tojson);

@@ -18,6 +18,7 @@ pub mod memory;
 mod pyjson;
 mod request;
 mod source;
+mod value;
 
 use std::cell::Cell;
 use std::io;
@@ -33,6 +34,7 @@ use crate::message::Conversation;
 pub use error::TemplateError;
 pub use request::RenderRequest;
 pub use source::{SPECIAL_TOKEN_NAMES, TemplateSource};
+use value::{REASONING_FIELDS, message_value, to_value};
 
 /// Bounds on what rendering one conversation may cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -256,7 +258,7 @@ impl ChatTemplate {
             let Json::Object(object) = message else {
                 return Err(TemplateError::Request(format!("messages[{i}] is not a JSON object")));
             };
-            messages.push(normalize_message(object));
+            messages.push(message_value(object));
         }
         let mut continued = None;
         if let Some(field) = &options.continue_final_message {
@@ -265,7 +267,13 @@ impl ChatTemplate {
                     "continue_final_message and add_generation_prompt are not compatible".into(),
                 ));
             }
-            continued = Some(self.tag_final_message(&mut messages, field)?);
+            // Only the continued message is normalized as JSON, tagged, then converted again.
+            let last = conversation.messages.last().and_then(Json::as_object);
+            let mut tagged: Vec<_> = last.map(normalize_message).into_iter().collect();
+            continued = Some(self.tag_final_message(&mut tagged, field)?);
+            if let (Some(message), Some(slot)) = (tagged.first(), messages.last_mut()) {
+                *slot = message_value(message);
+            }
         }
         let mut vars: IndexMap<String, Value> = IndexMap::new();
         for (name, token) in &self.inner.special_tokens {
@@ -277,11 +285,15 @@ impl ChatTemplate {
                     "variable {name:?} is set by rendering itself; pass it as a render option"
                 )));
             }
-            vars.insert(name.clone(), Value::from(minijinja::value::Serde(value)));
+            vars.insert(name.clone(), to_value(value));
         }
-        vars.insert("messages".into(), Value::from(minijinja::value::Serde(&messages)));
-        vars.insert("tools".into(), Value::from(minijinja::value::Serde(&conversation.tools)));
-        vars.insert("documents".into(), Value::from(minijinja::value::Serde(&conversation.documents)));
+        vars.insert("messages".into(), Value::from(messages));
+        let optional_list = |list: &Option<Vec<Json>>| match list {
+            Some(items) => Value::from(items.iter().map(to_value).collect::<Vec<_>>()),
+            None => Value::from(()),
+        };
+        vars.insert("tools".into(), optional_list(&conversation.tools));
+        vars.insert("documents".into(), optional_list(&conversation.documents));
         vars.insert("add_generation_prompt".into(), Value::from(options.add_generation_prompt));
         Ok((Value::from_pairs(vars), continued))
     }
@@ -374,10 +386,8 @@ impl ChatTemplate {
     }
 }
 
-/// Names a message's reasoning may come under; the first is what templates read.
-const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
-
-/// transformers' normalization of one message: drop `null` keys, alias reasoning fields.
+/// transformers' normalization of one message, as JSON (the continued message only; every other
+/// message is normalized while converting, in `value::message_value`).
 fn normalize_message(message: &serde_json::Map<String, Json>) -> serde_json::Map<String, Json> {
     let kept = message.iter().filter(|(_, v)| !v.is_null());
     let reasoning = REASONING_FIELDS.iter().find_map(|f| message.get(*f).filter(|v| !v.is_null())).cloned();

@@ -82,13 +82,25 @@ impl Dumper<'_> {
                 self.out.push(']');
             }
             ValueKind::Map => {
-                let mut entries = Vec::new();
-                for key in value.try_iter()? {
-                    let item = value.get_item(&key)?;
-                    entries.push((self.key(&key)?, item));
-                }
+                let mut entries: Vec<(Value, Value)> = match value.as_object().and_then(|o| o.try_iter_pairs()) {
+                    Some(pairs) => pairs.collect(),
+                    None => {
+                        let keys: Vec<Value> = value.try_iter()?.collect();
+                        let mut entries = Vec::with_capacity(keys.len());
+                        for key in keys {
+                            let item = value.get_item(&key)?;
+                            entries.push((key, item));
+                        }
+                        entries
+                    }
+                };
                 if self.options.sort_keys {
-                    entries.sort_by(|a, b| a.0.cmp(&b.0));
+                    let mut keyed = Vec::with_capacity(entries.len());
+                    for (key, item) in entries.drain(..) {
+                        keyed.push((self.key(&key)?, item));
+                    }
+                    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+                    entries = keyed.into_iter().map(|(k, v)| (Value::from(k), v)).collect();
                 }
                 if entries.is_empty() {
                     self.out.push_str("{}");
@@ -100,7 +112,13 @@ impl Dumper<'_> {
                         self.out.push_str(self.item_sep);
                     }
                     self.newline(depth + 1);
-                    self.string(key);
+                    match key.as_str() {
+                        Some(key) => self.string(key),
+                        None => {
+                            let key = self.key(key)?;
+                            self.string(&key);
+                        }
+                    }
                     self.out.push_str(self.key_sep);
                     self.value(item, depth + 1)?;
                 }
@@ -161,8 +179,22 @@ impl Dumper<'_> {
     }
 
     fn string(&mut self, s: &str) {
+        self.out.reserve(s.len() + 2);
         self.out.push('"');
-        for c in s.chars() {
+        // Copy runs of characters that need no escape in one go.
+        let mut run_start = 0;
+        for (i, c) in s.char_indices() {
+            let plain = match c {
+                '"' | '\\' => false,
+                c if (c as u32) < 0x20 => false,
+                c if self.options.ensure_ascii => (' '..='~').contains(&c),
+                _ => true,
+            };
+            if plain {
+                continue;
+            }
+            self.out.push_str(&s[run_start..i]);
+            run_start = i + c.len_utf8();
             match c {
                 '"' => self.out.push_str("\\\""),
                 '\\' => self.out.push_str("\\\\"),
@@ -172,15 +204,15 @@ impl Dumper<'_> {
                 '\u{8}' => self.out.push_str("\\b"),
                 '\u{c}' => self.out.push_str("\\f"),
                 c if (c as u32) < 0x20 => push_u_escape(&mut self.out, c as u32),
-                c if self.options.ensure_ascii && !(' '..='~').contains(&c) => {
+                c => {
                     let mut units = [0u16; 2];
                     for unit in c.encode_utf16(&mut units) {
                         push_u_escape(&mut self.out, u32::from(*unit));
                     }
                 }
-                c => self.out.push(c),
             }
         }
+        self.out.push_str(&s[run_start..]);
         self.out.push('"');
     }
 }
