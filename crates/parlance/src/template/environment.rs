@@ -65,6 +65,9 @@ pub(crate) fn hf_environment(limits: &RenderLimits) -> Environment<'static> {
     env.add_filter("length", length);
     env.add_filter("count", length);
     env.add_filter("string", |value: Value| Value::from(py_str(&value)));
+    // Python's pprint is repr for the short values templates print; minijinja's own pretty-printer
+    // is quadratic in nesting depth (fuzz/regressions/render/timeout_pprint_nested).
+    env.add_filter("pprint", |value: Value| Value::from(py_repr(&value)));
     env.add_test("iterable", is_iterable);
     env.add_test("sequence", is_sequence);
     env.add_test("number", is_number);

@@ -28,8 +28,10 @@ use std::time::Duration;
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
-/// Stack of a bounded render thread: deep enough for the recursion limit in debug builds.
-const RENDER_STACK_BYTES: usize = 64 << 20;
+/// Stack of a bounded render thread (address space; pages are committed only when touched). Deep
+/// enough for the recursion limit in debug builds and for dropping the most deeply nested value the
+/// default fuel can build (minijinja drops nested values recursively, ~20-60 bytes a level).
+const RENDER_STACK_BYTES: usize = 256 << 20;
 
 thread_local! {
     /// Bytes the current thread may still allocate, when it runs a bounded render.

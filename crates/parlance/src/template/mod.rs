@@ -15,6 +15,7 @@
 mod environment;
 mod error;
 pub mod memory;
+mod preflight;
 mod pyjson;
 mod request;
 mod source;
@@ -39,7 +40,7 @@ use value::{REASONING_FIELDS, message_value, to_value};
 /// Bounds on what rendering one conversation may cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RenderLimits {
-    /// Template instructions per render; default 20,000,000 (a real template needs well under 100,000).
+    /// Template instructions per render; default 10,000,000 (a real template needs well under 100,000).
     pub fuel: u64,
     /// Nesting depth of macro calls, includes and recursive loops; default 128.
     pub recursion: usize,
@@ -129,6 +130,14 @@ impl ChatTemplate {
         let mut names = Vec::new();
         let mut sources = Vec::new();
         for (name, text) in source.templates {
+            if let Some(tag) = preflight::find_oversized_tag(&text) {
+                return Err(TemplateError::Limit {
+                    name: display_name(&source.label, &name, names.len() + 1),
+                    line: tag.line,
+                    what: "code characters in one tag",
+                    limit: preflight::MAX_TAG_CODE as u64,
+                });
+            }
             let rewritten = rewrite_generation_tags(&text);
             env.add_template_owned(name.clone(), rewritten).map_err(|err| TemplateError::Syntax {
                 name: display_name(&source.label, &name, names.len() + 1),
