@@ -27,6 +27,21 @@ struct Cli {
 enum Command {
     /// Render a conversation through a chat template, exactly as transformers' apply_chat_template.
     Render(RenderArgs),
+    /// Analyze a chat template: its reasoning, content and tool-call syntax (the `Format`).
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(clap::Args)]
+struct AnalyzeArgs {
+    /// A `.jinja` file, a `tokenizer_config.json` / `chat_template.json`, or a model folder.
+    #[arg(long)]
+    template: PathBuf,
+    /// Template variable set on every probe render, `NAME=VALUE` (VALUE as JSON when it parses).
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    vars: Vec<String>,
+    /// Print the Format as JSON instead of a summary.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -61,6 +76,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Render(args) => render(args),
+        Command::Analyze(args) => analyze(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -71,17 +87,38 @@ fn main() -> ExitCode {
     }
 }
 
-fn render(args: RenderArgs) -> anyhow::Result<()> {
-    let template = ChatTemplate::from_path(&args.template).context("loading the template")?;
-    let request = RenderRequest::from_path(&args.conversation).context("reading the conversation")?;
-    let (conversation, mut options) = request.into_parts()?;
-    for var in &args.vars {
+/// `NAME=VALUE` pairs; VALUE is JSON when it parses, else a string.
+fn parse_vars(vars: &[String]) -> anyhow::Result<Vec<(String, serde_json::Value)>> {
+    let mut parsed = Vec::new();
+    for var in vars {
         let Some((name, value)) = var.split_once('=') else {
             bail!("--var {var:?}: expected NAME=VALUE");
         };
         let value = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
-        options.variables.insert(name.to_owned(), value);
+        parsed.push((name.to_owned(), value));
     }
+    Ok(parsed)
+}
+
+fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
+    let template = ChatTemplate::from_path(&args.template).context("loading the template")?;
+    let mut options = parlance::AnalyzeOptions::default();
+    options.variables.extend(parse_vars(&args.vars)?);
+    let format = parlance::analyze(&template, &options)?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        writeln!(stdout, "{}", serde_json::to_string_pretty(&format)?)?;
+    } else {
+        write!(stdout, "{}", format.summary())?;
+    }
+    Ok(())
+}
+
+fn render(args: RenderArgs) -> anyhow::Result<()> {
+    let template = ChatTemplate::from_path(&args.template).context("loading the template")?;
+    let request = RenderRequest::from_path(&args.conversation).context("reading the conversation")?;
+    let (conversation, mut options) = request.into_parts()?;
+    options.variables.extend(parse_vars(&args.vars)?);
     if let Some(now) = &args.now {
         let parsed = chrono::NaiveDateTime::parse_from_str(now, "%Y-%m-%dT%H:%M:%S")
             .or_else(|_| chrono::NaiveDateTime::parse_from_str(now, "%Y-%m-%d %H:%M:%S"))

@@ -5,10 +5,14 @@
 //! token ids ([`Tokenizer`]). The analyzer, output parser, grammar bridge and roundtrip checks of
 //! `DESIGN.md` build on these.
 
+pub mod analyze;
+pub mod format;
 pub mod message;
 pub mod template;
 mod tokenizer;
 
+pub use analyze::{AnalyzeError, AnalyzeOptions, analyze};
+pub use format::{Format, ToolFamily};
 pub use message::{Conversation, FunctionCall, FunctionDefinition, Message, Tool, ToolCall};
 pub use template::{ChatTemplate, RenderLimits, RenderOptions, RenderRequest, TemplateError, TemplateSource};
 pub use tokenizer::{Tokenizer, TokenizerError};

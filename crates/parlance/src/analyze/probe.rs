@@ -1,0 +1,152 @@
+//! Probe conversations and the assistant output they make a template render.
+//!
+//! The unit of analysis is an assistant *output*: the text the model itself would have to write for
+//! a given assistant message. It is the rendered conversation ending in that message, minus the
+//! prompt the model saw (the conversation before it, rendered with the generation prompt), minus the
+//! turn's closing text. Sentinel strings stand for content, reasoning, names and values so that each
+//! part can be found again in the render.
+
+use indexmap::IndexMap;
+use serde_json::{Value as Json, json};
+
+use super::diff::common_prefix;
+use crate::message::Conversation;
+use crate::template::{ChatTemplate, RenderOptions};
+
+pub(crate) const USER: &str = "PLNC user question";
+pub(crate) const USER_2: &str = "PLNC second question";
+pub(crate) const CONTENT: &str = "PLNC_ANSWER_ALPHA";
+pub(crate) const CONTENT_2: &str = "PLNC_ANSWER_BRAVO";
+pub(crate) const REASONING: &str = "PLNC_THOUGHT_CHARLIE";
+pub(crate) const FN_1: &str = "plnc_fn_alpha";
+pub(crate) const FN_2: &str = "plnc_fn_bravo";
+pub(crate) const ARG_1: &str = "plnc_arg_one";
+pub(crate) const ARG_2: &str = "plnc_arg_two";
+pub(crate) const VALUE_1: &str = "PLNC_VALUE_ONE";
+pub(crate) const VALUE_2: &str = "PLNC_VALUE_TWO";
+/// Call ids of 9 alphanumeric characters: Mistral templates refuse any other shape.
+pub(crate) const ID_1: &str = "call00001";
+pub(crate) const ID_2: &str = "call99999";
+
+/// Renders probe conversations through one template.
+pub(crate) struct Probe<'t> {
+    template: &'t ChatTemplate,
+    variables: IndexMap<String, Json>,
+    /// Messages before the assistant turn under study (a user message, maybe after a system one).
+    prefix: Vec<Json>,
+}
+
+/// One assistant message as the model would write it.
+#[derive(Debug, Clone)]
+pub(crate) struct Output {
+    /// What the model writes (the turn minus the generation prompt); the turn end is still on it.
+    pub text: String,
+    /// The generation prompt the model saw before writing.
+    pub generation_prompt: String,
+    /// Generation-prompt text that the rendered turn does not repeat (e.g. an opened `<think>`
+    /// that a turn without reasoning omits).
+    pub unrepeated_prompt: String,
+}
+
+/// The tools probe conversations declare.
+pub(crate) fn probe_tools() -> Vec<Json> {
+    let tool = |name: &str, arg: &str| {
+        json!({"type": "function", "function": {
+            "name": name,
+            "description": "Probe tool.",
+            "parameters": {"type": "object", "properties": {arg: {"type": "string", "description": "Probe argument."}}, "required": [arg]}
+        }})
+    };
+    vec![tool(FN_1, ARG_1), tool(FN_2, ARG_2)]
+}
+
+/// A tool call of the probe shape.
+pub(crate) fn call(id: &str, name: &str, arguments: Json) -> Json {
+    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+}
+
+impl<'t> Probe<'t> {
+    /// A probe whose prefix renders; `None` when the template renders no simple conversation.
+    pub(crate) fn new(template: &'t ChatTemplate, variables: IndexMap<String, Json>) -> Option<Probe<'t>> {
+        let prefixes = [
+            vec![json!({"role": "user", "content": USER})],
+            vec![json!({"role": "system", "content": "PLNC system prompt"}), json!({"role": "user", "content": USER})],
+        ];
+        for prefix in prefixes {
+            let probe = Probe { template, variables: variables.clone(), prefix };
+            let assistant = json!({"role": "assistant", "content": CONTENT});
+            if probe.render(&[assistant], false, false, &[]).is_some() && probe.render(&[], false, true, &[]).is_some()
+            {
+                return Some(probe);
+            }
+        }
+        None
+    }
+
+    /// Renders `prefix + messages`; `None` if the template raises.
+    pub(crate) fn render(
+        &self,
+        messages: &[Json],
+        with_tools: bool,
+        add_generation_prompt: bool,
+        extra: &[(&str, Json)],
+    ) -> Option<String> {
+        let mut all = self.prefix.clone();
+        all.extend(messages.iter().cloned());
+        let conversation = Conversation { messages: all, tools: with_tools.then(probe_tools), documents: None };
+        let mut variables = self.variables.clone();
+        for (name, value) in extra {
+            variables.insert((*name).to_owned(), value.clone());
+        }
+        let options = RenderOptions {
+            add_generation_prompt,
+            variables,
+            now: chrono::NaiveDate::from_ymd_opt(2025, 1, 15).and_then(|d| d.and_hms_opt(12, 0, 0)),
+            ..RenderOptions::default()
+        };
+        self.template.render(&conversation, &options).ok()
+    }
+
+    /// The generation prompt: what `add_generation_prompt` appends to the prefix.
+    pub(crate) fn generation_prompt(&self, with_tools: bool, extra: &[(&str, Json)]) -> Option<String> {
+        let closed = self.render(&[], with_tools, false, extra)?;
+        let open = self.render(&[], with_tools, true, extra)?;
+        let shared = common_prefix_plain(&closed, &open);
+        Some(open[shared..].to_owned())
+    }
+
+    /// The output for `assistant`, rendered as the last message.
+    pub(crate) fn output(&self, assistant: &Json, with_tools: bool, extra: &[(&str, Json)]) -> Option<Output> {
+        let closed = self.render(&[], with_tools, false, extra)?;
+        let open = self.render(&[], with_tools, true, extra)?;
+        let full = self.render(std::slice::from_ref(assistant), with_tools, false, extra)?;
+        let shared = common_prefix_plain(&closed, &open).min(common_prefix_plain(&closed, &full));
+        let generation_prompt = open[shared..].to_owned();
+        let turn = &full[shared..];
+        let repeated = common_prefix(turn, &generation_prompt);
+        let repeated = if turn.starts_with(&generation_prompt) { generation_prompt.len() } else { repeated };
+        Some(Output {
+            text: turn[repeated..].to_owned(),
+            unrepeated_prompt: generation_prompt[repeated..].to_owned(),
+            generation_prompt,
+        })
+    }
+
+    /// The output for `assistant`, trying `content` absent, then empty, when a tool-call message
+    /// needs one (templates differ on `content: null`).
+    pub(crate) fn output_with_calls(&self, calls: Vec<Json>, extra: &[(&str, Json)]) -> Option<Output> {
+        let bare = json!({"role": "assistant", "tool_calls": calls});
+        let mut with_empty = bare.clone();
+        with_empty["content"] = json!("");
+        self.output(&bare, true, extra).or_else(|| self.output(&with_empty, true, extra))
+    }
+}
+
+/// Plain byte-wise common prefix (at a char boundary), for comparing whole renders.
+fn common_prefix_plain(a: &str, b: &str) -> usize {
+    let mut n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    while !a.is_char_boundary(n) {
+        n -= 1;
+    }
+    n
+}

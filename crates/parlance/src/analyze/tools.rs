@@ -1,0 +1,295 @@
+//! Tool-call analysis (seed comparisons T1–T7, A1–A2): one call, two calls, two arguments.
+//!
+//! The function name is found in the one-call output. If it sits inside a JSON value, the family is
+//! JSON-native and the JSON says the field names. Otherwise the arguments are looked for as a JSON
+//! object after the name (tag + JSON), else as tagged name/value pairs. Per-call and section markers
+//! are told apart by what repeats between the two calls of a two-call output. The family *name*
+//! (bracket-tag, special-token, ...) is read off the markers found; it labels, it does not steer.
+
+use serde_json::{Value as Json, json};
+
+use super::diff::{common_prefix, common_suffix, find_from, json_values};
+use super::probe::{ARG_1, ARG_2, FN_1, FN_2, ID_1, ID_2, Probe, VALUE_1, VALUE_2, call};
+use crate::format::{Format, JsonCallFields, ToolCallFormat, ToolFamily};
+
+/// Analyzes tool calls into `format.tools` / `format.tool_format` and sets `format.turn_end` from
+/// `content_tail` (what follows content in a content-only turn).
+/// `empty_block` (an empty reasoning block the template writes in every turn) is removed from the
+/// start of each output first.
+pub(super) fn analyze(probe: &Probe<'_>, format: &mut Format, content_tail: &str, empty_block: &str) {
+    format.turn_end = content_tail.to_owned();
+    let one_call = vec![call(ID_1, FN_1, json!({ARG_1: VALUE_1}))];
+    let strip = |mut output: super::probe::Output| {
+        if !empty_block.is_empty() && output.text.starts_with(empty_block) {
+            output.text.drain(..empty_block.len());
+        }
+        output
+    };
+    let Some(one) = probe.output_with_calls(one_call, &[]).map(strip) else {
+        format.unsupported.push("tool calls: a message with a tool call makes the template raise".into());
+        return;
+    };
+    if !one.text.contains(FN_1) {
+        format.unsupported.push("tool calls: the template does not render the calls of a message".into());
+        return;
+    }
+    let turn_end_len = common_suffix(content_tail, &one.text);
+    format.turn_end = content_tail[content_tail.len() - turn_end_len..].to_owned();
+    let one_text = &one.text[..one.text.len() - turn_end_len];
+
+    let two_calls = vec![call(ID_1, FN_1, json!({ARG_1: VALUE_1})), call(ID_2, FN_2, json!({ARG_2: VALUE_2}))];
+    let two =
+        probe.output_with_calls(two_calls, &[]).map(strip).filter(|o| o.text.contains(FN_1) && o.text.contains(FN_2));
+    let two_text = two.as_ref().map(|o| {
+        let end = o.text.len() - common_suffix(&o.text, &format.turn_end).min(format.turn_end.len());
+        o.text[..end].to_owned()
+    });
+
+    let found = json_native(one_text, two_text.as_deref())
+        .or_else(|| tag_json(one_text, two_text.as_deref()))
+        .or_else(|| tag_tagged(probe, one_text, two_text.as_deref(), empty_block));
+    match found {
+        Some((family, tools)) => {
+            format.tool_format = family;
+            format.tools = Some(tools);
+        }
+        None => {
+            format.tool_format = ToolFamily::Unknown;
+            format.unsupported.push(format!("tool calls: rendered but not understood: {one_text:?}"));
+        }
+    }
+}
+
+fn contains_string(value: &Json, needle: &str) -> bool {
+    match value {
+        Json::String(s) => s == needle,
+        Json::Array(items) => items.iter().any(|v| contains_string(v, needle)),
+        Json::Object(map) => map.iter().any(|(k, v)| k == needle || contains_string(v, needle)),
+        _ => false,
+    }
+}
+
+fn is_probe_arguments(value: &Json) -> Option<bool> {
+    let expected = json!({ARG_1: VALUE_1});
+    if *value == expected {
+        return Some(false);
+    }
+    let text = value.as_str()?;
+    (serde_json::from_str::<Json>(text).ok()? == expected).then_some(true)
+}
+
+/// Finds the object that holds the call, returning its field names.
+fn call_fields(value: &Json, parent_key: Option<&str>, parent: Option<&Json>) -> Option<JsonCallFields> {
+    match value {
+        Json::Array(items) => items.iter().find_map(|v| call_fields(v, None, None)),
+        Json::Object(map) => {
+            // Name as a field value.
+            if let Some((name_key, _)) = map.iter().find(|(_, v)| v.as_str() == Some(FN_1)) {
+                let (args_key, as_string) = map.iter().find_map(|(k, v)| Some((k.clone(), is_probe_arguments(v)?)))?;
+                let id_in = |m: &serde_json::Map<String, Json>| {
+                    m.iter().find(|(_, v)| v.as_str() == Some(ID_1)).map(|(k, _)| k.clone())
+                };
+                let (function, id) = match (parent_key, parent.and_then(Json::as_object)) {
+                    (Some(key), Some(parent)) => (Some(key.to_owned()), id_in(parent).or_else(|| id_in(map))),
+                    _ => (None, id_in(map)),
+                };
+                return Some(JsonCallFields {
+                    name: name_key.clone(),
+                    arguments: args_key,
+                    function,
+                    id,
+                    array: false,
+                    arguments_as_string: as_string,
+                });
+            }
+            // Name as the key of the arguments.
+            if let Some(args) = map.get(FN_1) {
+                if let Some(as_string) = is_probe_arguments(args) {
+                    return Some(JsonCallFields {
+                        name: String::new(),
+                        arguments: String::new(),
+                        arguments_as_string: as_string,
+                        ..JsonCallFields::default()
+                    });
+                }
+            }
+            map.iter().find_map(|(k, v)| call_fields(v, Some(k), Some(value)))
+        }
+        _ => None,
+    }
+}
+
+/// JSON-native: a JSON value holds the function name.
+fn json_native(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)> {
+    let (start, end, value) = json_values(one).into_iter().find(|(_, _, v)| contains_string(v, FN_1))?;
+    let mut fields = call_fields(&value, None, None)?;
+    fields.array = value.is_array();
+    let mut tools = ToolCallFormat {
+        section_start: one[..start].to_owned(),
+        section_end: one[end..].to_owned(),
+        arguments: "json".into(),
+        json: Some(fields.clone()),
+        ..ToolCallFormat::default()
+    };
+    if let Some(two) = two {
+        let values = json_values(two);
+        let first = values.iter().position(|(_, _, v)| contains_string(v, FN_1));
+        let second = values.iter().position(|(_, _, v)| contains_string(v, FN_2));
+        if let (Some(a), Some(b)) = (first, second) {
+            tools.parallel = true;
+            if a != b {
+                let between = &two[values[a].1..values[b].0];
+                split_per_call(&mut tools, between);
+            }
+        }
+    }
+    Some((ToolFamily::JsonNative, tools))
+}
+
+/// When the text between two calls repeats the section markers, they are per-call markers.
+fn split_per_call(tools: &mut ToolCallFormat, between: &str) {
+    let start = tools.section_start.trim();
+    let end = tools.section_end.trim();
+    if !start.is_empty() && between.contains(start) {
+        let closing = if end.is_empty() { 0 } else { between.find(end).map_or(0, |at| at + end.len()) };
+        let opening = between.rfind(start).unwrap_or(between.len());
+        tools.separator = between[closing..opening.max(closing)].to_owned();
+        tools.call_start = std::mem::take(&mut tools.section_start);
+        tools.call_end = std::mem::take(&mut tools.section_end);
+    } else {
+        tools.separator = between.to_owned();
+    }
+}
+
+/// Tag + JSON: the name outside JSON, the arguments a JSON object after it.
+fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)> {
+    let name_at = one.find(FN_1)?;
+    let (args_start, args_end, _) = json_values(&one[name_at..])
+        .into_iter()
+        .find(|(_, _, v)| is_probe_arguments(v).is_some())
+        .map(|(s, e, v)| (s + name_at, e + name_at, v))?;
+    let mut tools = ToolCallFormat {
+        name_suffix: one[name_at + FN_1.len()..args_start].to_owned(),
+        arguments: "json".into(),
+        ..ToolCallFormat::default()
+    };
+    let before = &one[..name_at];
+    let after = &one[args_end..];
+    // In the two-call output: the text from the end of call 1's arguments to call 2's name.
+    let between = two.and_then(|two| {
+        let first = two.find(FN_1)?;
+        let (_, end, _) = json_values(&two[first..]).into_iter().find(|(_, _, v)| is_probe_arguments(v).is_some())?;
+        let end = first + end;
+        let second = find_from(two, FN_2, end)?;
+        Some(two[end..second].to_owned())
+    });
+    split_around_calls(&mut tools, before, after, between.as_deref());
+    Some((family_of(&tools, one, two), tools))
+}
+
+/// Splits the text before the first name and after the first call into section and per-call parts,
+/// using `between` (from the end of call 1 to call 2's name in a two-call output).
+fn split_around_calls(tools: &mut ToolCallFormat, before: &str, after: &str, between: Option<&str>) {
+    tools.parallel = between.is_some();
+    match between {
+        Some(between) => {
+            // `between` = call end + separator + call start + name prefix.
+            let name_prefix_len = common_suffix(before, between);
+            tools.name_prefix = before[before.len() - name_prefix_len..].to_owned();
+            tools.section_start = before[..before.len() - name_prefix_len].to_owned();
+            let call_end_len = common_prefix(after, between).min(between.len() - name_prefix_len.min(between.len()));
+            tools.call_end = after[..call_end_len].to_owned();
+            tools.section_end = after[call_end_len..].to_owned();
+            let middle_end = between.len().saturating_sub(name_prefix_len).max(call_end_len);
+            tools.separator = between[call_end_len..middle_end].to_owned();
+        }
+        None => {
+            tools.name_prefix = before.to_owned();
+            tools.call_end = after.to_owned();
+        }
+    }
+}
+
+/// Tag + tagged arguments: name and each argument in markers.
+fn tag_tagged(
+    probe: &Probe<'_>,
+    one: &str,
+    two_calls: Option<&str>,
+    empty_block: &str,
+) -> Option<(ToolFamily, ToolCallFormat)> {
+    let name_at = one.find(FN_1)?;
+    let arg_at = find_from(one, ARG_1, name_at + FN_1.len())?;
+    let value_at = find_from(one, VALUE_1, arg_at + ARG_1.len())?;
+    let mut tools = ToolCallFormat { arguments: "tagged".into(), ..ToolCallFormat::default() };
+    let head = &one[name_at + FN_1.len()..arg_at];
+    tools.arg_name_suffix = one[arg_at + ARG_1.len()..value_at].to_owned();
+    let tail = &one[value_at + VALUE_1.len()..];
+    // Two arguments tell the argument prefix from the name suffix, and the value suffix.
+    let two_args = vec![call(ID_1, FN_1, json!({ARG_1: VALUE_1, ARG_2: VALUE_2}))];
+    let two = probe.output_with_calls(two_args, &[]).map(|o| o.text);
+    let between_args = two.as_deref().and_then(|two| {
+        let v1 = two.find(VALUE_1)? + VALUE_1.len();
+        let a2 = find_from(two, ARG_2, v1)?;
+        Some(two[v1..a2].to_owned())
+    });
+    let after_value = match between_args {
+        Some(between) => {
+            let prefix_len = common_suffix(head, &between);
+            tools.arg_name_prefix = head[head.len() - prefix_len..].to_owned();
+            tools.name_suffix = head[..head.len() - prefix_len].to_owned();
+            let suffix_len = common_prefix(tail, &between);
+            tools.arg_value_suffix = tail[..suffix_len].to_owned();
+            tools.arg_separator =
+                between[suffix_len..between.len() - prefix_len.min(between.len() - suffix_len)].to_owned();
+            &tail[suffix_len..]
+        }
+        None => {
+            tools.name_suffix = head.to_owned();
+            tail
+        }
+    };
+    let _ = empty_block;
+    // In the two-call output: from the end of call 1's value (and value suffix) to call 2's name.
+    let between_calls = two_calls.and_then(|two| {
+        let end = two.find(VALUE_1)? + VALUE_1.len() + tools.arg_value_suffix.len();
+        let second = find_from(two, FN_2, end)?;
+        Some(two[end..second].to_owned())
+    });
+    split_around_calls(&mut tools, &one[..name_at], after_value, between_calls.as_deref());
+    let family = if tools.name_suffix.trim_end().ends_with('(') && tools.arg_name_suffix.trim_start().starts_with('=') {
+        ToolFamily::Pythonic
+    } else {
+        family_of(&tools, one, two_calls)
+    };
+    Some((family, tools))
+}
+
+/// Names the family from the markers found (labels only; parsing follows the markers).
+fn family_of(tools: &ToolCallFormat, one: &str, two: Option<&str>) -> ToolFamily {
+    let markers = [&tools.section_start, &tools.name_prefix, &tools.name_suffix, &tools.call_end];
+    let joined: String = markers.iter().map(|m| m.as_str()).collect();
+    let indexed = two.is_some_and(|two| {
+        let suffix = &tools.name_suffix;
+        suffix.contains('0') && two.contains(&format!("{FN_2}{}", suffix.replacen('0', "1", 1)))
+    });
+    if indexed {
+        return ToolFamily::PrefixedIndexed;
+    }
+    if joined.contains("```") {
+        return ToolFamily::MarkdownBlock;
+    }
+    if tools.name_prefix.contains("to=") {
+        return ToolFamily::Channel;
+    }
+    if joined.contains("<|") || joined.contains("<｜") {
+        return ToolFamily::SpecialToken;
+    }
+    let prefix = tools.name_prefix.trim();
+    if prefix.starts_with('[') && prefix.ends_with(']') && !one.contains('<') {
+        return ToolFamily::BracketTag;
+    }
+    if prefix.ends_with(">>>") {
+        return ToolFamily::RecipientBased;
+    }
+    if tools.arguments == "tagged" { ToolFamily::TagTagged } else { ToolFamily::TagJson }
+}

@@ -1,0 +1,206 @@
+//! `Format`: what the analyzer learned about a chat template's output syntax.
+//!
+//! A `Format` says how an assistant turn is laid out when the model writes it: what the generation
+//! prompt already opened, where reasoning starts and ends, whether content is wrapped, and how tool
+//! calls are written (family, markers, JSON field names). It is plain data, serializable to JSON so
+//! users can inspect, cache and override it; `tool_format` uses the family words of the corpus
+//! manifest and `reasoning` is `{"start", "end"}` or `null`, so outside tools can read it.
+
+use serde::{Deserialize, Serialize};
+
+/// A chat template's output syntax, as found by `analyze`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Format {
+    /// Where the template came from.
+    pub template: String,
+    /// Family of the tool-call syntax.
+    pub tool_format: ToolFamily,
+    /// Reasoning markers, trimmed of whitespace; `None` when the template shows no reasoning.
+    pub reasoning: Option<ReasoningMarkers>,
+    /// Everything known about reasoning besides its markers.
+    pub reasoning_details: Option<ReasoningDetails>,
+    /// How plain content is wrapped.
+    pub content: ContentFormat,
+    /// Text `add_generation_prompt` appends after the last message (default variables).
+    pub generation_prompt: String,
+    /// Text the template writes after an assistant turn's output (end of turn, end of sequence).
+    pub turn_end: String,
+    /// How tool calls are written; `None` when the template cannot render them.
+    pub tools: Option<ToolCallFormat>,
+    /// Every marker found, for tokenizers and grammars.
+    pub preserved_tokens: Vec<String>,
+    /// Features the template does not support or the analysis could not establish, with the reason.
+    pub unsupported: Vec<String>,
+}
+
+/// Reasoning start and end markers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasoningMarkers {
+    /// e.g. `<think>`.
+    pub start: String,
+    /// e.g. `</think>`.
+    pub end: String,
+}
+
+/// How reasoning appears in a turn.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasoningDetails {
+    /// `tag` (start and end markers in the output), `forced-open` (the generation prompt already
+    /// opened reasoning), `delimiter` (no start marker; reasoning ends at the end marker).
+    pub mode: String,
+    /// The start marker exactly as rendered (with its whitespace).
+    pub start_literal: String,
+    /// What the template writes between the reasoning and the content.
+    pub end_literal: String,
+    /// Whether reasoning of earlier assistant turns is rendered in later prompts.
+    pub kept_in_history: bool,
+    /// Generation prompt when thinking is switched off (`enable_thinking=false`), if it differs.
+    pub generation_prompt_thinking_off: Option<String>,
+    /// The empty reasoning block the template writes in turns without reasoning, if any.
+    pub empty_block: String,
+}
+
+/// How content is wrapped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContentFormat {
+    /// Text before the content in a content-only turn.
+    pub start: String,
+    /// Text after the content (before `turn_end`) in a content-only turn.
+    pub end: String,
+}
+
+/// Tool-call family, in the words of the corpus manifest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolFamily {
+    /// No tool calls can be rendered.
+    #[default]
+    None,
+    /// The whole call is JSON: `{"name": …, "arguments": {…}}`, maybe in markers or an array.
+    JsonNative,
+    /// Name in markers, arguments a JSON object: `<function=f>{…}</function>`.
+    TagJson,
+    /// Name and each argument in markers: `<function=f><parameter=a>v</parameter>`.
+    TagTagged,
+    /// `[TOOL_CALLS]name[ARGS]{…}`.
+    BracketTag,
+    /// `functions.name:0` with an index per call.
+    PrefixedIndexed,
+    /// `>>>name` recipient lines.
+    RecipientBased,
+    /// A fenced code block after a keyword.
+    MarkdownBlock,
+    /// Channel-based (gpt-oss): `to=functions.name<|channel|>…`.
+    Channel,
+    /// Special-token delimited (DeepSeek, Kimi style).
+    SpecialToken,
+    /// Python calls: `[f(a=1), g(b=2)]`.
+    Pythonic,
+    /// Calls render, but the analysis could not classify them.
+    Unknown,
+}
+
+/// Markers and field names of tool calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallFormat {
+    /// Opens the tool-call section (once before all calls), e.g. `<tool_call>` or `[TOOL_CALLS]`.
+    pub section_start: String,
+    /// Closes the section.
+    pub section_end: String,
+    /// Opens each call, when calls are individually wrapped.
+    pub call_start: String,
+    /// Closes each call.
+    pub call_end: String,
+    /// Between two calls.
+    pub separator: String,
+    /// Before the function name (non-JSON families).
+    pub name_prefix: String,
+    /// After the function name (non-JSON families).
+    pub name_suffix: String,
+    /// Arguments: `json` (an object) or `tagged` (one marker pair per argument).
+    pub arguments: String,
+    /// Tagged arguments: before each argument name.
+    pub arg_name_prefix: String,
+    /// Tagged arguments: after each argument name.
+    pub arg_name_suffix: String,
+    /// Tagged arguments: after each argument value.
+    pub arg_value_suffix: String,
+    /// Tagged arguments: between one argument's value suffix and the next argument's name prefix.
+    pub arg_separator: String,
+    /// JSON families: the fields of the call object.
+    pub json: Option<JsonCallFields>,
+    /// Whether two calls in one turn render.
+    pub parallel: bool,
+}
+
+/// Field names of a JSON tool call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JsonCallFields {
+    /// Key of the function name (`name`); empty when the name is the key itself.
+    pub name: String,
+    /// Key of the arguments (`arguments`, `parameters`).
+    pub arguments: String,
+    /// Key of an enclosing object holding name and arguments (`function`), if any.
+    pub function: Option<String>,
+    /// Key of the call id, if rendered.
+    pub id: Option<String>,
+    /// Calls are written as a JSON array.
+    pub array: bool,
+    /// Arguments are a JSON string holding the object, not the object.
+    pub arguments_as_string: bool,
+}
+
+impl Format {
+    /// A readable summary: family, modes, every marker, what is unsupported.
+    pub fn summary(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let family = serde_json::to_value(self.tool_format).ok().and_then(|v| v.as_str().map(str::to_owned));
+        let _ = writeln!(out, "template:          {}", self.template);
+        let _ = writeln!(out, "tool format:       {}", family.unwrap_or_default());
+        match (&self.reasoning, &self.reasoning_details) {
+            (Some(markers), Some(details)) => {
+                let _ = writeln!(
+                    out,
+                    "reasoning:         {:?} ... {:?} ({}, history {})",
+                    markers.start,
+                    markers.end,
+                    details.mode,
+                    if details.kept_in_history { "kept" } else { "dropped" }
+                );
+            }
+            _ => {
+                let _ = writeln!(out, "reasoning:         none");
+            }
+        }
+        let _ = writeln!(out, "generation prompt: {:?}", self.generation_prompt);
+        let _ = writeln!(out, "turn end:          {:?}", self.turn_end);
+        let _ = writeln!(out, "content:           {:?} ... {:?}", self.content.start, self.content.end);
+        if let Some(tools) = &self.tools {
+            let _ = writeln!(out, "tool calls:        arguments {}, parallel {}", tools.arguments, tools.parallel);
+            for (name, marker) in [
+                ("section start", &tools.section_start),
+                ("section end", &tools.section_end),
+                ("call start", &tools.call_start),
+                ("call end", &tools.call_end),
+                ("separator", &tools.separator),
+                ("name prefix", &tools.name_prefix),
+                ("name suffix", &tools.name_suffix),
+                ("arg name prefix", &tools.arg_name_prefix),
+                ("arg name suffix", &tools.arg_name_suffix),
+                ("arg value suffix", &tools.arg_value_suffix),
+            ] {
+                if !marker.is_empty() {
+                    let _ = writeln!(out, "  {name:<17}{marker:?}");
+                }
+            }
+            if let Some(json) = &tools.json {
+                let _ = writeln!(out, "  json fields      {json:?}");
+            }
+        }
+        for item in &self.unsupported {
+            let _ = writeln!(out, "unsupported:       {item}");
+        }
+        out
+    }
+}
