@@ -127,6 +127,18 @@ pub struct ToolCallFormat {
     pub arg_value_suffix: String,
     /// Tagged arguments: between one argument's value suffix and the next argument's name prefix.
     pub arg_separator: String,
+    /// Tagged arguments: the name suffix of non-string values, when the template marks the type
+    /// (`string="false"`); empty when it is `arg_name_suffix`.
+    pub arg_name_suffix_non_string: String,
+    /// Tagged arguments: how non-string values are written, `json` (`true`, `null`) or `python`
+    /// (`True`, `None`, `['a']`, as a template printing the value writes them).
+    pub value_encoding: String,
+    /// Tagged arguments: string values are written as quoted literals (`a="x"`, pythonic calls);
+    /// the quotes are part of the value, not of the markers.
+    pub string_values_quoted: bool,
+    /// Non-JSON families: text between the call id and the arguments, when the id is rendered after
+    /// the name (`[CALL_ID]id[ARGS]`: `name_suffix` is `[CALL_ID]`, this is `[ARGS]`).
+    pub call_id_suffix: String,
     /// JSON families: the fields of the call object.
     pub json: Option<JsonCallFields>,
     /// Whether two calls in one turn render.

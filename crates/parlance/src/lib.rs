@@ -11,7 +11,7 @@ pub mod message;
 pub mod template;
 mod tokenizer;
 
-pub use analyze::{AnalyzeError, AnalyzeOptions, analyze};
+pub use analyze::{AnalyzeError, AnalyzeOptions, CaseResult, analyze, self_check};
 pub use format::{Format, ToolFamily};
 pub use message::{Conversation, FunctionCall, FunctionDefinition, Message, Tool, ToolCall};
 pub use template::{ChatTemplate, RenderLimits, RenderOptions, RenderRequest, TemplateError, TemplateSource};

@@ -10,6 +10,9 @@
 mod diff;
 mod probe;
 mod tools;
+mod verify;
+
+pub use verify::{CaseResult, self_check};
 
 use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
@@ -99,14 +102,27 @@ fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
         let content_start = format.content.start.trim();
         if !content_start.is_empty() && end_literal.trim_end().ends_with(content_start) {
             let cut = end_literal.trim_end().len() - content_start.len();
-            end_literal.truncate(cut);
+            // Unless the "wrapper" is the reasoning end itself (a forced-open block closed at once).
+            if !end_literal[..cut].trim().is_empty() {
+                end_literal.truncate(cut);
+            }
+        }
+        // Content after reasoning may come as a new message of the same turn (gpt-oss channels):
+        // its header, the generation prompt's opening, is not part of the reasoning end.
+        let header = output.generation_prompt.trim();
+        if !header.is_empty() && end_literal.trim_end().ends_with(header) {
+            let cut = end_literal.trim_end().len() - header.len();
+            if !end_literal[..cut].trim().is_empty() {
+                end_literal.truncate(cut);
+            }
         }
         let (mode, start) = if !start_literal.trim().is_empty() {
             ("tag", start_literal.trim().to_owned())
         } else {
-            // Prefer what the prompt opened that the turn does not repeat (`<think>\n`).
-            let opened = last_marker(&output.unrepeated_prompt).or_else(|| last_marker(&output.generation_prompt));
-            match opened {
+            // The marker the turn's output starts after: the end of the part of the generation prompt
+            // the turn repeats (a prompt with thinking off may go on to close the block).
+            let repeated = output.generation_prompt.len() - output.unrepeated_prompt.len();
+            match last_marker(&output.generation_prompt[..repeated]) {
                 Some(marker) => ("forced-open", marker),
                 None => ("delimiter", String::new()),
             }
@@ -134,21 +150,101 @@ fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
         });
         return;
     }
-    // Reasoning not rendered in a turn; a generation prompt that differs with thinking off may still
-    // show the markers (an empty reasoning block written for the model).
-    if let Some(off) = probe.generation_prompt(false, &[("enable_thinking", json!(false))]) {
-        if off != format.generation_prompt {
-            format.unsupported.push(format!(
-                "reasoning: the template never renders a message's reasoning; with thinking off the generation prompt is {off:?}"
-            ));
+    // R3: reasoning rendered only next to tool calls.
+    if let Some((start, end)) = reasoning_with_calls(probe) {
+        set_reasoning(probe, format, "tools-only", start, end, &[]);
+        return;
+    }
+    // R2: a message's reasoning never renders, but switching thinking on and off changes the
+    // generation prompt: the difference holds the markers.
+    for var in ["enable_thinking", "thinking"] {
+        let on = probe.generation_prompt(false, &[(var, json!(true))]);
+        let off = probe.generation_prompt(false, &[(var, json!(false))]);
+        let (Some(on), Some(off)) = (on, off) else { continue };
+        if on == off {
+            continue;
+        }
+        let shared = diff::common_prefix(&on, &off);
+        let (on_rest, off_rest) = (&on[shared..], &off[shared..]);
+        let off_markers = markers_in(off_rest);
+        let found = match (markers_in(on_rest).is_empty(), off_markers.as_slice()) {
+            (true, [start, end]) => Some(("tag", start.clone(), end.clone())),
+            (_, [.., end]) => last_marker(&on).map(|start| ("forced-open", start, end.clone())),
+            _ => None,
+        };
+        if let Some((mode, start, end)) = found {
+            set_reasoning(probe, format, mode, start, end, &[(var, json!(true))]);
+            return;
         }
     }
+}
+
+/// Records reasoning found without a rendered message's reasoning (R2, R3).
+fn set_reasoning(
+    probe: &Probe<'_>,
+    format: &mut Format,
+    mode: &str,
+    start: String,
+    end: String,
+    extra: &[(&str, Json)],
+) {
+    let history = [
+        json!({"role": "assistant", "reasoning_content": REASONING, "content": CONTENT}),
+        json!({"role": "user", "content": USER_2}),
+    ];
+    let kept_in_history = probe.render(&history, false, true, extra).is_some_and(|t| t.contains(REASONING));
+    let off = probe.generation_prompt(false, &[("enable_thinking", json!(false))]);
+    format.reasoning = Some(ReasoningMarkers { start, end });
+    format.reasoning_details = Some(ReasoningDetails {
+        mode: mode.to_owned(),
+        kept_in_history,
+        generation_prompt_thinking_off: off.filter(|p| *p != format.generation_prompt),
+        ..ReasoningDetails::default()
+    });
+}
+
+/// R3: reasoning next to a tool call; markers are the text around it that a call alone lacks.
+fn reasoning_with_calls(probe: &Probe<'_>) -> Option<(String, String)> {
+    let arguments = json!({probe::ARG_1: probe::VALUE_1});
+    let calls = || vec![probe::call(probe::ID_1, probe::FN_1, arguments.clone())];
+    let with = probe.output_with_calls_and(calls(), &[("reasoning_content", json!(REASONING))], &[])?;
+    let without = probe.output_with_calls(calls(), &[])?;
+    let r = with.text.find(REASONING)?;
+    let name = diff::find_from(&with.text, probe::FN_1, r)?;
+    let plain_name = without.text.find(probe::FN_1)?;
+    // Text before the reasoning and between it and the call, minus what a call alone has there.
+    let lead = diff::common_prefix(&with.text[..r], &without.text[..plain_name]);
+    let start = with.text[lead..r].trim().to_owned();
+    let between = &with.text[r + REASONING.len()..name];
+    let call_lead = diff::common_suffix(between, &without.text[..plain_name]);
+    let end = between[..between.len() - call_lead].trim().to_owned();
+    (!start.is_empty() && !end.is_empty()).then_some((start, end))
+}
+
+/// The markers (`<…>`, `[…]`) in a text, in order.
+fn markers_in(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(open_at) = rest.find(['<', '[']) {
+        let close = if rest[open_at..].starts_with('<') { '>' } else { ']' };
+        let Some(len) = rest[open_at..].find(close) else { break };
+        found.push(rest[open_at..open_at + len + 1].to_owned());
+        rest = &rest[open_at + len + 1..];
+    }
+    found
 }
 
 /// The empty reasoning block a content-only turn starts with, if any (as rendered).
 fn empty_reasoning_block(format: &Format) -> String {
     let Some(markers) = &format.reasoning else { return String::new() };
     let lead = &format.content.start;
+    let forced_open = format.reasoning_details.as_ref().is_some_and(|d| d.mode == "forced-open");
+    if forced_open && lead.trim_start().starts_with(markers.end.as_str()) {
+        // The prompt opened the block; an empty one is just its end.
+        let end_at = lead.find(markers.end.as_str()).unwrap_or(0) + markers.end.len();
+        let trailing = lead[end_at..].len() - lead[end_at..].trim_start().len();
+        return lead[..end_at + trailing].to_owned();
+    }
     let Some(start_at) = lead.find(markers.start.as_str()) else { return String::new() };
     if !lead[..start_at].trim().is_empty() {
         return String::new();
@@ -163,21 +259,45 @@ fn empty_reasoning_block(format: &Format) -> String {
     lead[..block_end + trailing].to_owned()
 }
 
-/// The marker a text ends with (`<think>`, `[THINK]`, `<|channel|>analysis<|message|>` ends in
-/// `<|message|>`), or its last line when it ends in plain text.
+/// The marker a text ends with: its last `<…>` / `[…]` marker, extended back over a word glued to
+/// it and the marker before that word (`<|open|>think<|sep|>`); a marker followed by a word
+/// (`<|channel>thought`); or, for plain-text openers (`Here are my reasoning steps:`), the last line.
 fn last_marker(text: &str) -> Option<String> {
-    let trimmed = text.trim_end();
-    let (open, close) = match trimmed.chars().last()? {
-        '>' => ('<', '>'),
-        ']' => ('[', ']'),
-        _ => {
-            let line = trimmed.rsplit('\n').next()?.trim();
-            return (!line.is_empty()).then(|| line.to_owned());
+    let t = text.trim_end();
+    let line_start = t.rfind('\n').map_or(0, |i| i + 1);
+    let line = &t[line_start..];
+    if line.trim().is_empty() {
+        return None;
+    }
+    let marker_start = |s: &str| -> Option<usize> {
+        let close = s.chars().last()?;
+        let open = match close {
+            '>' => '<',
+            ']' => '[',
+            _ => return None,
+        };
+        s.rfind(open)
+    };
+    let word_start = |s: &str| s.trim_end_matches(|c: char| c.is_alphanumeric() || c == '_').len();
+    let mut start = match marker_start(line) {
+        Some(m) => {
+            // `<|open|>think<|sep|>`: a glued word and the marker before it belong to the opener.
+            let w = word_start(&line[..m]);
+            if w < m { marker_start(&line[..w]).unwrap_or(m) } else { m }
+        }
+        None => {
+            // `<|channel>thought`: a word glued after a marker.
+            let w = word_start(line);
+            match marker_start(&line[..w]) {
+                Some(m) if w < line.len() => m,
+                _ => return Some(line.trim().to_owned()),
+            }
         }
     };
-    let _ = close;
-    let at = trimmed.rfind(open)?;
-    Some(trimmed[at..].to_owned())
+    while !line.is_char_boundary(start) {
+        start -= 1;
+    }
+    Some(line[start..].trim().to_owned())
 }
 
 /// Every marker, trimmed, deduplicated, in order of discovery.

@@ -132,10 +132,23 @@ impl<'t> Probe<'t> {
         })
     }
 
-    /// The output for `assistant`, trying `content` absent, then empty, when a tool-call message
-    /// needs one (templates differ on `content: null`).
+    /// The output for an assistant message holding `calls`, trying `content` absent, then empty
+    /// (templates differ on `content: null`).
     pub(crate) fn output_with_calls(&self, calls: Vec<Json>, extra: &[(&str, Json)]) -> Option<Output> {
-        let bare = json!({"role": "assistant", "tool_calls": calls});
+        self.output_with_calls_and(calls, &[], extra)
+    }
+
+    /// Like `output_with_calls`, with extra message `fields` (e.g. `reasoning_content`).
+    pub(crate) fn output_with_calls_and(
+        &self,
+        calls: Vec<Json>,
+        fields: &[(&str, Json)],
+        extra: &[(&str, Json)],
+    ) -> Option<Output> {
+        let mut bare = json!({"role": "assistant", "tool_calls": calls});
+        for (key, value) in fields {
+            bare[*key] = value.clone();
+        }
         let mut with_empty = bare.clone();
         with_empty["content"] = json!("");
         self.output(&bare, true, extra).or_else(|| self.output(&with_empty, true, extra))

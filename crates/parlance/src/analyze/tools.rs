@@ -143,7 +143,13 @@ fn json_native(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallForm
             }
         }
     }
-    Some((ToolFamily::JsonNative, tools))
+    // JSON in a fenced code block after a keyword (`Action:\n```json`) is the markdown-block family.
+    let family = if tools.section_start.contains("```") || tools.call_start.contains("```") {
+        ToolFamily::MarkdownBlock
+    } else {
+        ToolFamily::JsonNative
+    };
+    Some((family, tools))
 }
 
 /// When the text between two calls repeats the section markers, they are per-call markers.
@@ -173,6 +179,11 @@ fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)
         arguments: "json".into(),
         ..ToolCallFormat::default()
     };
+    // T7: a call id between the name and the arguments.
+    if let Some(id_at) = tools.name_suffix.find(ID_1) {
+        tools.call_id_suffix = tools.name_suffix[id_at + ID_1.len()..].to_owned();
+        tools.name_suffix.truncate(id_at);
+    }
     let before = &one[..name_at];
     let after = &one[args_end..];
     // In the two-call output: the text from the end of call 1's arguments to call 2's name.
@@ -249,6 +260,37 @@ fn tag_tagged(
         }
     };
     let _ = empty_block;
+    // How non-string values are written, and whether their name suffix differs (typed markers).
+    tools.value_encoding = "json".into();
+    let typed = |value: Json| {
+        let message = vec![call(ID_1, FN_1, json!({ARG_1: value}))];
+        let text = probe.output_with_calls(message, &[])?.text;
+        let arg_end = text.find(ARG_1)? + ARG_1.len();
+        Some(text[arg_end..].to_owned())
+    };
+    if let Some(after) = typed(json!(true)) {
+        if after.find("True").is_some_and(|t| after.find("true").is_none_or(|j| t < j)) {
+            tools.value_encoding = "python".into();
+        }
+    }
+    if let Some(after) = typed(json!(42)) {
+        if let Some(at) = after.find("42") {
+            if after[..at] != tools.arg_name_suffix {
+                tools.arg_name_suffix_non_string = after[..at].to_owned();
+            }
+        }
+    }
+    // `a="x"` but `a=42`: the quotes belong to the string value, not to the markers.
+    let quote = tools.arg_name_suffix.chars().last().filter(|c| *c == '"' || *c == '\'');
+    if let Some(quote) = quote {
+        let bare = &tools.arg_name_suffix[..tools.arg_name_suffix.len() - 1];
+        if tools.arg_name_suffix_non_string == bare && tools.arg_value_suffix.starts_with(quote) {
+            tools.arg_name_suffix = bare.to_owned();
+            tools.arg_name_suffix_non_string.clear();
+            tools.arg_value_suffix.remove(0);
+            tools.string_values_quoted = true;
+        }
+    }
     // In the two-call output: from the end of call 1's value (and value suffix) to call 2's name.
     let between_calls = two_calls.and_then(|two| {
         let end = two.find(VALUE_1)? + VALUE_1.len() + tools.arg_value_suffix.len();
@@ -264,32 +306,33 @@ fn tag_tagged(
     Some((family, tools))
 }
 
-/// Names the family from the markers found (labels only; parsing follows the markers).
+/// Names the family from the markers found (labels only; parsing follows the markers). Tagged
+/// arguments make a tag-tagged family whatever the markers look like; for JSON arguments the name's
+/// surroundings decide.
 fn family_of(tools: &ToolCallFormat, one: &str, two: Option<&str>) -> ToolFamily {
+    if tools.arguments == "tagged" {
+        return ToolFamily::TagTagged;
+    }
     let markers = [&tools.section_start, &tools.name_prefix, &tools.name_suffix, &tools.call_end];
     let joined: String = markers.iter().map(|m| m.as_str()).collect();
     let indexed = two.is_some_and(|two| {
         let suffix = &tools.name_suffix;
         suffix.contains('0') && two.contains(&format!("{FN_2}{}", suffix.replacen('0', "1", 1)))
     });
-    if indexed {
-        return ToolFamily::PrefixedIndexed;
-    }
-    if joined.contains("```") {
-        return ToolFamily::MarkdownBlock;
-    }
-    if tools.name_prefix.contains("to=") {
-        return ToolFamily::Channel;
-    }
-    if joined.contains("<|") || joined.contains("<｜") {
-        return ToolFamily::SpecialToken;
-    }
     let prefix = tools.name_prefix.trim();
-    if prefix.starts_with('[') && prefix.ends_with(']') && !one.contains('<') {
-        return ToolFamily::BracketTag;
+    if indexed {
+        ToolFamily::PrefixedIndexed
+    } else if tools.name_prefix.contains("to=") {
+        ToolFamily::Channel
+    } else if joined.contains("<|") || joined.contains("<｜") {
+        ToolFamily::SpecialToken
+    } else if joined.contains("```") {
+        ToolFamily::MarkdownBlock
+    } else if prefix.starts_with('[') && prefix.ends_with(']') && !one.contains('<') {
+        ToolFamily::BracketTag
+    } else if prefix.ends_with(">>>") {
+        ToolFamily::RecipientBased
+    } else {
+        ToolFamily::TagJson
     }
-    if prefix.ends_with(">>>") {
-        return ToolFamily::RecipientBased;
-    }
-    if tools.arguments == "tagged" { ToolFamily::TagTagged } else { ToolFamily::TagJson }
 }

@@ -1,5 +1,6 @@
 //! Integration tests of the `parlance` crate; corpus-backed tests skip when the corpus is absent.
 
+mod analyze;
 mod corpus;
 mod fuzz_regressions;
 mod golden;

@@ -1,0 +1,411 @@
+//! Self-roundtrip: render assistant messages of known structure and check that the `Format`'s
+//! markers locate exactly those parts again (content, reasoning, each call's name and arguments).
+//!
+//! This is a proof of the analysis, not the output parser: it reads one whole, well-formed output
+//! with the markers alone, and reports the first part it cannot find.
+
+use serde::Serialize;
+use serde_json::{Value as Json, json};
+
+use super::diff::{find_from, json_values};
+use super::probe::{ARG_1, ARG_2, CONTENT, FN_1, FN_2, ID_1, ID_2, Probe, REASONING, VALUE_1, VALUE_2, call};
+use super::{AnalyzeOptions, Format};
+use crate::format::{ToolCallFormat, ToolFamily};
+use crate::template::ChatTemplate;
+
+/// The outcome of one self-roundtrip case.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaseResult {
+    /// What the case renders (`content`, `reasoning`, `call_integer`, `parallel_calls`, ...).
+    pub case: String,
+    /// Whether the markers located every part (a skipped case counts as passed).
+    pub passed: bool,
+    /// The template does not render this message's structure (e.g. it drops content next to calls
+    /// or never shows a message's reasoning), so there is nothing to locate.
+    pub skipped: bool,
+    /// Why not, when it failed.
+    pub reason: Option<String>,
+}
+
+/// Self-roundtrip of every case that applies to `format`.
+pub fn self_check(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions) -> Vec<CaseResult> {
+    let Some(probe) = Probe::new(template, options.variables.clone()) else {
+        return vec![CaseResult {
+            case: "render".into(),
+            passed: false,
+            skipped: false,
+            reason: Some("no conversation renders".into()),
+        }];
+    };
+    let mut cases: Vec<(String, Json, Expected)> =
+        vec![("content".into(), json!({"role": "assistant", "content": CONTENT}), Expected::content(CONTENT))];
+    let unicode = "héllo wörld 世界 🎉";
+    cases.push((
+        "unicode_content".into(),
+        json!({"role": "assistant", "content": unicode}),
+        Expected::content(unicode),
+    ));
+    if format.reasoning_details.as_ref().is_some_and(|d| d.mode != "tools-only") {
+        let message = json!({"role": "assistant", "reasoning_content": REASONING, "content": CONTENT});
+        cases.push((
+            "reasoning".into(),
+            message,
+            Expected { reasoning: Some(REASONING.into()), ..Expected::content(CONTENT) },
+        ));
+    }
+    if let Some(tools) = &format.tools {
+        let values = [
+            ("string", json!(VALUE_1)),
+            ("integer", json!(42)),
+            ("float", json!(3.25)),
+            ("boolean", json!(true)),
+            ("null", json!(null)),
+            ("array", json!([1, "two"])),
+            ("object", json!({"inner": "v", "n": 2})),
+            ("unicode", json!("Zürich 東京")),
+        ];
+        for (kind, value) in values {
+            let args = json!({ARG_1: value});
+            let message = json!({"role": "assistant", "content": "", "tool_calls": [call(ID_1, FN_1, args.clone())]});
+            cases.push((format!("call_{kind}"), message, Expected::calls(vec![(FN_1, args)])));
+        }
+        if tools.parallel {
+            let (a, b) = (json!({ARG_1: VALUE_1}), json!({ARG_2: VALUE_2}));
+            let message = json!({"role": "assistant", "content": "", "tool_calls": [call(ID_1, FN_1, a.clone()), call(ID_2, FN_2, b.clone())]});
+            cases.push(("parallel_calls".into(), message, Expected::calls(vec![(FN_1, a), (FN_2, b)])));
+        }
+        let args = json!({ARG_1: VALUE_1});
+        let message = json!({"role": "assistant", "content": CONTENT, "tool_calls": [call(ID_1, FN_1, args.clone())]});
+        cases.push((
+            "content_and_call".into(),
+            message,
+            Expected { content: CONTENT.into(), ..Expected::calls(vec![(FN_1, args)]) },
+        ));
+    }
+    cases
+        .into_iter()
+        .map(|(case, message, expected)| {
+            let with_tools = message.get("tool_calls").is_some();
+            let output = probe.output(&message, with_tools, &[]);
+            let dropped = |text: &str| {
+                let content = !expected.content.is_empty() && !text.contains(expected.content.as_str());
+                let reasoning = expected.reasoning.as_deref().is_some_and(|r| !text.contains(r));
+                content
+                    .then_some("the template drops content next to calls")
+                    .or(reasoning.then_some("the template does not render a message's reasoning"))
+            };
+            match output {
+                None => CaseResult {
+                    case,
+                    passed: false,
+                    skipped: false,
+                    reason: Some("the template raised on this message".to_owned()),
+                },
+                Some(output) => match dropped(&output.text) {
+                    Some(why) => CaseResult { case, passed: true, skipped: true, reason: Some(why.to_owned()) },
+                    None => {
+                        let reason = check(format, &output.text, &expected).err();
+                        CaseResult { case, passed: reason.is_none(), skipped: false, reason }
+                    }
+                },
+            }
+        })
+        .collect()
+}
+
+struct Expected {
+    content: String,
+    reasoning: Option<String>,
+    calls: Vec<(&'static str, Json)>,
+}
+
+impl Expected {
+    fn content(content: &str) -> Expected {
+        Expected { content: content.to_owned(), reasoning: None, calls: Vec::new() }
+    }
+
+    fn calls(calls: Vec<(&'static str, Json)>) -> Expected {
+        Expected { content: String::new(), reasoning: None, calls }
+    }
+}
+
+fn check(format: &Format, text: &str, expected: &Expected) -> Result<(), String> {
+    let mut text = text.strip_suffix(format.turn_end.as_str()).unwrap_or(text);
+    // Reasoning.
+    let mut reasoning = None;
+    if let (Some(markers), Some(details)) = (&format.reasoning, &format.reasoning_details) {
+        let trimmed = text.trim_start();
+        if details.mode == "forced-open" {
+            if let Some(end) = text.find(markers.end.as_str()) {
+                reasoning = Some(text[..end].to_owned());
+                text = &text[end + markers.end.len()..];
+            }
+        } else if !markers.start.is_empty() && trimmed.starts_with(markers.start.as_str()) {
+            let body = &trimmed[markers.start.len()..];
+            let end = body.find(markers.end.as_str()).ok_or("reasoning start without end")?;
+            reasoning = Some(body[..end].to_owned());
+            text = &body[end + markers.end.len()..];
+        }
+        if !details.empty_block.is_empty() {
+            text = text.strip_prefix(details.empty_block.as_str()).unwrap_or(text);
+        }
+        // Content after reasoning may open a new message of the turn (gpt-oss channels).
+        let header = format.generation_prompt.trim();
+        if reasoning.is_some() && !header.is_empty() {
+            text = text.trim_start().strip_prefix(header).unwrap_or(text);
+        }
+    }
+    let found = reasoning.as_deref().map(str::trim).filter(|r| !r.is_empty());
+    if found != expected.reasoning.as_deref() {
+        return Err(format!("reasoning: expected {:?}, found {found:?}", expected.reasoning));
+    }
+    // Content, up to the first call.
+    let call_at = match &format.tools {
+        Some(tools) => first_call_at(format.tool_format, tools, text),
+        None => None,
+    };
+    let content = &text[..call_at.unwrap_or(text.len())];
+    let content = content.trim();
+    let content = content.strip_prefix(format.content.start.trim()).unwrap_or(content);
+    let content = content.strip_suffix(format.content.end.trim()).unwrap_or(content).trim();
+    if content != expected.content {
+        return Err(format!("content: expected {:?}, found {content:?}", expected.content));
+    }
+    // Calls.
+    let calls = match (&format.tools, call_at) {
+        (Some(tools), Some(at)) => read_calls(format.tool_format, tools, &text[at..])?,
+        _ => Vec::new(),
+    };
+    if calls.len() != expected.calls.len() {
+        return Err(format!("calls: expected {}, found {}", expected.calls.len(), calls.len()));
+    }
+    for ((name, args), (want_name, want_args)) in calls.iter().zip(&expected.calls) {
+        if name != want_name {
+            return Err(format!("call name: expected {want_name:?}, found {name:?}"));
+        }
+        if args != want_args {
+            return Err(format!("arguments of {name}: expected {want_args}, found {args}"));
+        }
+    }
+    Ok(())
+}
+
+/// Where the first call starts: its section, call or name marker; for bare JSON, the first JSON
+/// value holding a name.
+fn first_call_at(family: ToolFamily, tools: &ToolCallFormat, text: &str) -> Option<usize> {
+    for marker in [&tools.section_start, &tools.call_start, &tools.name_prefix] {
+        let marker = marker.trim();
+        if !marker.is_empty() {
+            return text.find(marker);
+        }
+    }
+    if family == ToolFamily::JsonNative {
+        return json_values(text).into_iter().find(|(_, _, v)| v.is_object() || v.is_array()).map(|(s, _, _)| s);
+    }
+    None
+}
+
+fn read_calls(family: ToolFamily, tools: &ToolCallFormat, text: &str) -> Result<Vec<(String, Json)>, String> {
+    if family == ToolFamily::JsonNative {
+        let fields = tools.json.as_ref().ok_or("json-native format without fields")?;
+        let mut calls = Vec::new();
+        for (_, _, value) in json_values(text) {
+            let items = match value {
+                Json::Array(items) => items,
+                other => vec![other],
+            };
+            for item in items {
+                calls.push(json_call(fields, &item)?);
+            }
+        }
+        return Ok(calls);
+    }
+    let mut calls = Vec::new();
+    let prefix = tools.name_prefix.trim();
+    let suffix = tools.name_suffix.trim();
+    let mut at = 0;
+    loop {
+        // The next call: at its name prefix, or (no prefix) right here after section markers.
+        let name_start = if prefix.is_empty() {
+            let mut rest = text[at..].trim_start();
+            for skip in [tools.section_start.trim(), tools.separator.trim(), tools.call_start.trim()] {
+                if !skip.is_empty() {
+                    rest = rest.strip_prefix(skip).unwrap_or(rest).trim_start();
+                }
+            }
+            let start = text.len() - rest.len();
+            if rest.is_empty() || !rest.starts_with(|c: char| c.is_alphanumeric() || c == '_') {
+                break;
+            }
+            start
+        } else {
+            match find_from(text, prefix, at) {
+                Some(start) => start + prefix.len(),
+                None => break,
+            }
+        };
+        let name_end = name_end(family, tools, text, name_start)?;
+        let name = text[name_start..name_end].trim().to_owned();
+        let mut body_start = name_end + if family == ToolFamily::PrefixedIndexed { 0 } else { suffix.len() };
+        if family == ToolFamily::PrefixedIndexed {
+            // `name:<index>` then the rest of the suffix.
+            let digits = text[name_end + 1..].len()
+                - text[name_end + 1..].trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            body_start = name_end
+                + 1
+                + digits
+                + suffix.trim_start_matches(':').trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        }
+        if !tools.call_id_suffix.trim().is_empty() {
+            let id_end = find_from(text, tools.call_id_suffix.trim(), body_start).ok_or("call id suffix missing")?;
+            body_start = id_end + tools.call_id_suffix.trim().len();
+        }
+        let (args, body_end) = if tools.arguments == "json" {
+            let (_, e, value) = json_values(&text[body_start..]).into_iter().next().ok_or("arguments JSON missing")?;
+            (value, body_start + e)
+        } else {
+            tagged_arguments(tools, &text[body_start..]).map(|(args, len)| (args, body_start + len))?
+        };
+        calls.push((name, args));
+        if body_end <= at {
+            break;
+        }
+        at = body_end;
+    }
+    Ok(calls)
+}
+
+/// Where a call's name ends: at the name suffix, or, without one, before what follows the name.
+fn name_end(family: ToolFamily, tools: &ToolCallFormat, text: &str, start: usize) -> Result<usize, String> {
+    if family == ToolFamily::PrefixedIndexed {
+        return find_from(text, ":", start).ok_or_else(|| "index separator missing".to_owned());
+    }
+    let suffix = tools.name_suffix.trim();
+    if !suffix.is_empty() {
+        return find_from(text, suffix, start).ok_or_else(|| "name suffix missing".to_owned());
+    }
+    let mut end =
+        text[start..].find(|c: char| c.is_whitespace() || c == '{' || c == '(').map_or(text.len(), |i| start + i);
+    for marker in [tools.arg_name_prefix.trim(), tools.call_end.trim()] {
+        if let Some(at) = (!marker.is_empty()).then(|| find_from(text, marker, start)).flatten() {
+            end = end.min(at);
+        }
+    }
+    Ok(end)
+}
+
+fn json_call(fields: &crate::format::JsonCallFields, item: &Json) -> Result<(String, Json), String> {
+    if fields.name.is_empty() {
+        let (name, args) = item.as_object().and_then(|o| o.iter().next()).ok_or("name-as-key call is not an object")?;
+        return Ok((name.clone(), args.clone()));
+    }
+    let holder = match &fields.function {
+        Some(key) => item.get(key).ok_or("function object missing")?,
+        None => item,
+    };
+    let name = holder.get(&fields.name).and_then(Json::as_str).ok_or("name field missing")?.to_owned();
+    let args = holder.get(&fields.arguments).ok_or("arguments field missing")?;
+    let args = match args {
+        Json::String(text) if fields.arguments_as_string => serde_json::from_str(text).map_err(|e| e.to_string())?,
+        other => other.clone(),
+    };
+    Ok((name, args))
+}
+
+/// Tagged arguments of one call: `(arguments, bytes read)`. String values are taken raw; other
+/// values are decoded as the format writes them (JSON, or Python literals), else kept as strings.
+fn tagged_arguments(tools: &ToolCallFormat, text: &str) -> Result<(Json, usize), String> {
+    let mut args = serde_json::Map::new();
+    let mut at = 0;
+    let name_prefix = tools.arg_name_prefix.trim_start();
+    let value_suffix = tools.arg_value_suffix.trim_end();
+    let call_end = tools.call_end.trim();
+    loop {
+        let next_end = if call_end.is_empty() { None } else { find_from(text, call_end, at) };
+        let next_arg = if name_prefix.is_empty() {
+            // No argument prefix (`f(a="x", b=2)`): the next argument starts after the separator,
+            // unless the call ends first.
+            let separator = tools.arg_separator.trim();
+            let rest = text[at..].trim_start();
+            let rest =
+                if separator.is_empty() { rest } else { rest.strip_prefix(separator).unwrap_or(rest).trim_start() };
+            let start = text.len() - rest.len();
+            let ends_here = !call_end.is_empty() && rest.starts_with(call_end);
+            (!rest.is_empty() && !ends_here && rest.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+                .then_some(start)
+        } else {
+            find_from(text, name_prefix, at)
+        };
+        let Some(arg_at) = next_arg.filter(|a| next_end.is_none_or(|e| *a < e)) else {
+            return Ok((Json::Object(args), next_end.map_or(text.len(), |e| e + call_end.len())));
+        };
+        let key_start = arg_at + name_prefix.len();
+        // The name ends at whichever suffix (string or non-string) comes first.
+        let mut key_end: Option<(usize, usize)> = None;
+        for suffix in [tools.arg_name_suffix.as_str(), tools.arg_name_suffix_non_string.as_str()] {
+            if suffix.is_empty() {
+                continue;
+            }
+            if let Some(found) = find_from(text, suffix, key_start) {
+                if key_end.is_none_or(|(k, _)| found < k) {
+                    key_end = Some((found, suffix.len()));
+                }
+            }
+        }
+        let (key_end, suffix_len) = key_end.ok_or("argument name suffix missing")?;
+        let value_start = key_end + suffix_len;
+        let value_end = if value_suffix.is_empty() {
+            next_end.unwrap_or(text.len())
+        } else {
+            find_from(text, value_suffix, value_start).ok_or("argument value suffix missing")?
+        };
+        let raw = &text[value_start..value_end];
+        let value = if tools.string_values_quoted {
+            decode_literal(raw.trim(), &tools.value_encoding)
+        } else {
+            decode_value(raw, &tools.value_encoding)
+        };
+        args.insert(text[key_start..key_end].trim().to_owned(), value);
+        at = value_end + value_suffix.len();
+    }
+}
+
+/// A literal value (strings quoted): a JSON literal, or a Python one for `python` encoding.
+fn decode_literal(raw: &str, encoding: &str) -> Json {
+    if let Ok(value) = serde_json::from_str::<Json>(raw) {
+        return value;
+    }
+    if let Some(inner) = raw.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')) {
+        return json!(inner);
+    }
+    decode_value(raw, encoding)
+}
+
+/// A tagged value: JSON (or, for `python` encoding, a Python literal) when it parses as a non-string,
+/// else the raw text.
+fn decode_value(raw: &str, encoding: &str) -> Json {
+    if let Ok(value) = serde_json::from_str::<Json>(raw) {
+        if !value.is_string() {
+            return value;
+        }
+    }
+    if encoding == "python" {
+        match raw.trim() {
+            "True" => return json!(true),
+            "False" => return json!(false),
+            "None" => return json!(null),
+            literal if literal.starts_with(['[', '{']) => {
+                let as_json = literal
+                    .replace('\'', "\"")
+                    .replace("True", "true")
+                    .replace("False", "false")
+                    .replace("None", "null");
+                if let Ok(value) = serde_json::from_str::<Json>(&as_json) {
+                    return value;
+                }
+            }
+            _ => {}
+        }
+    }
+    json!(raw)
+}

@@ -1,0 +1,149 @@
+//! The analyzer over every corpus template, against the corpus manifest's `tool_format` and
+//! `reasoning`. `tests/expected/analyze.json` is the ratchet: templates listed there (with the reason)
+//! may disagree; any other disagreement fails, and a listed template that now agrees is reported.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use parlance::{AnalyzeOptions, ChatTemplate, RenderLimits, TemplateSource, analyze, self_check};
+use serde_json::Value as Json;
+
+use crate::corpus;
+
+#[test]
+fn corpus_formats_agree_with_the_manifest() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let manifest: Json =
+        serde_json::from_str(&std::fs::read_to_string(corpus.join("templates/manifest.json")).unwrap()).unwrap();
+    let expected_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/expected/analyze.json");
+    let expected: Json = serde_json::from_str(&std::fs::read_to_string(expected_path).unwrap()).unwrap();
+    let listed = |key: &str| -> BTreeMap<String, String> {
+        expected[key]
+            .as_object()
+            .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+            .unwrap_or_default()
+    };
+    let (known_disagreements, known_self_failures) =
+        (listed("manifest_disagreements"), listed("self_roundtrip_failures"));
+    let mut self_failures: BTreeMap<String, String> = BTreeMap::new();
+    let mut table = String::new();
+    let mut disagreements = BTreeMap::new();
+    let mut agree = 0;
+    for entry in manifest.as_array().unwrap() {
+        let id = entry["id"].as_str().unwrap();
+        let text = std::fs::read_to_string(corpus.join("templates").join(format!("{id}.jinja"))).unwrap();
+        let golden: Json =
+            serde_json::from_str(&std::fs::read_to_string(corpus.join("golden").join(format!("{id}.json"))).unwrap())
+                .unwrap();
+        let mut options = AnalyzeOptions::default();
+        for (k, v) in golden["template_variables"].as_object().into_iter().flatten() {
+            options.variables.insert(k.clone(), v.clone());
+        }
+        let template =
+            ChatTemplate::from_source(TemplateSource::from_text(format!("{id}.jinja"), text), RenderLimits::default())
+                .unwrap();
+        let started = std::time::Instant::now();
+        let format = analyze(&template, &options);
+        let elapsed = started.elapsed();
+        let (family, reasoning) = match &format {
+            Ok(f) => (serde_json::to_value(f.tool_format).unwrap(), serde_json::to_value(&f.reasoning).unwrap()),
+            Err(e) => (Json::String(format!("error: {e}")), Json::Null),
+        };
+        let checks = match &format {
+            Ok(f) => self_check(&template, f, &options),
+            Err(_) => Vec::new(),
+        };
+        let failed: Vec<String> = checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| format!("{}: {}", c.case, c.reason.as_deref().unwrap_or("")))
+            .collect();
+        let self_ok = !checks.is_empty() && failed.is_empty();
+        let skipped = checks.iter().filter(|c| c.skipped).count();
+        if std::env::var_os("PARLANCE_ANALYZE_DETAILS").is_some() && !failed.is_empty() {
+            eprintln!("{id}: self-roundtrip failures: {failed:?}");
+        }
+        if !self_ok {
+            self_failures.insert(id.to_owned(), failed.join("; "));
+        }
+        let want_family = &entry["tool_format"];
+        let want_reasoning = &entry["reasoning"];
+        let ok = family == *want_family && reasoning == *want_reasoning;
+        if ok {
+            agree += 1;
+        } else {
+            disagreements.insert(
+                id.to_owned(),
+                format!("family {family} (manifest {want_family}), reasoning {reasoning} (manifest {want_reasoning})"),
+            );
+        }
+        table.push_str(&format!(
+            "{id:<50} {:<18} {} self-roundtrip {:<4} ({}/{}, {skipped} skipped) {:>6.1} ms\n",
+            family.as_str().unwrap_or("?"),
+            if ok { "agrees " } else { "DIFFERS" },
+            if self_ok { "pass" } else { "FAIL" },
+            checks.len() - failed.len(),
+            checks.len(),
+            elapsed.as_secs_f64() * 1e3
+        ));
+    }
+    eprintln!("{table}{agree} of {} templates agree with the manifest", agree + disagreements.len());
+    let ratchet = |found: &BTreeMap<String, String>, known: &BTreeMap<String, String>, what: &str| {
+        let fixed: Vec<&String> = known.keys().filter(|id| !found.contains_key(*id)).collect();
+        if !fixed.is_empty() {
+            eprintln!("note: no longer in {what}, remove from tests/expected/analyze.json: {fixed:?}");
+        }
+        found
+            .iter()
+            .filter(|(id, _)| !known.contains_key(*id))
+            .map(|(id, why)| format!("{id}: {why}"))
+            .collect::<Vec<_>>()
+    };
+    let self_passes = agree + disagreements.len() - self_failures.len();
+    eprintln!("{self_passes} templates pass the self-roundtrip");
+    let unexpected = ratchet(&disagreements, &known_disagreements, "manifest_disagreements");
+    assert!(
+        unexpected.is_empty(),
+        "{} templates disagree with the manifest:\n{}",
+        unexpected.len(),
+        unexpected.join("\n")
+    );
+    let unexpected = ratchet(&self_failures, &known_self_failures, "self_roundtrip_failures");
+    assert!(
+        unexpected.is_empty(),
+        "{} templates fail the self-roundtrip:\n{}",
+        unexpected.len(),
+        unexpected.join("\n")
+    );
+}
+
+#[test]
+fn qwen3_format_json_is_readable_and_round_trips() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let template = ChatTemplate::from_path(corpus.join("templates/Qwen-Qwen3-0.6B.jinja")).unwrap();
+    let format = parlance::Format::from_template(&template).unwrap();
+    let json = serde_json::to_value(&format).unwrap();
+    // Outside tools read these two fields with the manifest's words.
+    assert_eq!(json["tool_format"], "json-native");
+    assert_eq!(json["reasoning"], serde_json::json!({"start": "<think>", "end": "</think>"}));
+    assert_eq!(json["generation_prompt"], "<|im_start|>assistant\n");
+    assert_eq!(json["turn_end"], "<|im_end|>\n");
+    assert_eq!(json["tools"]["call_start"], "<tool_call>\n");
+    assert_eq!(json["tools"]["call_end"], "\n</tool_call>");
+    let back: parlance::Format = serde_json::from_value(json).unwrap();
+    assert_eq!(back, format);
+}
+
+#[test]
+fn templates_that_raise_on_everything_are_reported_not_panicking() {
+    let template = ChatTemplate::from_text("{{ raise_exception('no') }}").unwrap();
+    let err = parlance::Format::from_template(&template).unwrap_err();
+    assert!(err.to_string().contains("cannot be analyzed"), "{err}");
+    // A template that renders content but no tool calls: family none, reported unsupported.
+    let template =
+        ChatTemplate::from_text("{% for m in messages %}<{{ m.role }}>{{ m.content }}</s>{% endfor %}").unwrap();
+    let format = parlance::Format::from_template(&template).unwrap();
+    assert_eq!(format.tool_format, parlance::ToolFamily::None);
+    assert!(format.unsupported.iter().any(|u| u.starts_with("tool calls")), "{:?}", format.unsupported);
+    assert_eq!(format.turn_end, "</s>");
+}
