@@ -31,6 +31,8 @@ pub struct Format {
     pub preserved_tokens: Vec<String>,
     /// Features the template does not support or the analysis could not establish, with the reason.
     pub unsupported: Vec<String>,
+    /// Named workarounds the analysis applied (few, each documented and tested).
+    pub workarounds: Vec<String>,
 }
 
 /// Reasoning start and end markers.
@@ -127,15 +129,16 @@ pub struct ToolCallFormat {
     pub arg_value_suffix: String,
     /// Tagged arguments: between one argument's value suffix and the next argument's name prefix.
     pub arg_separator: String,
-    /// Tagged arguments: the name suffix of non-string values, when the template marks the type
-    /// (`string="false"`); empty when it is `arg_name_suffix`.
-    pub arg_name_suffix_non_string: String,
+    /// Tagged arguments: other name suffixes, for non-string values whose type the template marks
+    /// (`string="false"`, `type="boolean"`); empty when every value uses `arg_name_suffix`.
+    pub arg_name_suffixes_typed: Vec<String>,
     /// Tagged arguments: how non-string values are written, `json` (`true`, `null`) or `python`
     /// (`True`, `None`, `['a']`, as a template printing the value writes them).
     pub value_encoding: String,
-    /// Tagged arguments: string values are written as quoted literals (`a="x"`, pythonic calls);
-    /// the quotes are part of the value, not of the markers.
-    pub string_values_quoted: bool,
+    /// Tagged arguments: the quote around string values when they are written as literals
+    /// (`"` in `a="x"`, `'` for Python reprs, `<|"|>` for Gemma 4); non-string values are then bare
+    /// literals that end at the next separator. Empty when values are raw text between markers.
+    pub string_quote: String,
     /// Non-JSON families: text between the call id and the arguments, when the id is rendered after
     /// the name (`[CALL_ID]id[ARGS]`: `name_suffix` is `[CALL_ID]`, this is `[ARGS]`).
     pub call_id_suffix: String,
@@ -212,6 +215,9 @@ impl Format {
         }
         for item in &self.unsupported {
             let _ = writeln!(out, "unsupported:       {item}");
+        }
+        for item in &self.workarounds {
+            let _ = writeln!(out, "workaround:        {item}");
         }
         out
     }

@@ -90,10 +90,31 @@ pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Form
 
 /// Reasoning: R1 (with vs without reasoning), R2 (thinking switched on / off), history.
 fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
-    let message = json!({"role": "assistant", "reasoning_content": REASONING, "content": CONTENT});
-    let attempts: [&[(&str, Json)]; 3] = [&[], &[("enable_thinking", json!(true))], &[("thinking", json!(true))]];
-    for extra in attempts {
-        let Some(output) = probe.output(&message, false, extra) else { continue };
+    let field = json!({"role": "assistant", "reasoning_content": REASONING, "content": CONTENT});
+    // Some templates take reasoning as a content block instead (`{"type": "thinking", ...}`).
+    let block = json!({"role": "assistant", "content": [
+        {"type": "thinking", "thinking": REASONING},
+        {"type": "text", "text": CONTENT}
+    ]});
+    let attempts: [(&Json, &[(&str, Json)]); 4] = [
+        (&field, &[]),
+        (&field, &[("enable_thinking", json!(true))]),
+        (&field, &[("thinking", json!(true))]),
+        (&block, &[]),
+    ];
+    // Content blocks count only where the template reads them as blocks: a text-only block list must
+    // render exactly as the plain string (templates that print the list as a value do not).
+    let text_block = json!({"role": "assistant", "content": [{"type": "text", "text": CONTENT}]});
+    let plain = json!({"role": "assistant", "content": CONTENT});
+    let reads_blocks = match (probe.output(&text_block, false, &[]), probe.output(&plain, false, &[])) {
+        (Some(a), Some(b)) => a.text == b.text,
+        _ => false,
+    };
+    for (message, extra) in attempts {
+        if *message == block && !reads_blocks {
+            continue;
+        }
+        let Some(output) = probe.output(message, false, extra) else { continue };
         let Some(r) = output.text.find(REASONING) else { continue };
         let Some(c) = diff::find_from(&output.text, CONTENT, r) else { continue };
         let start_literal = output.text[..r].to_owned();
@@ -177,6 +198,30 @@ fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
             return;
         }
     }
+    if let Some((start, end)) = stripped_mirror_tag(probe) {
+        format.workarounds.push(WORKAROUND_MIRROR_TAG.to_owned());
+        set_reasoning(probe, format, "forced-open", start, end, &[]);
+    }
+}
+
+/// Named workaround: a generation prompt opens a tag (`<think>\n`) that no render ever closes,
+/// because the template cuts a message's content at the closing tag and never renders reasoning.
+/// The closing tag is guessed as the opener's mirror (`</think>`) and accepted only if the template
+/// demonstrably strips it: content `R</think>C` renders exactly as content `C`.
+/// See: `analyze::tests` and DeepSeek-R1-Distill templates in the corpus.
+pub(crate) const WORKAROUND_MIRROR_TAG: &str = "reasoning-end-from-stripped-mirror-tag";
+
+fn stripped_mirror_tag(probe: &Probe<'_>) -> Option<(String, String)> {
+    let output = probe.output(&json!({"role": "assistant", "content": CONTENT}), false, &[])?;
+    let opener = last_marker(&output.unrepeated_prompt)?;
+    let name = opener.strip_prefix('<')?.strip_suffix('>')?;
+    if name.is_empty() || name.starts_with('/') || !name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+        return None;
+    }
+    let closer = format!("</{name}>");
+    let with = json!({"role": "assistant", "content": format!("{REASONING}{closer}{CONTENT}")});
+    let stripped = probe.output(&with, false, &[])?;
+    (stripped.text.trim() == output.text.trim()).then_some((opener, closer))
 }
 
 /// Records reasoning found without a rendered message's reasoning (R2, R3).
@@ -214,7 +259,12 @@ fn reasoning_with_calls(probe: &Probe<'_>) -> Option<(String, String)> {
     let plain_name = without.text.find(probe::FN_1)?;
     // Text before the reasoning and between it and the call, minus what a call alone has there.
     let lead = diff::common_prefix(&with.text[..r], &without.text[..plain_name]);
-    let start = with.text[lead..r].trim().to_owned();
+    let mut start = with.text[lead..r].trim().to_owned();
+    if start.is_empty() {
+        // A call alone writes an empty block too (`<|START_THINKING|><|END_THINKING|>`): the opener is
+        // the marker right before the reasoning.
+        start = last_marker(&with.text[..r]).unwrap_or_default();
+    }
     let between = &with.text[r + REASONING.len()..name];
     let call_lead = diff::common_suffix(between, &without.text[..plain_name]);
     let end = between[..between.len() - call_lead].trim().to_owned();

@@ -260,6 +260,8 @@ fn tag_tagged(
         }
     };
     let _ = empty_block;
+    // Measured before the quote moves from the markers to the values below.
+    let rendered_value_suffix_len = tools.arg_value_suffix.len();
     // How non-string values are written, and whether their name suffix differs (typed markers).
     tools.value_encoding = "json".into();
     let typed = |value: Json| {
@@ -273,27 +275,46 @@ fn tag_tagged(
             tools.value_encoding = "python".into();
         }
     }
-    if let Some(after) = typed(json!(42)) {
-        if let Some(at) = after.find("42") {
-            if after[..at] != tools.arg_name_suffix {
-                tools.arg_name_suffix_non_string = after[..at].to_owned();
+    let mut typed_suffixes: Vec<String> = Vec::new();
+    for value in [json!(42), json!(3.25), json!(true), json!(null), json!([1, "two"]), json!({"k": 1})] {
+        let literal = serde_json::to_string(&value).unwrap_or_default();
+        let python = match &value {
+            Json::Bool(true) => "True".to_owned(),
+            Json::Null => "None".to_owned(),
+            _ => literal.clone(),
+        };
+        let Some(after) = typed(value) else { continue };
+        // The value is the literal right before the value suffix (a type name may come earlier).
+        let closing = tools.arg_value_suffix.trim();
+        let at = [literal.as_str(), python.as_str()]
+            .iter()
+            .filter_map(|needle| {
+                let with_suffix = format!("{needle}{closing}");
+                after.find(&with_suffix).or_else(|| after.find(needle))
+            })
+            .min();
+        if let Some(at) = at {
+            let suffix = after[..at].to_owned();
+            if suffix != tools.arg_name_suffix && !suffix.is_empty() && !typed_suffixes.contains(&suffix) {
+                typed_suffixes.push(suffix);
             }
         }
     }
-    // `a="x"` but `a=42`: the quotes belong to the string value, not to the markers.
-    let quote = tools.arg_name_suffix.chars().last().filter(|c| *c == '"' || *c == '\'');
-    if let Some(quote) = quote {
-        let bare = &tools.arg_name_suffix[..tools.arg_name_suffix.len() - 1];
-        if tools.arg_name_suffix_non_string == bare && tools.arg_value_suffix.starts_with(quote) {
-            tools.arg_name_suffix = bare.to_owned();
-            tools.arg_name_suffix_non_string.clear();
-            tools.arg_value_suffix.remove(0);
-            tools.string_values_quoted = true;
+    // `a="x"` but `a=42`: the quote belongs to string values, not to the markers.
+    if let [bare] = typed_suffixes.as_slice() {
+        if let Some(quote) = tools.arg_name_suffix.strip_prefix(bare.as_str()) {
+            if !quote.is_empty() && tools.arg_value_suffix.starts_with(quote) {
+                tools.string_quote = quote.to_owned();
+                tools.arg_value_suffix = tools.arg_value_suffix[quote.len()..].to_owned();
+                tools.arg_name_suffix = bare.clone();
+                typed_suffixes.clear();
+            }
         }
     }
+    tools.arg_name_suffixes_typed = typed_suffixes;
     // In the two-call output: from the end of call 1's value (and value suffix) to call 2's name.
     let between_calls = two_calls.and_then(|two| {
-        let end = two.find(VALUE_1)? + VALUE_1.len() + tools.arg_value_suffix.len();
+        let end = two.find(VALUE_1)? + VALUE_1.len() + rendered_value_suffix_len;
         let second = find_from(two, FN_2, end)?;
         Some(two[end..second].to_owned())
     });

@@ -161,7 +161,7 @@ fn check(format: &Format, text: &str, expected: &Expected) -> Result<(), String>
     }
     // Content, up to the first call.
     let call_at = match &format.tools {
-        Some(tools) => first_call_at(format.tool_format, tools, text),
+        Some(tools) => first_call_at(tools, text),
         None => None,
     };
     let content = &text[..call_at.unwrap_or(text.len())];
@@ -192,22 +192,21 @@ fn check(format: &Format, text: &str, expected: &Expected) -> Result<(), String>
 
 /// Where the first call starts: its section, call or name marker; for bare JSON, the first JSON
 /// value holding a name.
-fn first_call_at(family: ToolFamily, tools: &ToolCallFormat, text: &str) -> Option<usize> {
+fn first_call_at(tools: &ToolCallFormat, text: &str) -> Option<usize> {
     for marker in [&tools.section_start, &tools.call_start, &tools.name_prefix] {
         let marker = marker.trim();
         if !marker.is_empty() {
             return text.find(marker);
         }
     }
-    if family == ToolFamily::JsonNative {
+    if tools.json.is_some() {
         return json_values(text).into_iter().find(|(_, _, v)| v.is_object() || v.is_array()).map(|(s, _, _)| s);
     }
     None
 }
 
 fn read_calls(family: ToolFamily, tools: &ToolCallFormat, text: &str) -> Result<Vec<(String, Json)>, String> {
-    if family == ToolFamily::JsonNative {
-        let fields = tools.json.as_ref().ok_or("json-native format without fields")?;
+    if let Some(fields) = &tools.json {
         let mut calls = Vec::new();
         for (_, _, value) in json_values(text) {
             let items = match value {
@@ -340,9 +339,10 @@ fn tagged_arguments(tools: &ToolCallFormat, text: &str) -> Result<(Json, usize),
             return Ok((Json::Object(args), next_end.map_or(text.len(), |e| e + call_end.len())));
         };
         let key_start = arg_at + name_prefix.len();
-        // The name ends at whichever suffix (string or non-string) comes first.
+        // The name ends at whichever suffix (plain or typed) comes first.
         let mut key_end: Option<(usize, usize)> = None;
-        for suffix in [tools.arg_name_suffix.as_str(), tools.arg_name_suffix_non_string.as_str()] {
+        let suffixes = std::iter::once(&tools.arg_name_suffix).chain(&tools.arg_name_suffixes_typed);
+        for suffix in suffixes {
             if suffix.is_empty() {
                 continue;
             }
@@ -354,31 +354,84 @@ fn tagged_arguments(tools: &ToolCallFormat, text: &str) -> Result<(Json, usize),
         }
         let (key_end, suffix_len) = key_end.ok_or("argument name suffix missing")?;
         let value_start = key_end + suffix_len;
+        let key = text[key_start..key_end].trim().to_owned();
+        if !tools.string_quote.is_empty() {
+            // Literal values: a quoted string, or a bare literal up to the next delimiter.
+            let (value, end) = read_literal(&text[value_start..], &tools.string_quote, &tools.value_encoding)
+                .ok_or("argument literal unterminated")?;
+            args.insert(key, value);
+            at = value_start + end;
+            if !value_suffix.is_empty() && text[at..].starts_with(value_suffix) {
+                at += value_suffix.len();
+            }
+            continue;
+        }
         let value_end = if value_suffix.is_empty() {
             next_end.unwrap_or(text.len())
         } else {
             find_from(text, value_suffix, value_start).ok_or("argument value suffix missing")?
         };
-        let raw = &text[value_start..value_end];
-        let value = if tools.string_values_quoted {
-            decode_literal(raw.trim(), &tools.value_encoding)
-        } else {
-            decode_value(raw, &tools.value_encoding)
-        };
-        args.insert(text[key_start..key_end].trim().to_owned(), value);
+        args.insert(key, decode_value(&text[value_start..value_end], &tools.value_encoding));
         at = value_end + value_suffix.len();
     }
 }
 
-/// A literal value (strings quoted): a JSON literal, or a Python one for `python` encoding.
-fn decode_literal(raw: &str, encoding: &str) -> Json {
-    if let Ok(value) = serde_json::from_str::<Json>(raw) {
-        return value;
+/// A literal at the start of `text`: `(value, bytes)`. Strings are delimited by `quote` (with
+/// backslash escapes); other literals run to the first `,` `)` `}` or newline outside brackets and
+/// quotes, and decode as JSON or Python literals.
+fn read_literal(text: &str, quote: &str, encoding: &str) -> Option<(Json, usize)> {
+    if let Some(body) = text.strip_prefix(quote) {
+        let mut i = 0;
+        while i < body.len() {
+            if body[i..].starts_with('\\') {
+                i += 1 + body[i + 1..].chars().next().map_or(0, char::len_utf8);
+                continue;
+            }
+            if body[i..].starts_with(quote) {
+                let raw = &body[..i];
+                let value = if quote == "\"" {
+                    serde_json::from_str(&format!("\"{raw}\"")).unwrap_or_else(|_| json!(raw))
+                } else {
+                    json!(raw.replace("\\'", "'"))
+                };
+                return Some((value, quote.len() + i + quote.len()));
+            }
+            i += body[i..].chars().next().map_or(1, char::len_utf8);
+        }
+        return None;
     }
-    if let Some(inner) = raw.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')) {
-        return json!(inner);
+    let mut depth = 0i32;
+    let mut in_string: Option<char> = None;
+    let mut end = text.len();
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        if let Some(q) = in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                in_string = None;
+            }
+            continue;
+        }
+        match c {
+            '"' | '\'' => in_string = Some(c),
+            '[' | '{' | '(' => depth += 1,
+            ']' | '}' | ')' if depth > 0 => depth -= 1,
+            ',' | ')' | '}' | ']' | '\n' if depth == 0 => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
     }
-    decode_value(raw, encoding)
+    // A bare literal is never a string (strings are quoted), so Python's True/False/None are safe to
+    // read whatever the encoding; a custom quote inside containers becomes JSON's.
+    let raw = text[..end].trim();
+    let raw = if quote == "\"" || quote == "'" { raw.to_owned() } else { raw.replace(quote, "\"") };
+    let _ = encoding;
+    Some((decode_value(&raw, "python"), end))
 }
 
 /// A tagged value: JSON (or, for `python` encoding, a Python literal) when it parses as a non-string,
