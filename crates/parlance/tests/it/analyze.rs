@@ -147,3 +147,22 @@ fn templates_that_raise_on_everything_are_reported_not_panicking() {
     assert!(format.unsupported.iter().any(|u| u.starts_with("tool calls")), "{:?}", format.unsupported);
     assert_eq!(format.turn_end, "</s>");
 }
+
+#[test]
+fn stripped_mirror_tag_workaround_finds_a_reasoning_end_no_render_shows() {
+    // The shape of the DeepSeek-R1-Distill templates (written here, not copied): the generation
+    // prompt opens `<think>`, nothing ever renders its end, and content is cut at `</think>`. Diffs
+    // alone find the opener but no end; the workaround guesses `</think>` and keeps it only because
+    // the template demonstrably strips it.
+    let text = "{% for m in messages %}{% if m.role == 'assistant' %}<A>{{ m.content.split('</think>')[-1] }}</s>\
+                {% else %}<U>{{ m.content }}{% endif %}{% endfor %}{% if add_generation_prompt %}<A><think>\n{% endif %}";
+    let template = ChatTemplate::from_text(text).unwrap();
+    let format = parlance::Format::from_template(&template).unwrap();
+    let reasoning = format.reasoning.as_ref().expect("reasoning found");
+    assert_eq!((reasoning.start.as_str(), reasoning.end.as_str()), ("<think>", "</think>"));
+    assert_eq!(format.workarounds, ["reasoning-end-from-stripped-mirror-tag"]);
+    // Without the stripping, the guess is not confirmed and nothing is claimed.
+    let text = text.replace(".split('</think>')[-1]", "");
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap()).unwrap();
+    assert!(format.reasoning.is_none() && format.workarounds.is_empty(), "{format:?}");
+}
