@@ -139,6 +139,9 @@ pub struct ToolCallFormat {
     /// (`"` in `a="x"`, `'` for Python reprs, `<|"|>` for Gemma 4); non-string values are then bare
     /// literals that end at the next separator. Empty when values are raw text between markers.
     pub string_quote: String,
+    /// Non-JSON families: the name suffix carries the call's index (`index="1"`, `:0`), which
+    /// changes from call to call; its digits are not part of the marker.
+    pub indexed_name_suffix: bool,
     /// Non-JSON families: text between the call id and the arguments, when the id is rendered after
     /// the name (`[CALL_ID]id[ARGS]`: `name_suffix` is `[CALL_ID]`, this is `[ARGS]`).
     pub call_id_suffix: String,

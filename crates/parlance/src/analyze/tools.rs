@@ -195,6 +195,7 @@ fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)
         Some(two[end..second].to_owned())
     });
     split_around_calls(&mut tools, before, after, between.as_deref());
+    tools.indexed_name_suffix = two.is_some_and(|two| suffix_is_indexed(&tools.name_suffix, two));
     Some((family_of(&tools, one, two), tools))
 }
 
@@ -278,15 +279,17 @@ fn tag_tagged(
     let mut typed_suffixes: Vec<String> = Vec::new();
     for value in [json!(42), json!(3.25), json!(true), json!(null), json!([1, "two"]), json!({"k": 1})] {
         let literal = serde_json::to_string(&value).unwrap_or_default();
+        // The ways templates print a value: compact JSON, `json.dumps` spacing, Python `str()`.
+        let spaced = literal.replace(",", ", ").replace(":", ": ");
         let python = match &value {
             Json::Bool(true) => "True".to_owned(),
             Json::Null => "None".to_owned(),
-            _ => literal.clone(),
+            _ => spaced.replace('"', "'"),
         };
         let Some(after) = typed(value) else { continue };
         // The value is the literal right before the value suffix (a type name may come earlier).
         let closing = tools.arg_value_suffix.trim();
-        let at = [literal.as_str(), python.as_str()]
+        let at = [literal.as_str(), spaced.as_str(), python.as_str()]
             .iter()
             .filter_map(|needle| {
                 let with_suffix = format!("{needle}{closing}");
@@ -319,12 +322,22 @@ fn tag_tagged(
         Some(two[end..second].to_owned())
     });
     split_around_calls(&mut tools, &one[..name_at], after_value, between_calls.as_deref());
+    tools.indexed_name_suffix = two_calls.is_some_and(|two| suffix_is_indexed(&tools.name_suffix, two));
     let family = if tools.name_suffix.trim_end().ends_with('(') && tools.arg_name_suffix.trim_start().starts_with('=') {
         ToolFamily::Pythonic
     } else {
         family_of(&tools, one, two_calls)
     };
     Some((family, tools))
+}
+
+/// Whether the second call of `two` has the same name suffix with its index one higher.
+fn suffix_is_indexed(suffix: &str, two: &str) -> bool {
+    let Some(at) = suffix.find(|c: char| c.is_ascii_digit()) else { return false };
+    let digits: String = suffix[at..].chars().take_while(char::is_ascii_digit).collect();
+    let Ok(index) = digits.parse::<u64>() else { return false };
+    let next = format!("{}{}{}", &suffix[..at], index + 1, &suffix[at + digits.len()..]);
+    two.contains(&format!("{FN_2}{next}"))
 }
 
 /// Names the family from the markers found (labels only; parsing follows the markers). Tagged

@@ -246,6 +246,15 @@ fn read_calls(family: ToolFamily, tools: &ToolCallFormat, text: &str) -> Result<
         let name_end = name_end(family, tools, text, name_start)?;
         let name = text[name_start..name_end].trim().to_owned();
         let mut body_start = name_end + if family == ToolFamily::PrefixedIndexed { 0 } else { suffix.len() };
+        if tools.indexed_name_suffix && family != ToolFamily::PrefixedIndexed {
+            // `index="2"`: the suffix's digits vary; skip its text before the digits, the digits,
+            // and its text after them.
+            let (pre, post) = split_at_digits(suffix);
+            let digits_at = name_end + pre.len();
+            let digits =
+                text[digits_at..].len() - text[digits_at..].trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            body_start = digits_at + digits + post.len();
+        }
         if family == ToolFamily::PrefixedIndexed {
             // `name:<index>` then the rest of the suffix.
             let digits = text[name_end + 1..].len()
@@ -281,7 +290,8 @@ fn name_end(family: ToolFamily, tools: &ToolCallFormat, text: &str, start: usize
     }
     let suffix = tools.name_suffix.trim();
     if !suffix.is_empty() {
-        return find_from(text, suffix, start).ok_or_else(|| "name suffix missing".to_owned());
+        let fixed = if tools.indexed_name_suffix { split_at_digits(suffix).0 } else { suffix };
+        return find_from(text, fixed, start).ok_or_else(|| "name suffix missing".to_owned());
     }
     let mut end =
         text[start..].find(|c: char| c.is_whitespace() || c == '{' || c == '(').map_or(text.len(), |i| start + i);
@@ -291,6 +301,17 @@ fn name_end(family: ToolFamily, tools: &ToolCallFormat, text: &str, start: usize
         }
     }
     Ok(end)
+}
+
+/// `index="1"` → (`index="`, `"`): the text around a suffix's first digit run.
+fn split_at_digits(suffix: &str) -> (&str, &str) {
+    match suffix.find(|c: char| c.is_ascii_digit()) {
+        Some(at) => {
+            let rest = &suffix[at..];
+            (&suffix[..at], rest.trim_start_matches(|c: char| c.is_ascii_digit()))
+        }
+        None => (suffix, ""),
+    }
 }
 
 fn json_call(fields: &crate::format::JsonCallFields, item: &Json) -> Result<(String, Json), String> {
