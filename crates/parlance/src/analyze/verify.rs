@@ -159,23 +159,38 @@ fn check(format: &Format, text: &str, expected: &Expected) -> Result<(), String>
     if found != expected.reasoning.as_deref() {
         return Err(format!("reasoning: expected {:?}, found {found:?}", expected.reasoning));
     }
-    // Content, up to the first call.
+    // Calls, then content: before the first call, or (templates that write it there) after the last.
     let call_at = match &format.tools {
         Some(tools) => first_call_at(tools, text),
         None => None,
     };
-    let content = &text[..call_at.unwrap_or(text.len())];
-    let content = content.trim();
-    let content = content.strip_prefix(format.content.start.trim()).unwrap_or(content);
-    let content = content.strip_suffix(format.content.end.trim()).unwrap_or(content).trim();
+    let (calls, calls_end) = match (&format.tools, call_at) {
+        (Some(tools), Some(at)) => {
+            let (calls, len) = read_calls(format.tool_format, tools, &text[at..])?;
+            (calls, at + len)
+        }
+        _ => (Vec::new(), text.len()),
+    };
+    let unwrap_content = |content: &str| -> String {
+        let content = content.trim();
+        let content = content.strip_prefix(format.content.start.trim()).unwrap_or(content);
+        content.strip_suffix(format.content.end.trim()).unwrap_or(content).trim().to_owned()
+    };
+    let mut content = unwrap_content(&text[..call_at.unwrap_or(text.len())]);
+    if content.is_empty() && call_at.is_some() {
+        let mut after = text[calls_end..].trim_start();
+        if let Some(tools) = &format.tools {
+            for marker in [tools.call_end.trim(), tools.section_end.trim()] {
+                if !marker.is_empty() {
+                    after = after.strip_prefix(marker).unwrap_or(after).trim_start();
+                }
+            }
+        }
+        content = unwrap_content(after);
+    }
     if content != expected.content {
         return Err(format!("content: expected {:?}, found {content:?}", expected.content));
     }
-    // Calls.
-    let calls = match (&format.tools, call_at) {
-        (Some(tools), Some(at)) => read_calls(format.tool_format, tools, &text[at..])?,
-        _ => Vec::new(),
-    };
     if calls.len() != expected.calls.len() {
         return Err(format!("calls: expected {}, found {}", expected.calls.len(), calls.len()));
     }
@@ -205,10 +220,20 @@ fn first_call_at(tools: &ToolCallFormat, text: &str) -> Option<usize> {
     None
 }
 
-fn read_calls(family: ToolFamily, tools: &ToolCallFormat, text: &str) -> Result<Vec<(String, Json)>, String> {
+/// The calls at the start of `text`, and how far they reach.
+fn read_calls(family: ToolFamily, tools: &ToolCallFormat, text: &str) -> Result<(Vec<(String, Json)>, usize), String> {
     if let Some(fields) = &tools.json {
         let mut calls = Vec::new();
-        for (_, _, value) in json_values(text) {
+        let mut end = 0;
+        for (_, value_end, value) in json_values(text) {
+            let holds_call = match &value {
+                Json::Array(items) => items.iter().any(|item| json_call(fields, item).is_ok()),
+                other => json_call(fields, other).is_ok(),
+            };
+            if !holds_call {
+                continue;
+            }
+            end = value_end;
             let items = match value {
                 Json::Array(items) => items,
                 other => vec![other],
@@ -217,7 +242,7 @@ fn read_calls(family: ToolFamily, tools: &ToolCallFormat, text: &str) -> Result<
                 calls.push(json_call(fields, &item)?);
             }
         }
-        return Ok(calls);
+        return Ok((calls, end));
     }
     let mut calls = Vec::new();
     let prefix = tools.name_prefix.trim();
@@ -280,7 +305,7 @@ fn read_calls(family: ToolFamily, tools: &ToolCallFormat, text: &str) -> Result<
         }
         at = body_end;
     }
-    Ok(calls)
+    Ok((calls, at))
 }
 
 /// Where a call's name ends: at the name suffix, or, without one, before what follows the name.
