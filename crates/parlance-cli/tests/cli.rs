@@ -42,7 +42,7 @@ fn render_prints_the_reference_render() {
 }
 
 #[test]
-fn render_example_with_vars_and_ids() {
+fn render_example_with_vars() {
     let out = parlance()
         .args(["render", "--template"])
         .arg(example("chat_template.jinja"))
@@ -55,6 +55,37 @@ fn render_example_with_vars_and_ids() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("<s>"), "{text}");
     assert!(text.ends_with("<|assistant|>\n<think>\n\n</think>\n\n"), "{text:?}");
+}
+
+#[test]
+fn render_ids_match_transformers_token_ids() {
+    // Expected ids: `crates/parlance/tests/expected/token_ids.json`, written by transformers itself.
+    let Some(corpus) = corpus() else { return };
+    let tokenizers = corpus.join("../tokenizers/qwen3");
+    if !tokenizers.is_dir() {
+        eprintln!("skipping: tokenizers not found at {}", tokenizers.display());
+        return;
+    }
+    let expected_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../parlance/tests/expected/token_ids.json");
+    let expected: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(expected_path).unwrap()).unwrap();
+    let case = expected["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["tokenizer"] == "qwen3" && c["fixture"] == "05_tool_call_roundtrip")
+        .expect("the qwen3 / 05 case");
+    let out = parlance()
+        .args(["render", "--template"])
+        .arg(&tokenizers)
+        .arg("--conversation")
+        .arg(corpus.join("conversations/05_tool_call_roundtrip.json"))
+        .args(["--now", "2025-01-15T12:00:00", "--ids", "--tokenizer"])
+        .arg(&tokenizers)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ids: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--ids prints a JSON array");
+    assert_eq!(ids, case["ids"]);
 }
 
 #[test]

@@ -4,23 +4,13 @@
 //! Run with `cargo bench -p parlance --bench analyze`. The corpus is `$PARLANCE_CORPUS`, else
 //! `../shared/corpus`; when absent the bench says so and measures nothing. It measures, never asserts.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use parlance::{AnalyzeOptions, ChatTemplate, RenderLimits, TemplateSource, analyze};
+#[path = "support/corpus.rs"]
+mod support;
+use support::corpus;
 
-fn corpus() -> Option<PathBuf> {
-    let dir = match std::env::var_os("PARLANCE_CORPUS") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"),
-    };
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipping: corpus not found at {} (set PARLANCE_CORPUS)", dir.display());
-        None
-    }
-}
+use parlance::{AnalyzeOptions, ChatTemplate, RenderLimits, TemplateSource, analyze};
 
 fn main() {
     // `cargo test --benches` runs this too; only measure under `cargo bench`.

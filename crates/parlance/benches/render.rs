@@ -10,25 +10,16 @@
 //! the bench says so and measures nothing.
 
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use criterion::Criterion;
+#[path = "support/corpus.rs"]
+mod support;
+use support::corpus;
+
 use parlance::{ChatTemplate, RenderRequest};
 
 const TEMPLATE: &str = "templates/Qwen-Qwen3-0.6B.jinja";
-
-fn corpus() -> Option<PathBuf> {
-    let dir = match std::env::var_os("PARLANCE_CORPUS") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"),
-    };
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipping: corpus not found at {} (set PARLANCE_CORPUS)", dir.display());
-        None
-    }
-}
 
 fn benches(c: &mut Criterion) {
     let Some(corpus) = corpus() else { return };

@@ -47,7 +47,7 @@ pub(super) fn analyze(probe: &Probe<'_>, format: &mut Format, content_tail: &str
 
     let found = json_native(one_text, two_text.as_deref())
         .or_else(|| tag_json(one_text, two_text.as_deref()))
-        .or_else(|| tag_tagged(probe, one_text, two_text.as_deref(), empty_block));
+        .or_else(|| tag_tagged(probe, one_text, two_text.as_deref()));
     match found {
         Some((family, tools)) => {
             format.tool_format = family;
@@ -223,12 +223,7 @@ fn split_around_calls(tools: &mut ToolCallFormat, before: &str, after: &str, bet
 }
 
 /// Tag + tagged arguments: name and each argument in markers.
-fn tag_tagged(
-    probe: &Probe<'_>,
-    one: &str,
-    two_calls: Option<&str>,
-    empty_block: &str,
-) -> Option<(ToolFamily, ToolCallFormat)> {
+fn tag_tagged(probe: &Probe<'_>, one: &str, two_calls: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)> {
     let name_at = one.find(FN_1)?;
     let arg_at = find_from(one, ARG_1, name_at + FN_1.len())?;
     let value_at = find_from(one, VALUE_1, arg_at + ARG_1.len())?;
@@ -260,7 +255,6 @@ fn tag_tagged(
             tail
         }
     };
-    let _ = empty_block;
     // Measured before the quote moves from the markers to the values below.
     let rendered_value_suffix_len = tools.arg_value_suffix.len();
     // How non-string values are written, and whether their name suffix differs (typed markers).

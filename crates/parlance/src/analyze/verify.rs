@@ -403,8 +403,8 @@ fn tagged_arguments(tools: &ToolCallFormat, text: &str) -> Result<(Json, usize),
         let key = text[key_start..key_end].trim().to_owned();
         if !tools.string_quote.is_empty() {
             // Literal values: a quoted string, or a bare literal up to the next delimiter.
-            let (value, end) = read_literal(&text[value_start..], &tools.string_quote, &tools.value_encoding)
-                .ok_or("argument literal unterminated")?;
+            let (value, end) =
+                read_literal(&text[value_start..], &tools.string_quote).ok_or("argument literal unterminated")?;
             args.insert(key, value);
             at = value_start + end;
             if !value_suffix.is_empty() && text[at..].starts_with(value_suffix) {
@@ -425,7 +425,7 @@ fn tagged_arguments(tools: &ToolCallFormat, text: &str) -> Result<(Json, usize),
 /// A literal at the start of `text`: `(value, bytes)`. Strings are delimited by `quote` (with
 /// backslash escapes); other literals run to the first `,` `)` `}` or newline outside brackets and
 /// quotes, and decode as JSON or Python literals.
-fn read_literal(text: &str, quote: &str, encoding: &str) -> Option<(Json, usize)> {
+fn read_literal(text: &str, quote: &str) -> Option<(Json, usize)> {
     if let Some(body) = text.strip_prefix(quote) {
         let mut i = 0;
         while i < body.len() {
@@ -476,7 +476,6 @@ fn read_literal(text: &str, quote: &str, encoding: &str) -> Option<(Json, usize)
     // read whatever the encoding; a custom quote inside containers becomes JSON's.
     let raw = text[..end].trim();
     let raw = if quote == "\"" || quote == "'" { raw.to_owned() } else { raw.replace(quote, "\"") };
-    let _ = encoding;
     Some((decode_value(&raw, "python"), end))
 }
 

@@ -50,7 +50,7 @@ impl TemplateSource {
             // A model folder's `chat_template.jinja` takes its special tokens from the config beside it.
             if path.file_name().is_some_and(|n| n == "chat_template.jinja") {
                 if let Some(config) = sibling(path, "tokenizer_config.json") {
-                    source.special_tokens = special_tokens(&config, &read_json(&config)?);
+                    source.special_tokens = special_tokens(&read_json(&config)?);
                 }
             }
             return Ok(source);
@@ -63,24 +63,24 @@ impl TemplateSource {
             // Separate template files beside a tokenizer_config override its field.
             if let Some(jinja) = sibling(path, "chat_template.jinja") {
                 let mut source = TemplateSource::from_text(jinja.display().to_string(), read(&jinja)?);
-                source.special_tokens = special_tokens(path, &json);
+                source.special_tokens = special_tokens(&json);
                 return Ok(source);
             }
             if let Some(other) = sibling(path, "chat_template.json") {
                 let mut source = templates_from_json(&other, &read_json(&other)?)?;
-                source.special_tokens = special_tokens(path, &json);
+                source.special_tokens = special_tokens(&json);
                 return Ok(source);
             }
         }
         let mut source = templates_from_json(path, &json)?;
-        source.special_tokens = special_tokens(path, &json);
+        source.special_tokens = special_tokens(&json);
         Ok(source)
     }
 }
 
 fn from_folder(dir: &Path) -> Result<TemplateSource, TemplateError> {
     let config = dir.join("tokenizer_config.json");
-    let special = if config.is_file() { special_tokens(&config, &read_json(&config)?) } else { IndexMap::new() };
+    let special = if config.is_file() { special_tokens(&read_json(&config)?) } else { IndexMap::new() };
     let jinja = dir.join("chat_template.jinja");
     let json = dir.join("chat_template.json");
     let mut source = if jinja.is_file() {
@@ -134,7 +134,7 @@ fn templates_from_json(path: &Path, json: &Json) -> Result<TemplateSource, Templ
 }
 
 /// Named special tokens of a tokenizer config: strings, or `{"content": ...}` (AddedToken) objects.
-fn special_tokens(_path: &Path, json: &Json) -> IndexMap<String, String> {
+fn special_tokens(json: &Json) -> IndexMap<String, String> {
     let mut tokens = IndexMap::new();
     for name in SPECIAL_TOKEN_NAMES {
         let token = match json.get(name) {
