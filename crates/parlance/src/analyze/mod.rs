@@ -53,6 +53,13 @@ pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Form
     let probe = Probe::new(template, options.variables.clone())
         .ok_or_else(|| AnalyzeError::NoConversation { template: template.label().to_owned() })?;
     let mut format = Format { template: template.label().to_owned(), ..Format::default() };
+    if !probe.emptied.is_empty() {
+        format.workarounds.push("undeclared-variables-set-empty".to_owned());
+        format.unsupported.push(format!(
+            "rendering without the variables {:?}: nothing renders unless they are passed; analyzed with them empty",
+            probe.emptied
+        ));
+    }
     format.generation_prompt = probe.generation_prompt(false, &[]).unwrap_or_default();
 
     let content_only = probe.output(&json!({"role": "assistant", "content": CONTENT}), false, &[]);
@@ -96,11 +103,14 @@ fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
         {"type": "thinking", "thinking": REASONING},
         {"type": "text", "text": CONTENT}
     ]});
-    let attempts: [(&Json, &[(&str, Json)]); 4] = [
+    // Others read `message.reasoning` (Solar Open); as input it also fills the other two names.
+    let reasoning_field = json!({"role": "assistant", "reasoning": REASONING, "content": CONTENT});
+    let attempts: [(&Json, &[(&str, Json)]); 5] = [
         (&field, &[]),
         (&field, &[("enable_thinking", json!(true))]),
         (&field, &[("thinking", json!(true))]),
         (&block, &[]),
+        (&reasoning_field, &[]),
     ];
     // Content blocks count only where the template reads them as blocks: a text-only block list must
     // render exactly as the plain string (templates that print the list as a value do not).
@@ -153,10 +163,7 @@ fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
             format.unsupported.push("reasoning: rendered without an end marker".into());
             return;
         }
-        let history = [
-            json!({"role": "assistant", "reasoning_content": REASONING, "content": CONTENT}),
-            json!({"role": "user", "content": USER_2}),
-        ];
+        let history = [message.clone(), json!({"role": "user", "content": USER_2})];
         let kept_in_history = probe.render(&history, false, true, extra).is_some_and(|t| t.contains(REASONING));
         let off = probe.generation_prompt(false, &[("enable_thinking", json!(false))]);
         let thinking_off = off.filter(|p| *p != format.generation_prompt);

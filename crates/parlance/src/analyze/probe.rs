@@ -34,6 +34,9 @@ pub(crate) struct Probe<'t> {
     variables: IndexMap<String, Json>,
     /// Messages before the assistant turn under study (a user message, maybe after a system one).
     prefix: Vec<Json>,
+    /// Variables the template needs but nobody gave, set to `""` because nothing rendered without
+    /// them (workaround `undeclared-variables-set-empty`).
+    pub(crate) emptied: Vec<String>,
 }
 
 /// One assistant message as the model would write it.
@@ -67,13 +70,35 @@ pub(crate) fn call(id: &str, name: &str, arguments: Json) -> Json {
 
 impl<'t> Probe<'t> {
     /// A probe whose prefix renders; `None` when the template renders no simple conversation.
+    ///
+    /// When nothing renders, the variables the template reads but nobody defines (firefunction-v2
+    /// concatenates `functions` and `datetime`, which a caller must pass) are set to `""` and the
+    /// probe is tried again: the analysis then describes the template as such a caller sees it.
     pub(crate) fn new(template: &'t ChatTemplate, variables: IndexMap<String, Json>) -> Option<Probe<'t>> {
+        Probe::with_variables(template, variables.clone(), Vec::new()).or_else(|| {
+            let mut variables = variables;
+            let mut emptied = Vec::new();
+            for name in template.undeclared_variables() {
+                if !variables.contains_key(&name) {
+                    variables.insert(name.clone(), json!(""));
+                    emptied.push(name);
+                }
+            }
+            if emptied.is_empty() { None } else { Probe::with_variables(template, variables, emptied) }
+        })
+    }
+
+    fn with_variables(
+        template: &'t ChatTemplate,
+        variables: IndexMap<String, Json>,
+        emptied: Vec<String>,
+    ) -> Option<Probe<'t>> {
         let prefixes = [
             vec![json!({"role": "user", "content": USER})],
             vec![json!({"role": "system", "content": "PLNC system prompt"}), json!({"role": "user", "content": USER})],
         ];
         for prefix in prefixes {
-            let probe = Probe { template, variables: variables.clone(), prefix };
+            let probe = Probe { template, variables: variables.clone(), prefix, emptied: emptied.clone() };
             let assistant = json!({"role": "assistant", "content": CONTENT});
             if probe.render(&[assistant], false, false, &[]).is_some() && probe.render(&[], false, true, &[]).is_some()
             {

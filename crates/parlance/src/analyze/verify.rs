@@ -46,7 +46,7 @@ pub fn self_check(template: &ChatTemplate, format: &Format, options: &AnalyzeOpt
         Expected::content(unicode),
     ));
     if format.reasoning_details.as_ref().is_some_and(|d| d.mode != "tools-only") {
-        let message = json!({"role": "assistant", "reasoning_content": REASONING, "content": CONTENT});
+        let message = json!({"role": "assistant", "reasoning": REASONING, "content": CONTENT});
         cases.push((
             "reasoning".into(),
             message,
@@ -90,9 +90,22 @@ pub fn self_check(template: &ChatTemplate, format: &Format, options: &AnalyzeOpt
             let dropped = |text: &str| {
                 let content = !expected.content.is_empty() && !text.contains(expected.content.as_str());
                 let reasoning = expected.reasoning.as_deref().is_some_and(|r| !text.contains(r));
+                let calls = expected.calls.iter().any(|(name, _)| !text.contains(name));
                 content
                     .then_some("the template drops content next to calls")
                     .or(reasoning.then_some("the template does not render a message's reasoning"))
+                    .or(calls.then_some("the template drops calls next to content"))
+                    .or_else(|| {
+                        // Content next to calls written exactly as reasoning (gpt-oss's analysis
+                        // channel): no marker can tell them apart, so there is nothing to check.
+                        let as_reasoning = (!expected.content.is_empty() && with_tools).then(|| {
+                            let mut moved = message.clone();
+                            moved["reasoning_content"] = json!(expected.content);
+                            moved["content"] = json!("");
+                            probe.output(&moved, true, &[])
+                        })??;
+                        (as_reasoning.text == text).then_some("the template writes content next to calls as reasoning")
+                    })
             };
             match output {
                 None => CaseResult {

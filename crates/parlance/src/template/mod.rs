@@ -188,6 +188,30 @@ impl ChatTemplate {
         &self.inner.limits
     }
 
+    /// Variables the templates read but neither define nor receive from rendering (`messages`,
+    /// `tools`, ...), the environment's globals or the special tokens: what a caller must pass as
+    /// `RenderOptions::variables` (e.g. firefunction-v2's `functions` and `datetime`). Sorted; found
+    /// by static analysis, so a name read only on a path never taken is listed too.
+    pub fn undeclared_variables(&self) -> Vec<String> {
+        let env = &self.inner.env;
+        let globals: std::collections::HashSet<&str> = env.globals().map(|(name, _)| name).collect();
+        let mut names: Vec<String> = self
+            .inner
+            .names
+            .iter()
+            .filter_map(|name| env.get_template(name).ok())
+            .flat_map(|template| template.undeclared_variables(false))
+            .filter(|name| {
+                !globals.contains(name.as_str())
+                    && !RESERVED_VARIABLES.contains(&name.as_str())
+                    && !self.inner.special_tokens.contains_key(name)
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// The template `render` would use for these inputs.
     pub fn select(&self, conversation: &Conversation, options: &RenderOptions) -> Result<&str, TemplateError> {
         let names = &self.inner.names;

@@ -166,3 +166,25 @@ fn stripped_mirror_tag_workaround_finds_a_reasoning_end_no_render_shows() {
     let format = parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap()).unwrap();
     assert!(format.reasoning.is_none() && format.workarounds.is_empty(), "{format:?}");
 }
+
+#[test]
+fn undeclared_variables_workaround_analyzes_a_template_that_needs_caller_variables() {
+    // firefunction-v2's shape (written here, not copied): the system turn concatenates a variable
+    // the caller must pass, so with Jinja's lenient undefined every render raises (`str + undefined`).
+    let text = "{% set sys = 'Functions:\\n' + functions %}<S>{{ sys }}</s>\
+                {% for m in messages %}<{{ m.role }}>{{ m.content }}\
+                {% if m.tool_calls %} calls{{ m.tool_calls | map(attribute='function') | list | tojson }}{% endif %}</s>\
+                {% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+    let template = ChatTemplate::from_text(text).unwrap();
+    assert_eq!(template.undeclared_variables(), ["functions"]);
+    let format = parlance::Format::from_template(&template).unwrap();
+    assert_eq!(format.workarounds, ["undeclared-variables-set-empty"]);
+    assert!(format.unsupported.iter().any(|u| u.contains("\"functions\"")), "{:?}", format.unsupported);
+    assert_eq!(format.tool_format, parlance::ToolFamily::JsonNative);
+    // A caller who passes the variable gets the same format, without the workaround.
+    let mut options = AnalyzeOptions::default();
+    options.variables.insert("functions".into(), serde_json::json!("[]"));
+    let direct = analyze(&template, &options).unwrap();
+    assert!(direct.workarounds.is_empty(), "{:?}", direct.workarounds);
+    assert_eq!(direct.tools, format.tools);
+}
