@@ -10,6 +10,49 @@ use serde_json::Value as Json;
 
 use crate::corpus;
 
+/// A corpus template labelled `{id}.jinja` (labels stay machine-independent), with the variables
+/// its golden renders were made with.
+fn corpus_template(corpus: &Path, id: &str) -> (ChatTemplate, AnalyzeOptions) {
+    let text = std::fs::read_to_string(corpus.join("templates").join(format!("{id}.jinja"))).unwrap();
+    let golden: Json =
+        serde_json::from_str(&std::fs::read_to_string(corpus.join("golden").join(format!("{id}.json"))).unwrap())
+            .unwrap();
+    let mut options = AnalyzeOptions::default();
+    for (k, v) in golden["template_variables"].as_object().into_iter().flatten() {
+        options.variables.insert(k.clone(), v.clone());
+    }
+    let template =
+        ChatTemplate::from_source(TemplateSource::from_text(format!("{id}.jinja"), text), RenderLimits::default())
+            .unwrap();
+    (template, options)
+}
+
+fn manifest_ids(corpus: &Path) -> Vec<String> {
+    let manifest: Json =
+        serde_json::from_str(&std::fs::read_to_string(corpus.join("templates/manifest.json")).unwrap()).unwrap();
+    manifest.as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect()
+}
+
+/// The Format JSON of every corpus template, as insta snapshots (`tests/it/snapshots/`), each read
+/// against its template before it was accepted. A template that cannot be analyzed snapshots its error.
+#[test]
+fn corpus_format_snapshots() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    settings.bind(|| {
+        for id in manifest_ids(&corpus) {
+            let (template, options) = corpus_template(&corpus, &id);
+            let snapshot = match analyze(&template, &options) {
+                Ok(format) => serde_json::to_value(&format).unwrap(),
+                Err(err) => serde_json::json!({"error": err.to_string()}),
+            };
+            insta::assert_json_snapshot!(format!("format__{id}"), snapshot);
+        }
+    });
+}
+
 #[test]
 fn corpus_formats_agree_with_the_manifest() {
     let Some(corpus) = corpus::corpus() else { return };
@@ -31,17 +74,7 @@ fn corpus_formats_agree_with_the_manifest() {
     let mut agree = 0;
     for entry in manifest.as_array().unwrap() {
         let id = entry["id"].as_str().unwrap();
-        let text = std::fs::read_to_string(corpus.join("templates").join(format!("{id}.jinja"))).unwrap();
-        let golden: Json =
-            serde_json::from_str(&std::fs::read_to_string(corpus.join("golden").join(format!("{id}.json"))).unwrap())
-                .unwrap();
-        let mut options = AnalyzeOptions::default();
-        for (k, v) in golden["template_variables"].as_object().into_iter().flatten() {
-            options.variables.insert(k.clone(), v.clone());
-        }
-        let template =
-            ChatTemplate::from_source(TemplateSource::from_text(format!("{id}.jinja"), text), RenderLimits::default())
-                .unwrap();
+        let (template, options) = corpus_template(&corpus, id);
         let started = std::time::Instant::now();
         let format = analyze(&template, &options);
         let elapsed = started.elapsed();
