@@ -95,3 +95,30 @@ mod tests {
         assert_eq!(found[1].2, serde_json::json!([1, 2]));
     }
 }
+
+/// The bracketed pieces of a marker (`<…>`, `[…]`, with the special-token forms inside), in order:
+/// `</arg_key>\n<arg_value>` gives `</arg_key>`, `<arg_value>`. Unclosed brackets give nothing.
+pub(crate) fn bracketed_pieces(marker: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut rest = 0;
+    while let Some(at) = marker[rest..].find(['<', '[']).map(|i| rest + i) {
+        let close = if marker[at..].starts_with('<') { '>' } else { ']' };
+        let Some(end) = marker[at + 1..].find(close).map(|i| at + 1 + i + 1) else { break };
+        pieces.push(&marker[at..end]);
+        rest = end;
+    }
+    pieces
+}
+
+/// Length in bytes of the longest common prefix, moved back so no `<…>` marker is cut. Whole renders
+/// are compared with this one: `[`/`]` also occur unpaired in role markers (MiniMax's `]~b]ai`).
+pub(crate) fn common_prefix_angle(a: &str, b: &str) -> usize {
+    let mut n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    while !a.is_char_boundary(n) {
+        n -= 1;
+    }
+    match a[..n].rfind('<') {
+        Some(at) if !a[at..n].contains('>') => at,
+        _ => n,
+    }
+}

@@ -360,10 +360,17 @@ fn last_marker(text: &str) -> Option<String> {
 /// Every marker, trimmed, deduplicated, in order of discovery.
 fn collect_preserved_tokens(format: &mut Format) {
     let mut tokens: Vec<String> = Vec::new();
+    // A marker may join several tokens and text (`</arg_key>\n<arg_value>`, `[CALL_ID]`): keep its
+    // bracketed pieces; a marker without any is kept whole unless it is a lone punctuation mark.
     let mut add = |marker: &str| {
         let marker = marker.trim();
-        if !marker.is_empty() && !tokens.iter().any(|t| t == marker) {
-            tokens.push(marker.to_owned());
+        let pieces = diff::bracketed_pieces(marker);
+        let pieces = if pieces.is_empty() { vec![marker] } else { pieces };
+        for piece in pieces {
+            let lone_punctuation = piece.chars().count() == 1 && !piece.chars().all(char::is_alphanumeric);
+            if !piece.is_empty() && !lone_punctuation && !tokens.iter().any(|t| t == piece) {
+                tokens.push(piece.to_owned());
+            }
         }
     };
     if let Some(reasoning) = &format.reasoning {
@@ -383,6 +390,7 @@ fn collect_preserved_tokens(format: &mut Format) {
             &tools.arg_name_prefix,
             &tools.arg_name_suffix,
             &tools.arg_value_suffix,
+            &tools.string_quote,
         ] {
             add(marker);
         }

@@ -9,7 +9,7 @@
 use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
 
-use super::diff::common_prefix;
+use super::diff::{common_prefix, common_prefix_angle};
 use crate::message::Conversation;
 use crate::template::{ChatTemplate, RenderOptions};
 
@@ -136,7 +136,7 @@ impl<'t> Probe<'t> {
     pub(crate) fn generation_prompt(&self, with_tools: bool, extra: &[(&str, Json)]) -> Option<String> {
         let closed = self.render(&[], with_tools, false, extra)?;
         let open = self.render(&[], with_tools, true, extra)?;
-        let shared = common_prefix_plain(&closed, &open);
+        let shared = common_prefix_angle(&closed, &open);
         Some(open[shared..].to_owned())
     }
 
@@ -145,7 +145,7 @@ impl<'t> Probe<'t> {
         let closed = self.render(&[], with_tools, false, extra)?;
         let open = self.render(&[], with_tools, true, extra)?;
         let full = self.render(std::slice::from_ref(assistant), with_tools, false, extra)?;
-        let shared = common_prefix_plain(&closed, &open).min(common_prefix_plain(&closed, &full));
+        let shared = common_prefix_angle(&closed, &open).min(common_prefix_angle(&closed, &full));
         let generation_prompt = open[shared..].to_owned();
         let turn = &full[shared..];
         let repeated = common_prefix(turn, &generation_prompt);
@@ -178,13 +178,4 @@ impl<'t> Probe<'t> {
         with_empty["content"] = json!("");
         self.output(&bare, true, extra).or_else(|| self.output(&with_empty, true, extra))
     }
-}
-
-/// Plain byte-wise common prefix (at a char boundary), for comparing whole renders.
-fn common_prefix_plain(a: &str, b: &str) -> usize {
-    let mut n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
-    while !a.is_char_boundary(n) {
-        n -= 1;
-    }
-    n
 }

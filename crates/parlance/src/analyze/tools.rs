@@ -241,13 +241,18 @@ fn tag_tagged(probe: &Probe<'_>, one: &str, two_calls: Option<&str>) -> Option<(
     });
     let after_value = match between_args {
         Some(between) => {
-            let prefix_len = common_suffix(head, &between);
+            let suffix_len = common_prefix(tail, &between);
+            let mut prefix_len = common_suffix(head, &between);
+            // Text shared by both ends (the `\n` of `</parameter>\n<parameter=`) is written once:
+            // it stays with the value suffix, so suffix + separator + prefix rebuild `between`.
+            prefix_len -= (suffix_len + prefix_len).saturating_sub(between.len()).min(prefix_len);
+            while !head.is_char_boundary(head.len() - prefix_len) {
+                prefix_len -= 1;
+            }
             tools.arg_name_prefix = head[head.len() - prefix_len..].to_owned();
             tools.name_suffix = head[..head.len() - prefix_len].to_owned();
-            let suffix_len = common_prefix(tail, &between);
             tools.arg_value_suffix = tail[..suffix_len].to_owned();
-            tools.arg_separator =
-                between[suffix_len..between.len() - prefix_len.min(between.len() - suffix_len)].to_owned();
+            tools.arg_separator = between[suffix_len.min(between.len())..between.len() - prefix_len].to_owned();
             &tail[suffix_len..]
         }
         None => {

@@ -1,0 +1,153 @@
+//! Text scanning primitives of the output parser: markers that may be cut at a chunk end, and a
+//! bracket scanner that finds where a JSON value ends without parsing it.
+
+/// Length of the longest proper prefix of `marker` that `text` ends with: the bytes a streaming
+/// parser must hold back because the next chunk may complete the marker.
+pub(crate) fn partial_suffix(text: &str, marker: &str) -> usize {
+    if marker.is_empty() {
+        return 0;
+    }
+    let max = marker.len().saturating_sub(1).min(text.len());
+    (1..=max)
+        .rev()
+        .find(|&k| marker.is_char_boundary(k) && text.is_char_boundary(text.len() - k) && text.ends_with(&marker[..k]))
+        .unwrap_or(0)
+}
+
+/// Where `text` starts with `marker` after optional whitespace: `Some(Ok(end))` past the marker,
+/// `Some(Err(()))` when the text may still become the marker (it is a prefix of it), `None` when
+/// it cannot.
+pub(crate) fn starts_with_marker(text: &str, marker: &str) -> Option<Result<usize, ()>> {
+    let rest = text.trim_start();
+    let skipped = text.len() - rest.len();
+    if rest.starts_with(marker) {
+        Some(Ok(skipped + marker.len()))
+    } else if marker.starts_with(rest) {
+        Some(Err(()))
+    } else {
+        None
+    }
+}
+
+/// Consumes as much of `literal`'s whitespace-only `part` as `text` starts with (templates write
+/// e.g. `>\n` after a name; a model may or may not): the number of bytes matched.
+pub(crate) fn leading_literal_ws(text: &str, literal_ws: &str) -> usize {
+    text.bytes().zip(literal_ws.bytes()).take_while(|(a, b)| a == b).count()
+}
+
+/// Where a JSON value that starts at the beginning of the scanned text ends, found by tracking
+/// brackets and strings only: validity is checked later by a real JSON parser.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct JsonEnd {
+    /// Bytes scanned so far.
+    pos: usize,
+    depth: u32,
+    in_string: bool,
+    escape: bool,
+    started: bool,
+    /// The value is a bare scalar (number, literal), which ends at the first delimiter.
+    scalar: bool,
+}
+
+/// The outcome of feeding text to `JsonEnd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JsonScan {
+    /// The value ends at this byte offset (exclusive) of the whole scanned text.
+    End(usize),
+    /// More text is needed.
+    More,
+    /// The text cannot start a JSON value here (offset of the offending byte).
+    Invalid(usize),
+}
+
+/// Deepest nesting a scanned value may have: deeper input is reported invalid, not followed.
+const MAX_DEPTH: u32 = 512;
+
+impl JsonEnd {
+    /// Continues scanning `text` (the whole value text so far; only the new part is looked at).
+    pub(crate) fn scan(&mut self, text: &str, eof: bool) -> JsonScan {
+        let bytes = text.as_bytes();
+        while self.pos < bytes.len() {
+            let b = bytes[self.pos];
+            let at = self.pos;
+            self.pos += 1;
+            if !self.started {
+                match b {
+                    b' ' | b'\t' | b'\n' | b'\r' => continue,
+                    b'{' | b'[' => self.depth = 1,
+                    b'"' => self.in_string = true,
+                    b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => self.scalar = true,
+                    _ => return JsonScan::Invalid(at),
+                }
+                self.started = true;
+                continue;
+            }
+            if self.scalar {
+                if matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r' | b'<' | b'[') {
+                    self.pos = at;
+                    return JsonScan::End(at);
+                }
+                continue;
+            }
+            if self.in_string {
+                if self.escape {
+                    self.escape = false;
+                } else if b == b'\\' {
+                    self.escape = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                    if self.depth == 0 {
+                        return JsonScan::End(self.pos);
+                    }
+                }
+                continue;
+            }
+            match b {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    if self.depth > MAX_DEPTH {
+                        return JsonScan::Invalid(at);
+                    }
+                }
+                b'}' | b']' => {
+                    self.depth -= 1;
+                    if self.depth == 0 {
+                        return JsonScan::End(self.pos);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if eof && self.scalar { JsonScan::End(self.pos) } else { JsonScan::More }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_suffix_holds_only_marker_prefixes() {
+        assert_eq!(partial_suffix("abc</th", "</think>"), 4);
+        assert_eq!(partial_suffix("abc<", "</think>"), 1);
+        assert_eq!(partial_suffix("abc", "</think>"), 0);
+        // A whole marker is found, not held.
+        assert_eq!(partial_suffix("</think>", "</think>"), 0);
+        // Multi-byte markers are held at character boundaries only.
+        assert_eq!(partial_suffix("x<｜tool", "<｜tool▁calls｜>"), "<｜tool".len());
+    }
+
+    #[test]
+    fn json_end_finds_the_end_of_nested_values_and_strings() {
+        let text = r#"{"a": "}\"", "b": [1, {"c": 2}]} tail"#;
+        assert_eq!(JsonEnd::default().scan(text, false), JsonScan::End(text.len() - 5));
+        let mut scan = JsonEnd::default();
+        assert_eq!(scan.scan(r#"{"a": "x"#, false), JsonScan::More);
+        assert_eq!(scan.scan(r#"{"a": "x"} "#, false), JsonScan::End(10));
+        assert_eq!(JsonEnd::default().scan("  hello", false), JsonScan::Invalid(2));
+        assert_eq!(JsonEnd::default().scan("42", false), JsonScan::More);
+        assert_eq!(JsonEnd::default().scan("42", true), JsonScan::End(2));
+        assert_eq!(JsonEnd::default().scan(&"[".repeat(600), false), JsonScan::Invalid(512));
+    }
+}

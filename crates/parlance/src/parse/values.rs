@@ -1,0 +1,261 @@
+//! Tagged argument values (`<parameter=a>7</parameter>`, `a='x'`) to JSON, by the tool's schema.
+//!
+//! Conversion order, documented for users: a parameter whose schema allows only `string` keeps the
+//! raw text. Otherwise the text is read as a literal (JSON, or Python where the template prints
+//! values with Python's `str`: `True`, `None`, `'a'`), and the first schema type, in the order the
+//! schema lists them (`type` array, then `anyOf`/`oneOf` branches), that the literal fits wins;
+//! `number` accepts integers. When nothing fits and `string` is allowed the raw text is kept as a
+//! string; when `string` is not allowed either, the raw text is kept as a string and reported.
+//! Parameters without a schema (unknown tool or parameter) take the literal when the text is one,
+//! else the string.
+
+use serde_json::{Map, Value as Json};
+
+/// How a value was converted.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Converted {
+    /// The value fits the schema (or there is none).
+    Fits(Json),
+    /// The value does not fit the schema; kept as the raw string.
+    Misfit(Json),
+}
+
+/// JSON types a parameter schema allows, in the schema's order; empty when unconstrained.
+pub(crate) fn allowed_types(schema: Option<&Json>) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(schema) = schema else { return out };
+    collect_types(schema, &mut out, 0);
+    out
+}
+
+fn collect_types(schema: &Json, out: &mut Vec<String>, depth: usize) {
+    if depth > 16 {
+        return;
+    }
+    match schema.get("type") {
+        Some(Json::String(t)) => out.push(t.clone()),
+        Some(Json::Array(ts)) => out.extend(ts.iter().filter_map(Json::as_str).map(str::to_owned)),
+        _ => {}
+    }
+    if schema.get("nullable").and_then(Json::as_bool) == Some(true) {
+        out.push("null".into());
+    }
+    for key in ["anyOf", "oneOf"] {
+        for branch in schema.get(key).and_then(Json::as_array).into_iter().flatten() {
+            collect_types(branch, out, depth + 1);
+        }
+    }
+    if out.is_empty() {
+        if let Some(values) = schema.get("enum").and_then(Json::as_array) {
+            for v in values {
+                let t = type_name(v);
+                if !out.iter().any(|o| o == t) {
+                    out.push(t.to_owned());
+                }
+            }
+        }
+    }
+}
+
+fn type_name(value: &Json) -> &'static str {
+    match value {
+        Json::Null => "null",
+        Json::Bool(_) => "boolean",
+        Json::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Json::Number(_) => "number",
+        Json::String(_) => "string",
+        Json::Array(_) => "array",
+        Json::Object(_) => "object",
+    }
+}
+
+fn fits(value: &Json, ty: &str) -> bool {
+    match (ty, value) {
+        ("number", Json::Number(_)) => true,
+        ("integer", Json::Number(n)) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+        (ty, value) => type_name(value) == ty,
+    }
+}
+
+/// Converts the raw text of a tagged value. `quoted` is set when the format wrote the value as a
+/// quoted string literal (already unquoted in `raw`): it is a string whatever the schema says.
+pub(crate) fn convert(raw: &str, quoted: bool, schema: Option<&Json>, python: bool) -> Converted {
+    if quoted {
+        return Converted::Fits(Json::String(raw.to_owned()));
+    }
+    let types = allowed_types(schema);
+    let literal = read_literal(raw.trim(), python);
+    if types.is_empty() {
+        return Converted::Fits(match literal {
+            Some(value) if !value.is_string() => value,
+            _ => Json::String(raw.to_owned()),
+        });
+    }
+    if types.iter().all(|t| t == "string") {
+        return Converted::Fits(Json::String(raw.to_owned()));
+    }
+    if let Some(value) = &literal {
+        if types.iter().any(|t| t != "string" && fits(value, t)) {
+            return Converted::Fits(value.clone());
+        }
+    }
+    if types.iter().any(|t| t == "string") {
+        Converted::Fits(Json::String(raw.to_owned()))
+    } else {
+        Converted::Misfit(Json::String(raw.to_owned()))
+    }
+}
+
+/// Reads a JSON literal, or (when `python`) a Python literal as `str()`/`repr` prints it.
+pub(crate) fn read_literal(text: &str, python: bool) -> Option<Json> {
+    if let Ok(value) = serde_json::from_str::<Json>(text) {
+        return Some(value);
+    }
+    if python {
+        let mut reader = PyReader { text: text.as_bytes(), pos: 0, depth: 0 };
+        let value = reader.value()?;
+        reader.ws();
+        if reader.pos == text.len() {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// A reader of Python literals: strings in either quote, numbers, `True`/`False`/`None`, lists,
+/// tuples and dicts.
+struct PyReader<'a> {
+    text: &'a [u8],
+    pos: usize,
+    depth: usize,
+}
+
+impl PyReader<'_> {
+    fn ws(&mut self) {
+        while self.pos < self.text.len() && self.text[self.pos].is_ascii_whitespace() {
+            self.pos += 1;
+        }
+    }
+
+    fn eat(&mut self, b: u8) -> bool {
+        self.ws();
+        if self.text.get(self.pos) == Some(&b) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn value(&mut self) -> Option<Json> {
+        self.depth += 1;
+        if self.depth > 64 {
+            return None;
+        }
+        self.ws();
+        let value = match *self.text.get(self.pos)? {
+            b'\'' | b'"' => Json::String(self.string()?),
+            b'[' | b'(' => {
+                let close = if self.text[self.pos] == b'[' { b']' } else { b')' };
+                self.pos += 1;
+                let mut items = Vec::new();
+                while !self.eat(close) {
+                    items.push(self.value()?);
+                    if !self.eat(b',') {
+                        self.eat(close).then_some(())?;
+                        break;
+                    }
+                }
+                Json::Array(items)
+            }
+            b'{' => {
+                self.pos += 1;
+                let mut map = Map::new();
+                while !self.eat(b'}') {
+                    let Json::String(key) = self.value()? else { return None };
+                    self.eat(b':').then_some(())?;
+                    map.insert(key, self.value()?);
+                    if !self.eat(b',') {
+                        self.eat(b'}').then_some(())?;
+                        break;
+                    }
+                }
+                Json::Object(map)
+            }
+            _ => {
+                let start = self.pos;
+                while self.pos < self.text.len() && !b",:)]} \t\n".contains(&self.text[self.pos]) {
+                    self.pos += 1;
+                }
+                let word = std::str::from_utf8(&self.text[start..self.pos]).ok()?;
+                match word {
+                    "True" => Json::Bool(true),
+                    "False" => Json::Bool(false),
+                    "None" => Json::Null,
+                    _ => serde_json::from_str::<serde_json::Number>(word).ok().map(Json::Number)?,
+                }
+            }
+        };
+        self.depth -= 1;
+        Some(value)
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let quote = self.text[self.pos];
+        self.pos += 1;
+        let mut out = Vec::new();
+        while let Some(&b) = self.text.get(self.pos) {
+            self.pos += 1;
+            if b == quote {
+                return String::from_utf8(out).ok();
+            }
+            if b == b'\\' {
+                let escaped = *self.text.get(self.pos)?;
+                self.pos += 1;
+                out.push(match escaped {
+                    b'n' => b'\n',
+                    b't' => b'\t',
+                    b'r' => b'\r',
+                    other => other,
+                });
+            } else {
+                out.push(b);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn schema_types_decide_the_conversion() {
+        let int = json!({"type": "integer"});
+        assert_eq!(convert("7", false, Some(&int), false), Converted::Fits(json!(7)));
+        assert_eq!(convert("seven", false, Some(&int), false), Converted::Misfit(json!("seven")));
+        let string = json!({"type": "string"});
+        assert_eq!(convert("007", false, Some(&string), false), Converted::Fits(json!("007")));
+        let union = json!({"type": ["string", "object"]});
+        assert_eq!(convert("{\"a\": 1}", false, Some(&union), false), Converted::Fits(json!({"a": 1})));
+        assert_eq!(convert("plain", false, Some(&union), false), Converted::Fits(json!("plain")));
+        let any_of = json!({"anyOf": [{"type": "null"}, {"type": "number"}]});
+        assert_eq!(convert("2.5", false, Some(&any_of), false), Converted::Fits(json!(2.5)));
+        // No schema: literals are taken, other text stays a string.
+        assert_eq!(convert("true", false, None, false), Converted::Fits(json!(true)));
+        assert_eq!(convert("hello", false, None, false), Converted::Fits(json!("hello")));
+        assert_eq!(convert("1", true, Some(&int), false), Converted::Fits(json!("1")));
+    }
+
+    #[test]
+    fn python_literals_read_as_json() {
+        assert_eq!(read_literal("True", true), Some(json!(true)));
+        assert_eq!(read_literal("None", true), Some(json!(null)));
+        assert_eq!(read_literal("['a', 2, {'k': False}]", true), Some(json!(["a", 2, {"k": false}])));
+        assert_eq!(read_literal("'it\\'s'", true), Some(json!("it's")));
+        assert_eq!(read_literal("True", false), None);
+        assert_eq!(read_literal("[1, 2", true), None);
+    }
+}
