@@ -47,8 +47,10 @@ pub struct ReasoningMarkers {
 /// How reasoning appears in a turn.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReasoningDetails {
-    /// `tag` (start and end markers in the output), `forced-open` (the generation prompt already
-    /// opened reasoning), `delimiter` (no start marker; reasoning ends at the end marker).
+    /// `tag` (start and end markers in the output), `forced-open` (the generation prompt opens
+    /// reasoning, so the model writes only its end; a prompt that closes the block instead, as a
+    /// thinking-off prompt does, means no reasoning follows), `delimiter` (no start marker;
+    /// reasoning ends at the end marker).
     pub mode: String,
     /// The start marker exactly as rendered (with its whitespace).
     pub start_literal: String,
@@ -58,6 +60,10 @@ pub struct ReasoningDetails {
     pub kept_in_history: bool,
     /// Generation prompt when thinking is switched off (`enable_thinking=false`), if it differs.
     pub generation_prompt_thinking_off: Option<String>,
+    /// Generation prompt when thinking is switched on (`enable_thinking=true` or `thinking=true`), if
+    /// it differs: templates whose default closes reasoning open it only then.
+    #[serde(default)]
+    pub generation_prompt_thinking_on: Option<String>,
     /// The empty reasoning block the template writes in turns without reasoning, if any.
     pub empty_block: String,
 }

@@ -167,6 +167,12 @@ fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
         let kept_in_history = probe.render(&history, false, true, extra).is_some_and(|t| t.contains(REASONING));
         let off = probe.generation_prompt(false, &[("enable_thinking", json!(false))]);
         let thinking_off = off.filter(|p| *p != format.generation_prompt);
+        // Templates whose default turns thinking off (`{%- if not enable_thinking %}</think>`) open
+        // reasoning only when asked; the parser needs that prompt to know where output starts.
+        let thinking_on = [("enable_thinking", json!(true)), ("thinking", json!(true))]
+            .into_iter()
+            .filter_map(|(name, value)| probe.generation_prompt(false, &[(name, value)]))
+            .find(|p| *p != format.generation_prompt);
         format.reasoning = Some(ReasoningMarkers { start: start.clone(), end });
         format.reasoning_details = Some(ReasoningDetails {
             mode: mode.to_owned(),
@@ -174,6 +180,7 @@ fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
             end_literal,
             kept_in_history,
             generation_prompt_thinking_off: thinking_off,
+            generation_prompt_thinking_on: thinking_on,
             empty_block: String::new(),
         });
         return;
@@ -391,7 +398,11 @@ fn collect_preserved_tokens(format: &mut Format) {
             &tools.arg_name_suffix,
             &tools.arg_value_suffix,
             &tools.string_quote,
+            &tools.call_id_suffix,
         ] {
+            add(marker);
+        }
+        for marker in &tools.arg_name_suffixes_typed {
             add(marker);
         }
     }
