@@ -29,6 +29,50 @@ enum Command {
     Render(RenderArgs),
     /// Analyze a chat template: its reasoning, content and tool-call syntax (the `Format`).
     Analyze(AnalyzeArgs),
+    /// Parse model output (stdin) into reasoning / content / tool calls (JSON on stdout).
+    Parse(ParseArgs),
+    /// Evaluate parlance against test cases.
+    #[command(subcommand)]
+    Eval(EvalCommand),
+}
+
+#[derive(Subcommand)]
+enum EvalCommand {
+    /// Run parse cases (`corpus/parse` format): one JSON line per case, then a summary line.
+    Parse(EvalParseArgs),
+}
+
+#[derive(clap::Args)]
+struct ParseArgs {
+    /// A `.jinja` file, a `tokenizer_config.json` / `chat_template.json`, or a model folder.
+    #[arg(long)]
+    template: PathBuf,
+    /// The request's tools: a JSON array of OpenAI tool definitions (or `{"tools": [...]}`).
+    #[arg(long)]
+    tools: Option<PathBuf>,
+    /// Whether the request switched thinking on or off (picks the generation prompt that decides
+    /// whether output starts inside reasoning); default: the template's default prompt.
+    #[arg(long, value_parser = ["on", "off"])]
+    thinking: Option<String>,
+    /// Stream the input in chunks of N bytes (at character boundaries) and include the deltas.
+    #[arg(long, value_name = "N")]
+    chunk: Option<usize>,
+    /// Template variable set on every probe render, `NAME=VALUE`.
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    vars: Vec<String>,
+}
+
+#[derive(clap::Args)]
+struct EvalParseArgs {
+    /// Case files (`.jsonl`).
+    #[arg(long, required = true, num_args = 1..)]
+    cases: Vec<PathBuf>,
+    /// Folder of `<id>.jinja` templates (default: `../templates` beside the first case file).
+    #[arg(long)]
+    templates: Option<PathBuf>,
+    /// Template map (default: `template_map.json` beside the first case file, if present).
+    #[arg(long = "template-map")]
+    template_map: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -77,6 +121,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Render(args) => render(args),
         Command::Analyze(args) => analyze(args),
+        Command::Parse(args) => parse(args),
+        Command::Eval(EvalCommand::Parse(args)) => eval_parse(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -137,5 +183,101 @@ fn render(args: RenderArgs) -> anyhow::Result<()> {
         stdout.write_all(prompt.as_bytes())?;
     }
     stdout.flush()?;
+    Ok(())
+}
+
+fn parse(args: ParseArgs) -> anyhow::Result<()> {
+    use std::io::Read as _;
+    let template = ChatTemplate::from_path(&args.template).context("loading the template")?;
+    let mut analyze_options = parlance::AnalyzeOptions::default();
+    analyze_options.variables.extend(parse_vars(&args.vars)?);
+    let format = parlance::analyze(&template, &analyze_options)?;
+    let mut options = parlance::ParseOptions::default();
+    if let Some(path) = &args.tools {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let json: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+        let tools = json.get("tools").cloned().unwrap_or(json);
+        let Some(tools) = tools.as_array() else { bail!("{}: expected a JSON array of tools", path.display()) };
+        options.tools = tools.clone();
+    }
+    let details = format.reasoning_details.as_ref();
+    options.generation_prompt = match args.thinking.as_deref() {
+        Some("on") => details.and_then(|d| d.generation_prompt_thinking_on.clone()),
+        Some("off") => details.and_then(|d| d.generation_prompt_thinking_off.clone()),
+        _ => None,
+    };
+    if args.thinking.as_deref() == Some("off") && options.generation_prompt.is_none() {
+        options.in_reasoning = Some(false);
+    }
+    let mut input = String::new();
+    std::io::stdin().read_to_string(&mut input).context("reading stdin")?;
+    let parser = parlance::Parser::new(&format, &options);
+    let (message, deltas) = match args.chunk {
+        Some(n) => {
+            let mut stream = parser.stream();
+            let mut deltas = Vec::new();
+            let mut rest = input.as_str();
+            while !rest.is_empty() {
+                let mut cut = n.max(1).min(rest.len());
+                while !rest.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                deltas.extend(stream.push(&rest[..cut]));
+                rest = &rest[cut..];
+            }
+            deltas.extend(stream.finish());
+            (stream.message(), Some(deltas))
+        }
+        None => (parser.parse(&input), None),
+    };
+    let mut out = serde_json::json!({
+        "role": "assistant",
+        "content": message.content,
+        "reasoning_content": message.reasoning_content,
+        "tool_calls": message.tool_calls.iter().map(|c| serde_json::json!({
+            "index": c.index, "id": c.id, "type": "function",
+            "function": {"name": c.name, "arguments": c.arguments},
+        })).collect::<Vec<_>>(),
+        "truncated_reasoning": message.truncated_reasoning,
+        "issues": message.issues,
+        "spans": message.spans,
+    });
+    if let Some(deltas) = deltas {
+        out["deltas"] = deltas.iter().map(parlance::Delta::to_openai).collect();
+    }
+    writeln!(std::io::stdout().lock(), "{}", serde_json::to_string_pretty(&out)?)?;
+    Ok(())
+}
+
+fn eval_parse(args: EvalParseArgs) -> anyhow::Result<()> {
+    use parlance::parse::eval::{EvalSetup, Evaluator, Status};
+    let first_dir = args.cases[0].parent().map(PathBuf::from).unwrap_or_default();
+    let templates = args.templates.unwrap_or_else(|| first_dir.join("../templates"));
+    let map = args.template_map.or_else(|| Some(first_dir.join("template_map.json")).filter(|p| p.exists()));
+    let setup = EvalSetup::with_template_map(templates, map.as_deref()).map_err(anyhow::Error::msg)?;
+    let mut evaluator = Evaluator::new(setup);
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let (mut quirk_passed, mut quirk_failed) = (0, 0);
+    let mut stdout = std::io::stdout().lock();
+    for path in &args.cases {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let case: serde_json::Value =
+                serde_json::from_str(line).with_context(|| format!("{}:{}: not JSON", path.display(), n + 1))?;
+            let quirk = case["quirk"] == true;
+            let (result, status) = evaluator.run(&case);
+            writeln!(stdout, "{result}")?;
+            match (status, quirk) {
+                (Status::Skip(_), _) => skipped += 1,
+                (Status::Pass, false) => passed += 1,
+                (Status::Fail(_), false) => failed += 1,
+                (Status::Pass, true) => quirk_passed += 1,
+                (Status::Fail(_), true) => quirk_failed += 1,
+            }
+        }
+    }
+    writeln!(stdout, "{passed} passed, {failed} failed, {skipped} skipped")?;
+    writeln!(stdout, "quirk cases (apart): {quirk_passed} passed, {quirk_failed} failed")?;
     Ok(())
 }

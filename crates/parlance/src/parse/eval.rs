@@ -1,0 +1,238 @@
+//! `parlance eval parse`: runs the peers' parse cases (`corpus/parse/*.jsonl`) through parlance's
+//! parser, each against the corpus template that renders its format.
+//!
+//! A case's template is `format.template_id`, else the template map's entry for `format.parser`
+//! (`reasoning_map` first for `options.reasoning_parser_only` cases); cases with neither are
+//! skipped. The template is analyzed once; the case's options become `ParseOptions`:
+//! `thinking_forced_open` → the prompt ended inside reasoning; `enable_thinking` picks the
+//! generation prompt (thinking on / off) whose end decides it otherwise; llama.cpp's
+//! `reasoning_format: none` → reasoning not separated (left in content with its markers);
+//! `reasoning_parser_only` → `tool_choice: none`. Chunked cases are streamed chunk by chunk.
+//!
+//! Comparison rules, the same for every source:
+//! - `content` and `reasoning_content`: `null` equals an empty or absent value; strings are
+//!   compared with leading and trailing whitespace trimmed;
+//! - `tool_calls`: same count, in order; names equal; arguments compared as JSON values (an
+//!   expected string that is not JSON is compared with the text as written); an id is compared
+//!   only when the case pins one.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value as Json, json};
+
+use super::{ParseOptions, Parser, ToolChoice};
+use crate::analyze::{AnalyzeOptions, analyze};
+use crate::format::Format;
+use crate::template::{ChatTemplate, RenderLimits, TemplateSource};
+
+/// Where templates come from and how peer parser names map to them.
+#[derive(Debug, Clone, Default)]
+pub struct EvalSetup {
+    /// Folder of `<id>.jinja` templates (and maybe `manifest.json` with their special tokens).
+    pub templates: PathBuf,
+    /// `map` of the template map: peer parser name → template id (or null).
+    pub map: HashMap<String, Option<String>>,
+    /// `reasoning_map`: overrides `map` for reasoning-parser-only cases.
+    pub reasoning_map: HashMap<String, Option<String>>,
+}
+
+impl EvalSetup {
+    /// Reads a template map file (`template_map.json`); a missing file gives empty maps.
+    pub fn with_template_map(templates: PathBuf, map_file: Option<&Path>) -> Result<EvalSetup, String> {
+        let mut setup = EvalSetup { templates, ..EvalSetup::default() };
+        let Some(path) = map_file else { return Ok(setup) };
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let json: Json = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let read = |key: &str| -> HashMap<String, Option<String>> {
+            json.get(key)
+                .and_then(Json::as_object)
+                .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned))).collect())
+                .unwrap_or_default()
+        };
+        setup.map = read("map");
+        setup.reasoning_map = read("reasoning_map");
+        Ok(setup)
+    }
+}
+
+/// The outcome of one case.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    /// Matched the expectation.
+    Pass,
+    /// Differs; the reason.
+    Fail(String),
+    /// Not run; the reason.
+    Skip(String),
+}
+
+/// Runs cases, caching one `Format` per template.
+#[derive(Debug, Default)]
+pub struct Evaluator {
+    setup: EvalSetup,
+    formats: HashMap<String, Result<Format, String>>,
+}
+
+impl Evaluator {
+    /// An evaluator over `setup`.
+    pub fn new(setup: EvalSetup) -> Evaluator {
+        Evaluator { setup, formats: HashMap::new() }
+    }
+
+    fn template_id(&self, case: &Json) -> Option<String> {
+        if let Some(id) = case.pointer("/format/template_id").and_then(Json::as_str) {
+            return Some(id.to_owned());
+        }
+        let parser = case.pointer("/format/parser").and_then(Json::as_str)?;
+        let reasoning_only = case.pointer("/options/reasoning_parser_only").and_then(Json::as_bool) == Some(true);
+        if reasoning_only {
+            if let Some(entry) = self.setup.reasoning_map.get(parser) {
+                return entry.clone();
+            }
+        }
+        self.setup.map.get(parser).cloned().flatten()
+    }
+
+    fn format(&mut self, id: &str) -> Result<Format, String> {
+        if let Some(found) = self.formats.get(id) {
+            return found.clone();
+        }
+        let result = self.load(id);
+        self.formats.insert(id.to_owned(), result.clone());
+        result
+    }
+
+    fn load(&self, id: &str) -> Result<Format, String> {
+        let path = self.setup.templates.join(format!("{id}.jinja"));
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let template =
+            ChatTemplate::from_source(TemplateSource::from_text(format!("{id}.jinja"), text), RenderLimits::default())
+                .map_err(|e| e.to_string())?;
+        let mut options = AnalyzeOptions::default();
+        // Special tokens the templates read, from the corpus manifest when it is there.
+        if let Ok(text) = std::fs::read_to_string(self.setup.templates.join("manifest.json")) {
+            if let Ok(Json::Array(entries)) = serde_json::from_str::<Json>(&text) {
+                if let Some(entry) = entries.iter().find(|e| e["id"] == id) {
+                    for (k, v) in entry["special_tokens"].as_object().into_iter().flatten() {
+                        if v.is_string() {
+                            options.variables.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+            }
+        }
+        analyze(&template, &options).map_err(|e| e.to_string())
+    }
+
+    /// Runs one case: its result line (`id`, `status`, `got`, `expected`, `diff`) and status.
+    pub fn run(&mut self, case: &Json) -> (Json, Status) {
+        let id = case["id"].as_str().unwrap_or("?").to_owned();
+        let expected = case["expected"].clone();
+        let line = |status: &Status, got: Json| {
+            let (word, diff) = match status {
+                Status::Pass => ("pass", Json::Null),
+                Status::Fail(why) => ("fail", json!(why)),
+                Status::Skip(why) => ("skip", json!(why)),
+            };
+            json!({"id": id, "status": word, "quirk": case["quirk"] == true, "got": got, "expected": expected, "diff": diff})
+        };
+        let Some(template_id) = self.template_id(case) else {
+            let status = Status::Skip("no corpus template for this format".into());
+            return (line(&status, Json::Null), status);
+        };
+        let format = match self.format(&template_id) {
+            Ok(format) => format,
+            Err(why) => {
+                let status = Status::Fail(format!("template {template_id}: {why}"));
+                return (line(&status, Json::Null), status);
+            }
+        };
+        let options = case_options(case, &format);
+        let parser = Parser::new(&format, &options);
+        let message = match case.get("chunks").and_then(Json::as_array) {
+            Some(chunks) => {
+                let mut stream = parser.stream();
+                for chunk in chunks {
+                    stream.push(chunk.as_str().unwrap_or_default());
+                }
+                stream.finish();
+                stream.message()
+            }
+            None => parser.parse(case["input"].as_str().unwrap_or_default()),
+        };
+        let got = json!({
+            "content": message.content,
+            "reasoning_content": message.reasoning_content,
+            "tool_calls": message.tool_calls.iter().map(|c| json!({
+                "name": c.name,
+                "arguments": c.arguments_value.clone().unwrap_or_else(|| json!(c.arguments)),
+                "id": c.id,
+            })).collect::<Vec<_>>(),
+        });
+        let status = match compare(&got, &case["expected"]) {
+            Ok(()) => Status::Pass,
+            Err(why) => Status::Fail(format!("{why} (template {template_id})")),
+        };
+        (line(&status, got), status)
+    }
+}
+
+/// The parse options a case's peer options mean.
+fn case_options(case: &Json, format: &Format) -> ParseOptions {
+    let options = &case["options"];
+    let mut parse = ParseOptions {
+        tools: options["tools"].as_array().cloned().unwrap_or_default(),
+        parallel_tool_calls: options["parallel_tool_calls"].as_bool(),
+        ..ParseOptions::default()
+    };
+    if options["reasoning_parser_only"] == true {
+        parse.tool_choice = ToolChoice::None;
+    }
+    if options["reasoning_format"] == "none" {
+        parse.separate_reasoning = Some(false);
+    }
+    let details = format.reasoning_details.as_ref();
+    let prompt = match options["enable_thinking"].as_bool() {
+        Some(true) => details.and_then(|d| d.generation_prompt_thinking_on.clone()),
+        Some(false) => details.and_then(|d| d.generation_prompt_thinking_off.clone()),
+        None => None,
+    };
+    if options["thinking_forced_open"] == true {
+        parse.in_reasoning = Some(true);
+    } else if let Some(prompt) = prompt {
+        parse.generation_prompt = Some(prompt);
+    }
+    parse
+}
+
+fn compare(got: &Json, expected: &Json) -> Result<(), String> {
+    for key in ["content", "reasoning_content"] {
+        let norm = |v: &Json| v.as_str().map(str::trim).unwrap_or_default().to_owned();
+        if norm(&got[key]) != norm(&expected[key]) {
+            return Err(format!("{key}: got {:?}, expected {:?}", norm(&got[key]), norm(&expected[key])));
+        }
+    }
+    let empty = Vec::new();
+    let got_calls = got["tool_calls"].as_array().unwrap_or(&empty);
+    let want_calls = expected["tool_calls"].as_array().unwrap_or(&empty);
+    if got_calls.len() != want_calls.len() {
+        return Err(format!("tool_calls: got {}, expected {}", got_calls.len(), want_calls.len()));
+    }
+    for (i, (g, w)) in got_calls.iter().zip(want_calls).enumerate() {
+        if g["name"] != w["name"] {
+            return Err(format!("tool_calls[{i}].name: got {}, expected {}", g["name"], w["name"]));
+        }
+        let want_args = match &w["arguments"] {
+            Json::String(s) => serde_json::from_str(s).unwrap_or_else(|_| Json::String(s.clone())),
+            other => other.clone(),
+        };
+        if g["arguments"] != want_args {
+            return Err(format!("tool_calls[{i}].arguments: got {}, expected {want_args}", g["arguments"]));
+        }
+        if !w["id"].is_null() && g["id"] != w["id"] {
+            return Err(format!("tool_calls[{i}].id: got {}, expected {}", g["id"], w["id"]));
+        }
+    }
+    Ok(())
+}

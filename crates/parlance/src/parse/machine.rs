@@ -1,0 +1,1352 @@
+//! The parser core shared by whole-text and streaming parsing: a state machine over the text
+//! received so far that moves forward only when the text decides, emitting deltas as it goes.
+//!
+//! Nothing emitted is ever taken back. Before a call's name is complete a failed call reverts to
+//! content (nothing of it was emitted); after, the call is kept and the trouble reported.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+use serde_json::value::RawValue;
+
+use super::scan::{JsonEnd, JsonScan, partial_suffix, starts_with_marker};
+use super::syntax::{Syntax, ToolSyntax};
+use super::values::{Converted, convert};
+use super::{Delta, Issue, ParseOptions, ParsedMessage, ParsedToolCall, Span, SpanKind, ToolChoice};
+use crate::format::Format;
+
+/// Longest function or argument name accepted; longer "names" are not names.
+const MAX_NAME: usize = 256;
+
+/// Everything fixed for one (format, request).
+#[derive(Debug)]
+pub(crate) struct Setup {
+    syntax: Syntax,
+    /// Tool name → parameter schemas (`properties`), when the request gave tools.
+    schemas: HashMap<String, Option<Json>>,
+    has_tools: bool,
+    calls_enabled: bool,
+    choice: ToolChoice,
+    parallel: bool,
+    in_reasoning: bool,
+    separate_reasoning: bool,
+    /// The reasoning opener as the prompt wrote it (with its whitespace), when the prompt opened
+    /// reasoning: put back in front of unseparated reasoning.
+    opener: String,
+    id_seed: u64,
+}
+
+impl Setup {
+    pub(crate) fn new(format: &Format, options: &ParseOptions) -> Setup {
+        let syntax = Syntax::from_format(format);
+        let mut schemas = HashMap::new();
+        for tool in &options.tools {
+            let function = tool.get("function").unwrap_or(tool);
+            if let Some(name) = function.get("name").and_then(Json::as_str) {
+                let properties = function.get("parameters").and_then(|p| p.get("properties")).cloned();
+                schemas.insert(name.to_owned(), properties);
+            }
+        }
+        // Reasoning is open when the prompt ends with its start marker (not when it closes it).
+        let prompt = options.generation_prompt.as_deref().unwrap_or(&format.generation_prompt);
+        let opener = match &syntax.reasoning {
+            Some(r) if !r.start.is_empty() && prompt.trim_end().ends_with(r.start.as_str()) => {
+                let at = prompt.trim_end().len() - r.start.len();
+                Some(prompt[at..].to_owned())
+            }
+            _ => None,
+        };
+        let in_reasoning = options.in_reasoning.unwrap_or(opener.is_some());
+        let opener = if in_reasoning {
+            opener.or_else(|| syntax.reasoning.as_ref().map(|r| r.start.clone())).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Setup {
+            has_tools: !options.tools.is_empty(),
+            calls_enabled: options.tool_choice != ToolChoice::None && syntax.tools.is_some(),
+            choice: options.tool_choice.clone(),
+            parallel: options.parallel_tool_calls.unwrap_or(true),
+            syntax,
+            schemas,
+            in_reasoning,
+            separate_reasoning: options.separate_reasoning.unwrap_or(true),
+            opener,
+            id_seed: options.id_seed,
+        }
+    }
+
+    fn tools(&self) -> &ToolSyntax {
+        self.syntax.tools.as_ref().expect("only reached with tool syntax")
+    }
+}
+
+#[derive(Debug)]
+enum State {
+    Start,
+    Reasoning,
+    /// Reasoning left in content as written (`separate_reasoning: false`).
+    RawReasoning,
+    Content,
+    Section(Box<Section>),
+}
+
+#[derive(Debug)]
+struct Section {
+    /// Where the trigger marker starts (content resumes here on revert).
+    trigger_at: usize,
+    /// Whitespace before the trigger, not yet attributed.
+    ws_from: usize,
+    /// A call of this section has been emitted: no revert.
+    committed: bool,
+    /// Calls completed in this section.
+    calls: usize,
+    phase: Phase,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Open,
+    BeforeCall,
+    JsonCall { from: usize, scan: JsonEnd },
+    Name,
+    Id { name: String, from: usize },
+    ArgsJson { from: Option<usize>, emitted: usize, scan: JsonEnd },
+    ArgsRaw { from: usize, emitted: usize },
+    Tagged(Tagged),
+    CallEnd,
+}
+
+#[derive(Debug)]
+struct Tagged {
+    count: usize,
+    step: TaggedStep,
+}
+
+#[derive(Debug)]
+enum TaggedStep {
+    BeforeArg,
+    Name { from: usize },
+    Value { name: String, from: usize },
+}
+
+/// The parser state for one output.
+#[derive(Debug)]
+pub(crate) struct Machine {
+    setup: Arc<Setup>,
+    buf: String,
+    /// Bytes before `pos` are decided (covered by spans).
+    pos: usize,
+    /// Markers are searched from here (after a reverted trigger).
+    scan_from: usize,
+    eof: bool,
+    state: State,
+    /// The current reasoning or content segment has had non-whitespace text.
+    seg_text: bool,
+    deltas: Vec<Delta>,
+    message: ParsedMessage,
+    reasoning: String,
+    content: String,
+    /// The call being read: index into `message.tool_calls`.
+    call: Option<usize>,
+    after_turn_end: bool,
+}
+
+enum Step {
+    /// Progress made; run again.
+    Again,
+    /// Wait for more text (or finish).
+    Wait,
+}
+
+impl Machine {
+    pub(crate) fn new(setup: Arc<Setup>) -> Machine {
+        Machine {
+            setup,
+            buf: String::new(),
+            pos: 0,
+            scan_from: 0,
+            eof: false,
+            state: State::Start,
+            seg_text: false,
+            deltas: Vec::new(),
+            message: ParsedMessage::default(),
+            reasoning: String::new(),
+            content: String::new(),
+            call: None,
+            after_turn_end: false,
+        }
+    }
+
+    pub(crate) fn push(&mut self, chunk: &str) {
+        if self.eof {
+            return;
+        }
+        self.buf.push_str(chunk);
+        self.run();
+    }
+
+    pub(crate) fn finish(&mut self) {
+        if self.eof {
+            return;
+        }
+        self.eof = true;
+        self.run();
+        self.close();
+    }
+
+    pub(crate) fn take_deltas(&mut self) -> Vec<Delta> {
+        std::mem::take(&mut self.deltas)
+    }
+
+    pub(crate) fn message(&self) -> ParsedMessage {
+        let mut message = self.message.clone();
+        message.reasoning_content = (!self.reasoning.is_empty()).then(|| self.reasoning.clone());
+        message.content = (!self.content.is_empty()).then(|| self.content.clone());
+        message
+    }
+
+    pub(crate) fn into_message(self) -> ParsedMessage {
+        self.message()
+    }
+
+    fn run(&mut self) {
+        // Every step consumes text or changes state; the bound is a guard, not a limit in practice.
+        let mut guard = 4 * (self.buf.len() - self.pos) + 64;
+        while guard > 0 {
+            guard -= 1;
+            let step = match std::mem::replace(&mut self.state, State::Start) {
+                State::Start => self.start(),
+                State::Reasoning => self.in_reasoning(),
+                State::RawReasoning => self.in_raw_reasoning(),
+                State::Content => self.in_content(),
+                State::Section(section) => self.in_section(section),
+            };
+            if let Step::Wait = step {
+                return;
+            }
+        }
+    }
+
+    // ----- spans, deltas -------------------------------------------------------------------
+
+    fn span(&mut self, kind: SpanKind, start: usize, end: usize) {
+        if start >= end {
+            return;
+        }
+        if let Some(last) = self.message.spans.last_mut() {
+            if last.kind == kind && last.end == start {
+                last.end = end;
+                return;
+            }
+        }
+        self.message.spans.push(Span { kind, start, end });
+    }
+
+    fn issue(&mut self, kind: &'static str, at: usize, message: impl Into<String>) {
+        self.message.issues.push(Issue { kind, at, message: message.into() });
+    }
+
+    /// Emits reasoning or content text `pos..upto`: leading whitespace of a segment and (when
+    /// `last`) trailing whitespace are trimmed; otherwise trailing whitespace waits, undecided.
+    fn emit_text(&mut self, reasoning: bool, upto: usize, last: bool) {
+        let kind = if reasoning { SpanKind::Reasoning } else { SpanKind::Content };
+        let mut text_start = self.pos;
+        if !self.seg_text {
+            let text = &self.buf[self.pos..upto];
+            text_start = upto - text.trim_start().len();
+            self.span(SpanKind::Whitespace, self.pos, text_start);
+        }
+        let text = &self.buf[text_start..upto];
+        let text_end = text_start + text.trim_end().len();
+        if text_end > text_start {
+            let piece = self.buf[text_start..text_end].to_owned();
+            self.span(kind, text_start, text_end);
+            self.seg_text = true;
+            if reasoning {
+                self.reasoning.push_str(&piece);
+                self.deltas.push(Delta::Reasoning { reasoning_content: piece });
+            } else {
+                self.content.push_str(&piece);
+                self.deltas.push(Delta::Content { content: piece });
+            }
+        }
+        if last {
+            self.span(SpanKind::Whitespace, text_end, upto);
+            self.pos = upto;
+            self.seg_text = false;
+        } else {
+            self.pos = text_end.max(text_start);
+        }
+    }
+
+    fn marker(&mut self, end: usize) {
+        // Leading whitespace before a marker, then the marker.
+        let text = &self.buf[self.pos..end];
+        let ws = text.len() - text.trim_start().len();
+        self.span(SpanKind::Whitespace, self.pos, self.pos + ws);
+        self.span(SpanKind::Marker, self.pos + ws, end);
+        self.pos = end;
+    }
+
+    /// `Some(Ok(end))` when the text at `pos` is (whitespace and) `marker`; `Some(Err)` undecided.
+    fn at_marker(&self, marker: &str) -> Option<Result<usize, ()>> {
+        if marker.is_empty() {
+            return None;
+        }
+        match starts_with_marker(&self.buf[self.pos..], marker) {
+            Some(Ok(n)) => Some(Ok(self.pos + n)),
+            Some(Err(())) if self.eof => None,
+            other => other,
+        }
+    }
+
+    // ----- reasoning and content ---------------------------------------------------------------
+
+    fn start(&mut self) -> Step {
+        let setup = self.setup.clone();
+        let Some(reasoning) = &setup.syntax.reasoning else {
+            self.state = State::Content;
+            return Step::Again;
+        };
+        if !setup.separate_reasoning {
+            let opened = setup.in_reasoning
+                || match self.at_marker(&reasoning.start) {
+                    Some(Ok(_)) => true,
+                    Some(Err(())) => {
+                        self.state = State::Start;
+                        return Step::Wait;
+                    }
+                    None => false,
+                };
+            if opened {
+                if !setup.opener.is_empty() && !self.buf[self.pos..].trim_start().starts_with(reasoning.start.as_str())
+                {
+                    self.content.push_str(&setup.opener);
+                    self.deltas.push(Delta::Content { content: setup.opener.clone() });
+                }
+                self.seg_text = true;
+                self.state = State::RawReasoning;
+            } else {
+                self.state = State::Content;
+            }
+            return Step::Again;
+        }
+        if setup.in_reasoning {
+            // A model may write the opener the prompt already holds.
+            match self.at_marker(&reasoning.start) {
+                Some(Ok(end)) => self.marker(end),
+                Some(Err(())) => {
+                    self.state = State::Start;
+                    return Step::Wait;
+                }
+                None => {}
+            }
+            self.state = State::Reasoning;
+            return Step::Again;
+        }
+        match self.at_marker(&reasoning.start) {
+            Some(Ok(end)) => {
+                self.marker(end);
+                self.state = State::Reasoning;
+            }
+            Some(Err(())) => {
+                self.state = State::Start;
+                return Step::Wait;
+            }
+            None => self.state = State::Content,
+        }
+        Step::Again
+    }
+
+    fn in_reasoning(&mut self) -> Step {
+        let setup = self.setup.clone();
+        let end_marker = &setup.syntax.reasoning.as_ref().expect("reasoning state needs markers").end;
+        let from = self.pos.max(self.scan_from);
+        if let Some(at) = self.buf[from..].find(end_marker.as_str()).map(|i| from + i) {
+            self.check_call_in_reasoning(at);
+            self.emit_text(true, at, true);
+            self.marker(at + end_marker.len());
+            self.state = State::Content;
+            return Step::Again;
+        }
+        if self.eof {
+            let end = self.buf.len();
+            self.check_call_in_reasoning(end);
+            self.emit_text(true, end, true);
+            self.message.truncated_reasoning = true;
+            self.issue("truncated-reasoning", end, "the output ended inside reasoning");
+            self.state = State::Reasoning;
+            return Step::Wait;
+        }
+        let hold = partial_suffix(&self.buf[from..], end_marker);
+        self.emit_text(true, self.buf.len() - hold, false);
+        self.state = State::Reasoning;
+        Step::Wait
+    }
+
+    fn in_raw_reasoning(&mut self) -> Step {
+        let setup = self.setup.clone();
+        let end_marker = &setup.syntax.reasoning.as_ref().expect("reasoning state needs markers").end;
+        let found = self.buf[self.pos..].find(end_marker.as_str()).map(|i| self.pos + i + end_marker.len());
+        let upto = match found {
+            Some(end) => end,
+            None if self.eof => self.buf.len(),
+            None => self.buf.len() - partial_suffix(&self.buf[self.pos..], end_marker),
+        };
+        if upto > self.pos {
+            let piece = self.buf[self.pos..upto].to_owned();
+            self.span(SpanKind::Content, self.pos, upto);
+            self.content.push_str(&piece);
+            self.deltas.push(Delta::Content { content: piece });
+            self.pos = upto;
+        }
+        self.state = if found.is_some() { State::Content } else { State::RawReasoning };
+        if found.is_some() { Step::Again } else { Step::Wait }
+    }
+
+    fn check_call_in_reasoning(&mut self, end: usize) {
+        if let Some(tools) = &self.setup.syntax.tools {
+            if !tools.trigger.is_empty() {
+                if let Some(at) = self.buf[self.pos..end].find(tools.trigger.as_str()) {
+                    let at = self.pos + at;
+                    self.issue("call-in-reasoning", at, "a tool-call marker inside reasoning stays reasoning");
+                }
+            }
+        }
+    }
+
+    fn in_content(&mut self) -> Step {
+        let setup = self.setup.clone();
+        let syntax = &setup.syntax;
+        let from = self.pos.max(self.scan_from);
+        // A content wrapper at the start of the segment.
+        if !self.seg_text && !syntax.content_start.is_empty() {
+            match self.at_marker(&syntax.content_start) {
+                Some(Ok(end)) => {
+                    self.marker(end);
+                    self.state = State::Content;
+                    return Step::Again;
+                }
+                Some(Err(())) => {
+                    self.state = State::Content;
+                    return Step::Wait;
+                }
+                None => {}
+            }
+        }
+        // Bare JSON calls (no marker): only a whole output that starts with a JSON value.
+        if setup.calls_enabled && setup.tools().bare_json && !self.seg_text && self.content.is_empty() {
+            let rest = self.buf[self.pos..].trim_start();
+            if rest.is_empty() && !self.eof {
+                self.state = State::Content;
+                return Step::Wait;
+            }
+            if rest.starts_with('{') || rest.starts_with('[') {
+                let at = self.buf.len() - rest.len();
+                if at >= self.scan_from {
+                    let section = Section {
+                        trigger_at: at,
+                        ws_from: self.pos,
+                        committed: false,
+                        calls: 0,
+                        phase: Phase::JsonCall { from: at, scan: JsonEnd::default() },
+                    };
+                    self.state = State::Section(Box::new(section));
+                    return Step::Again;
+                }
+            }
+        }
+        let mut markers: Vec<(&str, u8)> = Vec::with_capacity(3);
+        if setup.calls_enabled && !setup.tools().trigger.is_empty() {
+            markers.push((setup.tools().trigger.as_str(), 0));
+        }
+        if !syntax.turn_end.is_empty() && !self.after_turn_end {
+            markers.push((syntax.turn_end.as_str(), 1));
+        }
+        if !syntax.content_end.is_empty() {
+            markers.push((syntax.content_end.as_str(), 2));
+        }
+        let found = markers
+            .iter()
+            .filter_map(|(m, what)| self.buf[from..].find(m).map(|i| (from + i, *m, *what)))
+            .min_by_key(|(at, _, _)| *at);
+        match found {
+            Some((at, _, 0)) => {
+                // Content up to the trigger; whitespace before it stays undecided until the call is.
+                self.emit_text(false, at, false);
+                let section =
+                    Section { trigger_at: at, ws_from: self.pos, committed: false, calls: 0, phase: Phase::Open };
+                self.state = State::Section(Box::new(section));
+                Step::Again
+            }
+            Some((at, marker, what)) => {
+                self.emit_text(false, at, what == 1);
+                if what == 2 {
+                    // Content end: whitespace before it is trimmed, text after it is more content.
+                    let text = &self.buf[self.pos..at];
+                    if text.trim().is_empty() {
+                        self.span(SpanKind::Whitespace, self.pos, at);
+                        self.pos = at;
+                    }
+                }
+                if self.pos < at {
+                    // Undecided whitespace (not trimmed) before a content-end marker: keep it.
+                    self.span(SpanKind::Whitespace, self.pos, at);
+                    self.pos = at;
+                }
+                self.span(SpanKind::Marker, at, at + marker.len());
+                self.pos = at + marker.len();
+                if what == 1 {
+                    self.after_turn_end = true;
+                    if !self.buf[self.pos..].trim().is_empty() || !self.eof {
+                        // Decided later: text after the turn end is reported when it comes.
+                    }
+                }
+                self.seg_text = false;
+                self.state = State::Content;
+                Step::Again
+            }
+            None => {
+                if self.eof {
+                    let end = self.buf.len();
+                    if self.after_turn_end && !self.buf[self.pos..end].trim().is_empty() {
+                        self.issue("text-after-turn-end", self.pos, "text after the turn-end marker kept as content");
+                    }
+                    self.emit_text(false, end, true);
+                    self.state = State::Content;
+                    return Step::Wait;
+                }
+                let hold = markers.iter().map(|(m, _)| partial_suffix(&self.buf[from..], m)).max().unwrap_or(0);
+                self.emit_text(false, self.buf.len() - hold, false);
+                self.state = State::Content;
+                Step::Wait
+            }
+        }
+    }
+
+    // ----- tool-call sections ---------------------------------------------------------------
+
+    fn in_section(&mut self, mut section: Box<Section>) -> Step {
+        let setup = self.setup.clone();
+        let tools = setup.tools();
+        if section.ws_from < section.trigger_at && (section.committed || !matches!(section.phase, Phase::Open)) {
+            // The whitespace before the section is decided once the section is.
+        }
+        let outcome = self.section_step(tools, &mut section);
+        match outcome {
+            Ok(step) => {
+                if !matches!(self.state, State::Content) {
+                    self.state = State::Section(section);
+                }
+                step
+            }
+            Err(why) => {
+                self.section_failed(section, why);
+                Step::Again
+            }
+        }
+    }
+
+    /// The section cannot go on: revert it to content if nothing was emitted, else close it.
+    fn section_failed(&mut self, section: Box<Section>, why: String) {
+        if section.committed {
+            self.close_call();
+            self.state = State::Content;
+            return;
+        }
+        self.issue("unparsed-call", section.trigger_at, why);
+        self.pos = section.ws_from;
+        // The trigger is content; markers are searched after it.
+        let trigger_len = if self.setup.tools().bare_json { 1 } else { self.setup.tools().trigger.len() };
+        self.scan_from = section.trigger_at + trigger_len;
+        self.message.spans.retain(|s| s.start < section.ws_from);
+        if let Some(last) = self.message.spans.last_mut() {
+            last.end = last.end.min(section.ws_from);
+        }
+        self.state = State::Content;
+    }
+
+    fn enter_section(&mut self, section: &Section) {
+        // The whitespace before the trigger was held; it belongs to no segment.
+        if self.pos < section.trigger_at && section.ws_from == self.pos {
+            self.span(SpanKind::Whitespace, self.pos, section.trigger_at);
+            self.pos = section.trigger_at;
+        }
+    }
+
+    fn section_step(&mut self, tools: &ToolSyntax, section: &mut Section) -> Result<Step, String> {
+        match std::mem::replace(&mut section.phase, Phase::CallEnd) {
+            Phase::Open => {
+                // Nothing decided yet: the pos still sits before the whitespace ahead of the trigger.
+                let saved = self.pos;
+                self.pos = section.trigger_at;
+                if !tools.section_start.is_empty() {
+                    match self.at_marker(&tools.section_start) {
+                        Some(Ok(end)) => {
+                            self.pos = saved;
+                            self.enter_section(section);
+                            self.marker(end);
+                        }
+                        Some(Err(())) => {
+                            self.pos = saved;
+                            section.phase = Phase::Open;
+                            return if self.eof { Err("output ends inside a marker".into()) } else { Ok(Step::Wait) };
+                        }
+                        None => {
+                            self.pos = saved;
+                            return Err("no section start".into());
+                        }
+                    }
+                } else {
+                    self.pos = saved;
+                    self.enter_section(section);
+                }
+                section.phase = if tools.json.is_some() && tools.call_start.is_empty() {
+                    Phase::JsonCall { from: self.pos, scan: JsonEnd::default() }
+                } else {
+                    Phase::BeforeCall
+                };
+                Ok(Step::Again)
+            }
+            Phase::BeforeCall => self.before_call(tools, section),
+            Phase::JsonCall { from, mut scan } => {
+                let status = scan.scan(&self.buf[from..], self.eof);
+                match status {
+                    JsonScan::More => {
+                        if self.eof {
+                            return Err("output ends inside a JSON tool call".into());
+                        }
+                        section.phase = Phase::JsonCall { from, scan };
+                        Ok(Step::Wait)
+                    }
+                    JsonScan::Invalid(_) => Err("not a JSON value".into()),
+                    JsonScan::End(end) => {
+                        let end = from + end;
+                        let start = from + (self.buf[from..end].len() - self.buf[from..end].trim_start().len());
+                        let calls = read_json_calls(tools, &self.buf[start..end])
+                            .ok_or_else(|| "JSON that is not a tool call".to_owned())?;
+                        if section.trigger_at == start {
+                            self.enter_section(section);
+                        }
+                        self.span(SpanKind::Whitespace, self.pos, start);
+                        self.span(SpanKind::ToolArguments, start, end);
+                        self.pos = end;
+                        section.committed = true;
+                        for call in calls {
+                            self.emit_json_call(call, start);
+                            section.calls += 1;
+                        }
+                        section.phase = Phase::CallEnd;
+                        Ok(Step::Again)
+                    }
+                }
+            }
+            Phase::Name => self.read_name(tools, section),
+            Phase::Id { name, from } => {
+                let rest = &self.buf[from..];
+                match rest.find(tools.call_id_suffix.as_str()) {
+                    Some(n) => {
+                        let id = rest[..n].trim().to_owned();
+                        self.span(SpanKind::ToolId, from, from + n);
+                        self.span(SpanKind::Marker, from + n, from + n + tools.call_id_suffix.len());
+                        self.pos = from + n + tools.call_id_suffix.len();
+                        self.start_call(section, name, Some(id));
+                        Ok(Step::Again)
+                    }
+                    None if self.eof || rest.len() > MAX_NAME => Err("no call id end".into()),
+                    None => {
+                        section.phase = Phase::Id { name, from };
+                        Ok(Step::Wait)
+                    }
+                }
+            }
+            Phase::ArgsJson { from, emitted, scan } => self.args_json(tools, section, from, emitted, scan),
+            Phase::ArgsRaw { from, emitted } => self.args_raw(tools, section, from, emitted),
+            Phase::Tagged(tagged) => self.args_tagged(tools, section, tagged),
+            Phase::CallEnd => {
+                match self.at_marker(&tools.call_end) {
+                    Some(Ok(end)) => self.marker(end),
+                    Some(Err(())) => {
+                        section.phase = Phase::CallEnd;
+                        return Ok(Step::Wait);
+                    }
+                    None => {}
+                }
+                self.close_call();
+                section.phase = Phase::BeforeCall;
+                Ok(Step::Again)
+            }
+        }
+    }
+
+    fn before_call(&mut self, tools: &ToolSyntax, section: &mut Section) -> Result<Step, String> {
+        let first = section.calls == 0 && !section.committed;
+        if self.buf[self.pos..].trim_start().is_empty() && !self.eof {
+            section.phase = Phase::BeforeCall;
+            return Ok(Step::Wait);
+        }
+        if !first {
+            if let Some(found) = self.at_marker(&tools.separator) {
+                match found {
+                    Ok(end) => self.marker(end),
+                    Err(()) => {
+                        section.phase = Phase::BeforeCall;
+                        return Ok(Step::Wait);
+                    }
+                }
+            }
+            match self.at_marker(&tools.section_end) {
+                Some(Ok(end)) => {
+                    self.marker(end);
+                    self.state = State::Content;
+                    return Ok(Step::Again);
+                }
+                Some(Err(())) => {
+                    section.phase = Phase::BeforeCall;
+                    return Ok(Step::Wait);
+                }
+                None => {}
+            }
+        }
+        // Call start (optional between calls when the section start opened the first).
+        let mut matched_any = false;
+        for marker in [&tools.call_start, &tools.name_prefix] {
+            match self.at_marker(marker) {
+                Some(Ok(end)) => {
+                    if first {
+                        self.enter_section(section);
+                    }
+                    self.marker(end);
+                    matched_any = true;
+                }
+                Some(Err(())) => {
+                    section.phase = Phase::BeforeCall;
+                    return Ok(Step::Wait);
+                }
+                None if marker.is_empty() => {}
+                None if first || !matched_any => {
+                    if first {
+                        return Err(format!("expected {marker:?}"));
+                    }
+                    // Not another call: the section is over.
+                    self.state = State::Content;
+                    return Ok(Step::Again);
+                }
+                None => return Err(format!("expected {marker:?}")),
+            }
+        }
+        if section.calls >= 1 && !self.setup.parallel {
+            self.issue("parallel-calls", self.pos, "a second call although parallel_tool_calls is off");
+        }
+        section.phase = if tools.json.is_some() {
+            Phase::JsonCall { from: self.pos, scan: JsonEnd::default() }
+        } else {
+            Phase::Name
+        };
+        Ok(Step::Again)
+    }
+
+    fn read_name(&mut self, tools: &ToolSyntax, section: &mut Section) -> Result<Step, String> {
+        let rest = &self.buf[self.pos..];
+        let lead = rest.len() - rest.trim_start().len();
+        let name_start = self.pos + lead;
+        let rest = &self.buf[name_start..];
+        let len = rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len());
+        if len > MAX_NAME {
+            return Err("tool name too long".into());
+        }
+        if len == rest.len() && !self.eof {
+            section.phase = Phase::Name;
+            return Ok(Step::Wait);
+        }
+        if len == 0 {
+            return Err("no tool name".into());
+        }
+        let name = rest[..len].to_owned();
+        let name_end = name_start + len;
+        // What ends the name: its suffix, else the first argument or the call's end.
+        let saved = self.pos;
+        self.pos = name_end;
+        let terminators: Vec<&str> = if tools.name_suffix.is_empty() {
+            vec![tools.arg_name_prefix.as_str(), tools.call_end.as_str()]
+        } else {
+            vec![tools.name_suffix.as_str()]
+        };
+        let mut end = None;
+        for t in &terminators {
+            match self.at_marker(t) {
+                Some(Ok(e)) => {
+                    end = Some((e, !tools.name_suffix.is_empty()));
+                    break;
+                }
+                Some(Err(())) => {
+                    self.pos = saved;
+                    section.phase = Phase::Name;
+                    return Ok(Step::Wait);
+                }
+                None => {}
+            }
+        }
+        let whitespace_ends = tools.name_suffix.is_empty() && self.buf[name_end..].starts_with(char::is_whitespace);
+        let at_eof_end = self.eof && name_end == self.buf.len();
+        self.pos = saved;
+        let consumed_suffix = match end {
+            Some((e, true)) => e,
+            Some((_, false)) => name_end,
+            None if whitespace_ends || at_eof_end => name_end,
+            None => return Err(format!("tool name {name:?} not followed by {:?}", tools.name_suffix)),
+        };
+        self.span(SpanKind::Whitespace, self.pos, name_start);
+        self.span(SpanKind::ToolName, name_start, name_end);
+        self.span(SpanKind::Marker, name_end, consumed_suffix);
+        self.pos = consumed_suffix;
+        if !tools.name_suffix_after_index.is_empty() {
+            // `:0<|tool_call_argument_begin|>`: digits, then the rest of the suffix.
+            let digits = self.buf[self.pos..].find(|c: char| !c.is_ascii_digit());
+            let Some(digits) = digits else {
+                if self.eof {
+                    return Err("output ends inside a call index".into());
+                }
+                self.pos = saved;
+                section.phase = Phase::Name;
+                return Ok(Step::Wait);
+            };
+            let after = self.pos + digits;
+            match starts_with_marker(&self.buf[after..], &tools.name_suffix_after_index) {
+                Some(Ok(n)) => {
+                    self.span(SpanKind::Marker, self.pos, after + n);
+                    self.pos = after + n;
+                }
+                Some(Err(())) if !self.eof => {
+                    self.pos = saved;
+                    section.phase = Phase::Name;
+                    return Ok(Step::Wait);
+                }
+                _ => return Err("call index suffix missing".into()),
+            }
+        }
+        if !tools.call_id_suffix.is_empty() {
+            section.phase = Phase::Id { name, from: self.pos };
+            return Ok(Step::Again);
+        }
+        self.start_call(section, name, None);
+        Ok(Step::Again)
+    }
+
+    fn start_call(&mut self, section: &mut Section, name: String, id: Option<String>) {
+        let index = self.message.tool_calls.len();
+        let id_generated = id.as_deref().is_none_or(str::is_empty);
+        let id = id.filter(|i| !i.is_empty()).unwrap_or_else(|| generated_id(self.setup.id_seed, index));
+        if self.setup.has_tools && !self.setup.schemas.contains_key(&name) {
+            self.issue("unknown-tool", self.pos, format!("tool {name:?} is not among the request's tools"));
+        }
+        self.deltas.push(Delta::ToolCallStart { index, id: id.clone(), name: name.clone() });
+        self.message.tool_calls.push(ParsedToolCall {
+            index,
+            id,
+            id_generated,
+            name,
+            arguments: String::new(),
+            arguments_value: None,
+        });
+        self.call = Some(index);
+        section.committed = true;
+        let tools = self.setup.tools();
+        section.phase = if tools.tagged {
+            Phase::Tagged(Tagged { count: 0, step: TaggedStep::BeforeArg })
+        } else {
+            Phase::ArgsJson { from: None, emitted: 0, scan: JsonEnd::default() }
+        };
+    }
+
+    fn push_arguments(&mut self, fragment: &str) {
+        if fragment.is_empty() {
+            return;
+        }
+        if let Some(index) = self.call {
+            self.message.tool_calls[index].arguments.push_str(fragment);
+            self.deltas.push(Delta::ToolCallArguments { index, arguments: fragment.to_owned() });
+        }
+    }
+
+    /// Ends the call being read: its arguments parsed, problems reported.
+    fn close_call(&mut self) {
+        let Some(index) = self.call.take() else { return };
+        let call = &mut self.message.tool_calls[index];
+        call.arguments_value = serde_json::from_str(&call.arguments).ok();
+        if call.arguments_value.is_none() {
+            let at = self.pos;
+            let name = call.name.clone();
+            self.issue("malformed-arguments", at, format!("the arguments of {name:?} are not valid JSON"));
+        }
+        self.message.tool_calls[index].index = index;
+    }
+
+    fn args_json(
+        &mut self,
+        tools: &ToolSyntax,
+        section: &mut Section,
+        from: Option<usize>,
+        emitted: usize,
+        mut scan: JsonEnd,
+    ) -> Result<Step, String> {
+        let from = match from {
+            Some(from) => from,
+            None => {
+                let rest = &self.buf[self.pos..];
+                let trimmed = rest.trim_start();
+                if trimmed.is_empty() {
+                    if self.eof {
+                        self.issue("truncated-call", self.pos, "the output ends before the call's arguments");
+                        self.close_call();
+                        self.state = State::Content;
+                        return Ok(Step::Again);
+                    }
+                    section.phase = Phase::ArgsJson { from: None, emitted, scan };
+                    return Ok(Step::Wait);
+                }
+                let start = self.pos + rest.len() - trimmed.len();
+                self.span(SpanKind::Whitespace, self.pos, start);
+                self.pos = start;
+                start
+            }
+        };
+        match scan.scan(&self.buf[from..], self.eof) {
+            JsonScan::End(n) => {
+                let end = from + n;
+                let fragment = self.buf[from + emitted..end].to_owned();
+                self.push_arguments(&fragment);
+                self.span(SpanKind::ToolArguments, from, end);
+                self.pos = end;
+                section.calls += 1;
+                section.phase = Phase::CallEnd;
+                Ok(Step::Again)
+            }
+            JsonScan::More => {
+                let end = self.buf.len();
+                let fragment = self.buf[from + emitted..end].to_owned();
+                self.push_arguments(&fragment);
+                if self.eof {
+                    self.span(SpanKind::ToolArguments, from, end);
+                    self.pos = end;
+                    self.issue("truncated-call", end, "the output ends inside the call's arguments");
+                    self.close_call();
+                    self.state = State::Content;
+                    return Ok(Step::Again);
+                }
+                section.phase = Phase::ArgsJson { from: Some(from), emitted: end - from, scan };
+                Ok(Step::Wait)
+            }
+            JsonScan::Invalid(_) => {
+                // Not JSON: the raw text up to the call end is the arguments, kept as written.
+                section.phase = Phase::ArgsRaw { from, emitted };
+                let _ = tools;
+                Ok(Step::Again)
+            }
+        }
+    }
+
+    fn args_raw(
+        &mut self,
+        tools: &ToolSyntax,
+        section: &mut Section,
+        from: usize,
+        emitted: usize,
+    ) -> Result<Step, String> {
+        let ends: Vec<&str> =
+            [tools.call_end.as_str(), tools.section_end.as_str()].into_iter().filter(|m| !m.is_empty()).collect();
+        let search_from = from + emitted;
+        let found = ends.iter().filter_map(|m| self.buf[search_from..].find(m).map(|i| search_from + i)).min();
+        let end = match found {
+            Some(at) => at,
+            None if self.eof => self.buf.len(),
+            None => {
+                let hold = ends.iter().map(|m| partial_suffix(&self.buf[search_from..], m)).max().unwrap_or(0);
+                let upto = self.buf.len() - hold;
+                let fragment = self.buf[search_from..upto].to_owned();
+                self.push_arguments(&fragment);
+                section.phase = Phase::ArgsRaw { from, emitted: upto - from };
+                return Ok(Step::Wait);
+            }
+        };
+        let text = &self.buf[search_from..end];
+        let fragment = text.trim_end().to_owned();
+        self.push_arguments(&fragment);
+        let args_end = search_from + fragment.len();
+        self.span(SpanKind::ToolArguments, from, args_end);
+        self.span(SpanKind::Whitespace, args_end, end);
+        self.pos = end;
+        section.calls += 1;
+        section.phase = Phase::CallEnd;
+        Ok(Step::Again)
+    }
+
+    fn args_tagged(&mut self, tools: &ToolSyntax, section: &mut Section, mut tagged: Tagged) -> Result<Step, String> {
+        match std::mem::replace(&mut tagged.step, TaggedStep::BeforeArg) {
+            TaggedStep::BeforeArg => {
+                if self.buf[self.pos..].trim_start().is_empty() && !self.eof {
+                    section.phase = Phase::Tagged(tagged);
+                    return Ok(Step::Wait);
+                }
+                if tagged.count > 0 {
+                    match self.at_marker(&tools.arg_separator) {
+                        Some(Ok(end)) => self.marker(end),
+                        Some(Err(())) => {
+                            section.phase = Phase::Tagged(tagged);
+                            return Ok(Step::Wait);
+                        }
+                        None => {}
+                    }
+                }
+                let end_markers = [tools.call_end.as_str(), tools.section_end.as_str()];
+                for marker in end_markers {
+                    match self.at_marker(marker) {
+                        Some(Ok(_)) => return Ok(self.finish_tagged(section, tagged, None)),
+                        Some(Err(())) => {
+                            section.phase = Phase::Tagged(tagged);
+                            return Ok(Step::Wait);
+                        }
+                        None => {}
+                    }
+                }
+                if self.eof && self.buf[self.pos..].trim().is_empty() {
+                    let at = self.buf.len();
+                    return Ok(self.finish_tagged(section, tagged, Some(at)));
+                }
+                if tools.arg_name_prefix.is_empty() {
+                    let rest = self.buf[self.pos..].trim_start();
+                    if rest.starts_with(is_name_char) {
+                        let start = self.buf.len() - rest.len();
+                        self.span(SpanKind::Whitespace, self.pos, start);
+                        self.pos = start;
+                        tagged.step = TaggedStep::Name { from: start };
+                        section.phase = Phase::Tagged(tagged);
+                        return Ok(Step::Again);
+                    }
+                } else {
+                    match self.at_marker(&tools.arg_name_prefix) {
+                        Some(Ok(end)) => {
+                            self.marker(end);
+                            tagged.step = TaggedStep::Name { from: end };
+                            section.phase = Phase::Tagged(tagged);
+                            return Ok(Step::Again);
+                        }
+                        Some(Err(())) => {
+                            section.phase = Phase::Tagged(tagged);
+                            return Ok(Step::Wait);
+                        }
+                        None => {}
+                    }
+                }
+                // Neither an argument nor the call's end: the call ends here, malformed.
+                self.issue("malformed-arguments", self.pos, "unexpected text inside a tool call");
+                let at = self.pos;
+                Ok(self.finish_tagged(section, tagged, Some(at)))
+            }
+            TaggedStep::Name { from } => {
+                let rest = &self.buf[from..];
+                let found = tools
+                    .arg_name_suffixes
+                    .iter()
+                    .filter_map(|s| rest.find(s.as_str()).map(|i| (i, s.len())))
+                    .min_by_key(|(i, _)| *i);
+                match found {
+                    Some((i, len)) if i <= MAX_NAME && !rest[..i].contains(['<', '>', '\n']) => {
+                        let name = rest[..i].trim().to_owned();
+                        self.span(SpanKind::ToolArguments, from, from + i);
+                        self.span(SpanKind::Marker, from + i, from + i + len);
+                        self.pos = from + i + len;
+                        // The whitespace the template writes after the suffix (`>\n`).
+                        let lead = super::scan::leading_literal_ws(&self.buf[self.pos..], &tools.arg_value_lead_ws);
+                        let lead_complete = lead == tools.arg_value_lead_ws.len() || self.buf.len() > self.pos + lead;
+                        if !lead_complete && !self.eof {
+                            self.pos = from;
+                            tagged.step = TaggedStep::Name { from };
+                            section.phase = Phase::Tagged(tagged);
+                            return Ok(Step::Wait);
+                        }
+                        self.span(SpanKind::Whitespace, self.pos, self.pos + lead);
+                        self.pos += lead;
+                        tagged.step = TaggedStep::Value { name, from: self.pos };
+                        section.phase = Phase::Tagged(tagged);
+                        Ok(Step::Again)
+                    }
+                    Some(_) => {
+                        self.issue("malformed-arguments", from, "an argument name that is not a name");
+                        Ok(self.finish_tagged(section, tagged, Some(from)))
+                    }
+                    None if self.eof || rest.len() > MAX_NAME => {
+                        self.issue("truncated-call", from, "the output ends inside an argument name");
+                        let end = self.buf.len();
+                        self.span(SpanKind::ToolArguments, from, end);
+                        self.pos = end;
+                        Ok(self.finish_tagged(section, tagged, Some(end)))
+                    }
+                    None => {
+                        tagged.step = TaggedStep::Name { from };
+                        section.phase = Phase::Tagged(tagged);
+                        Ok(Step::Wait)
+                    }
+                }
+            }
+            TaggedStep::Value { name, from } => match self.read_value(tools, from) {
+                None => {
+                    tagged.step = TaggedStep::Value { name, from };
+                    section.phase = Phase::Tagged(tagged);
+                    Ok(Step::Wait)
+                }
+                Some((raw, quoted, value_end, end)) => {
+                    self.span(SpanKind::ToolArguments, from, value_end);
+                    self.span(SpanKind::Marker, value_end, end);
+                    self.pos = end;
+                    let truncated = end == self.buf.len() && self.eof && !tools.arg_value_suffix.is_empty();
+                    self.emit_argument(tools, &name, &raw, quoted, tagged.count, from);
+                    tagged.count += 1;
+                    if truncated && !self.buf[from..end].contains(tools.arg_value_suffix.as_str()) {
+                        self.issue("truncated-call", end, "the output ends inside an argument value");
+                        return Ok(self.finish_tagged(section, tagged, Some(end)));
+                    }
+                    tagged.step = TaggedStep::BeforeArg;
+                    section.phase = Phase::Tagged(tagged);
+                    Ok(Step::Again)
+                }
+            },
+        }
+    }
+
+    /// Reads a tagged value at `from`: `(raw, quoted, value_end, end)` where `end` is past its
+    /// suffix; `None` when undecided.
+    fn read_value(&self, tools: &ToolSyntax, from: usize) -> Option<(String, bool, usize, usize)> {
+        let rest = &self.buf[from..];
+        if !tools.arg_value_suffix.is_empty() && tools.string_quote.is_empty() {
+            return match rest.find(tools.arg_value_suffix.as_str()) {
+                Some(i) => {
+                    let mut value = &rest[..i];
+                    // The whitespace the template writes before the suffix (`\n</parameter>`).
+                    let trail = tools.arg_value_trail_ws.as_str();
+                    let cut = value.len() - value.trim_end().len();
+                    let take = value[value.len() - cut..]
+                        .bytes()
+                        .rev()
+                        .zip(trail.bytes().rev())
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                    value = &value[..value.len() - take];
+                    Some((value.to_owned(), false, from + value.len(), from + i + tools.arg_value_suffix.len()))
+                }
+                None if self.eof => Some((rest.to_owned(), false, self.buf.len(), self.buf.len())),
+                None => None,
+            };
+        }
+        // Literal values: a quoted string, or a bare literal up to the separator or the call end.
+        let quote = tools.string_quote.as_str();
+        if !quote.is_empty() && rest.starts_with(quote) {
+            let body = &rest[quote.len()..];
+            return match body.find(quote) {
+                Some(i) => {
+                    let end = from + quote.len() + i + quote.len();
+                    Some((body[..i].to_owned(), true, end, end))
+                }
+                None if self.eof => Some((body.to_owned(), true, self.buf.len(), self.buf.len())),
+                None => None,
+            };
+        }
+        let stops: Vec<&str> = [tools.arg_separator.as_str(), tools.call_end.as_str(), tools.arg_value_suffix.as_str()]
+            .into_iter()
+            .filter(|m| !m.is_empty())
+            .collect();
+        let mut depth = 0usize;
+        let mut in_quote: Option<char> = None;
+        let mut escape = false;
+        for (i, c) in rest.char_indices() {
+            if let Some(q) = in_quote {
+                if escape {
+                    escape = false;
+                } else if c == '\\' {
+                    escape = true;
+                } else if c == q {
+                    in_quote = None;
+                }
+                continue;
+            }
+            match c {
+                '"' | '\'' => in_quote = Some(c),
+                '[' | '{' | '(' => depth += 1,
+                ']' | '}' | ')' if depth > 0 => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 && in_quote.is_none() {
+                if let Some(stop) = stops.iter().find(|s| rest[i..].starts_with(**s)) {
+                    let value = rest[..i].trim_end();
+                    let end = if *stop == tools.arg_value_suffix { from + i + stop.len() } else { from + i };
+                    return Some((value.to_owned(), false, from + value.len(), end));
+                }
+                if stops.iter().any(|s| s.starts_with(&rest[i..])) && !self.eof {
+                    return None;
+                }
+            }
+        }
+        if self.eof {
+            Some((rest.trim_end().to_owned(), false, from + rest.trim_end().len(), self.buf.len()))
+        } else {
+            None
+        }
+    }
+
+    fn emit_argument(&mut self, tools: &ToolSyntax, name: &str, raw: &str, quoted: bool, count: usize, at: usize) {
+        let call_name = self.call.map(|i| self.message.tool_calls[i].name.clone()).unwrap_or_default();
+        let schema = self.setup.schemas.get(&call_name).cloned().flatten();
+        let param_schema = schema.as_ref().and_then(|s| s.get(name));
+        if schema.is_some() && param_schema.is_none() {
+            self.issue("unknown-parameter", at, format!("{call_name:?} has no parameter {name:?}"));
+        }
+        let value = match convert(raw, quoted, param_schema, tools.python) {
+            Converted::Fits(value) => value,
+            Converted::Misfit(value) => {
+                self.issue(
+                    "value-misfit",
+                    at,
+                    format!("{name:?} of {call_name:?} does not fit its schema; kept as text"),
+                );
+                value
+            }
+        };
+        let key = Json::String(name.to_owned()).to_string();
+        let fragment = format!("{}{key}: {value}", if count == 0 { "{" } else { ", " });
+        self.push_arguments(&fragment);
+    }
+
+    /// Closes tagged arguments (`}`), then the call end; `truncated_at` when the call ends early.
+    fn finish_tagged(&mut self, section: &mut Section, tagged: Tagged, truncated_at: Option<usize>) -> Step {
+        self.push_arguments(if tagged.count == 0 { "{}" } else { "}" });
+        section.calls += 1;
+        if let Some(at) = truncated_at {
+            if self.eof && at == self.buf.len() && !self.message.issues.iter().any(|i| i.kind == "truncated-call") {
+                self.issue("truncated-call", at, "the output ends inside a tool call");
+            }
+            self.close_call();
+            self.state = State::Content;
+            return Step::Again;
+        }
+        section.phase = Phase::CallEnd;
+        Step::Again
+    }
+
+    fn emit_json_call(&mut self, call: JsonCall, at: usize) {
+        let index = self.message.tool_calls.len();
+        let id_generated = call.id.is_none();
+        let id = call.id.unwrap_or_else(|| generated_id(self.setup.id_seed, index));
+        if self.setup.has_tools && !self.setup.schemas.contains_key(&call.name) {
+            self.issue("unknown-tool", at, format!("tool {:?} is not among the request's tools", call.name));
+        }
+        self.deltas.push(Delta::ToolCallStart { index, id: id.clone(), name: call.name.clone() });
+        self.message.tool_calls.push(ParsedToolCall {
+            index,
+            id,
+            id_generated,
+            name: call.name,
+            arguments: String::new(),
+            arguments_value: None,
+        });
+        self.call = Some(index);
+        self.push_arguments(&call.arguments);
+        self.close_call();
+    }
+
+    /// End of input: whatever state we are in is closed.
+    fn close(&mut self) {
+        if self.call.is_some() {
+            self.close_call();
+        }
+        if self.pos < self.buf.len() {
+            // Undecided text left by a waiting state: content.
+            self.emit_text(false, self.buf.len(), true);
+        }
+        match self.setup.choice {
+            ToolChoice::Required if self.message.tool_calls.is_empty() => {
+                self.issue("missing-call", self.buf.len(), "tool_choice is required but no call was made");
+            }
+            ToolChoice::Function(ref name) if !self.message.tool_calls.iter().any(|c| &c.name == name) => {
+                let message = format!("tool_choice names {name:?} but it was not called");
+                self.issue("missing-call", self.buf.len(), message);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | '@' | '$')
+}
+
+/// A deterministic call id: a function of the seed and the call index.
+fn generated_id(seed: u64, index: usize) -> String {
+    let mut x = seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    format!("call_{x:016x}")
+}
+
+struct JsonCall {
+    name: String,
+    id: Option<String>,
+    arguments: String,
+}
+
+/// Reads JSON call objects (one, or an array of them) with the arguments as the exact text written.
+fn read_json_calls(tools: &ToolSyntax, text: &str) -> Option<Vec<JsonCall>> {
+    let fields = tools.json.as_ref()?;
+    let raw: &RawValue = serde_json::from_str(text).ok()?;
+    let items: Vec<&RawValue> = if text.trim_start().starts_with('[') {
+        serde_json::from_str::<Vec<&RawValue>>(raw.get()).ok()?
+    } else {
+        vec![raw]
+    };
+    let mut calls = Vec::with_capacity(items.len());
+    for item in items {
+        calls.push(read_json_call(fields, item, 0)?);
+    }
+    (!calls.is_empty()).then_some(calls)
+}
+
+fn read_json_call(fields: &crate::format::JsonCallFields, item: &RawValue, depth: usize) -> Option<JsonCall> {
+    let object: indexmap::IndexMap<String, &RawValue> = serde_json::from_str(item.get()).ok()?;
+    // Nested `{"type": "function", "function": {...}}`.
+    if let Some(inner) = fields.function.as_deref().or(Some("function")).and_then(|k| object.get(k)) {
+        if depth == 0 && inner.get().trim_start().starts_with('{') {
+            if let Some(mut call) = read_json_call(fields, inner, depth + 1) {
+                if call.id.is_none() {
+                    call.id = object.get("id").and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+                }
+                return Some(call);
+            }
+        }
+    }
+    let name_key = if fields.name.is_empty() { "name" } else { fields.name.as_str() };
+    let name = object
+        .get(name_key)
+        .or_else(|| object.get("name"))
+        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+        .filter(|n| !n.is_empty())?;
+    let args = [fields.arguments.as_str(), "arguments", "parameters"]
+        .into_iter()
+        .filter(|k| !k.is_empty())
+        .find_map(|k| object.get(k));
+    let arguments = match args {
+        None => "{}".to_owned(),
+        Some(raw) => {
+            let text = raw.get();
+            // Arguments as a JSON string holding the object: the string's text is the arguments.
+            match serde_json::from_str::<String>(text) {
+                Ok(inner) if serde_json::from_str::<Json>(&inner).is_ok() => inner,
+                _ => text.to_owned(),
+            }
+        }
+    };
+    let id_key = fields.id.as_deref().unwrap_or("id");
+    let id = object.get(id_key).and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+    Some(JsonCall { name, id, arguments })
+}

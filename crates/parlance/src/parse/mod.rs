@@ -1,0 +1,266 @@
+//! Output parsing: model text, whole or streamed, into reasoning / content / tool calls.
+//!
+//! One parser for every template, driven by the analyzer's [`Format`]; no per-model classes. Whole
+//! text ([`parse`]) and streams ([`StreamParser`]) run the same core: `parse(text)` is
+//! `push(text)` + `finish()`, and the [`ParsedMessage`] is the fold of the deltas, so streamed
+//! deltas always add up to the whole parse.
+//!
+//! What happens to bad output (nothing is ever dropped; `spans` cover every input byte):
+//! - a call marker not followed by a call (no name, JSON that never forms a call object, output
+//!   cut before the name is complete): the text stays `content`, issue `unparsed-call`;
+//! - a call whose name was read but whose arguments are malformed JSON: the call is kept with the
+//!   exact text as `arguments` (not valid JSON), `arguments_value` `None`, issue
+//!   `malformed-arguments`; later calls are parsed as usual;
+//! - output cut inside a call: the call is kept with what arrived (tagged arguments are closed so
+//!   they stay valid JSON), issue `truncated-call`;
+//! - output cut inside reasoning: what arrived is `reasoning_content`, `truncated_reasoning` set;
+//! - a call marker inside reasoning: it stays reasoning, issue `call-in-reasoning`;
+//! - a tool name not among the request's tools, a parameter not in its schema, a value that does
+//!   not fit its schema: kept, reported (`unknown-tool`, `unknown-parameter`, `value-misfit`);
+//! - a second call when `parallel_tool_calls` is off: kept, reported (`parallel-calls`);
+//! - text after the turn-end marker: kept as content, reported (`text-after-turn-end`).
+//!
+//! Whitespace: reasoning and content are trimmed at their ends (the template writes its own
+//! whitespace around markers); tagged values lose exactly the whitespace the template writes
+//! around them (`<parameter=a>\nv\n</parameter>` gives `v`). Trimmed bytes are `Whitespace` spans.
+
+pub mod eval;
+mod machine;
+mod scan;
+mod syntax;
+mod values;
+
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use crate::format::Format;
+use machine::Machine;
+
+/// How the request constrains tool calls (`tool_choice`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model may call tools or not.
+    #[default]
+    Auto,
+    /// No tool calls: call syntax stays content.
+    None,
+    /// At least one call is expected (a response without one is reported).
+    Required,
+    /// This function is expected.
+    Function(String),
+}
+
+/// What the parser knows about the request besides the `Format`.
+#[derive(Debug, Clone, Default)]
+pub struct ParseOptions {
+    /// The request's tools, OpenAI-shaped (`{"type": "function", "function": {"name", "parameters"}}`);
+    /// their JSON Schemas convert tagged argument values.
+    pub tools: Vec<Json>,
+    /// The request's `tool_choice`.
+    pub tool_choice: ToolChoice,
+    /// The request's `parallel_tool_calls` (default `true`, as in OpenAI's API).
+    pub parallel_tool_calls: Option<bool>,
+    /// Whether the prompt ended inside reasoning. `None`: decided from `generation_prompt`
+    /// (reasoning is open when the prompt ends with the reasoning start marker).
+    pub in_reasoning: Option<bool>,
+    /// The generation prompt the request was rendered with, when not the Format's default (e.g.
+    /// the Format's `generation_prompt_thinking_on` for a request with thinking switched on).
+    pub generation_prompt: Option<String>,
+    /// Separate reasoning from content (default `true`). When `false`, reasoning stays in
+    /// `content` as written, with its markers (and the opener the prompt held, if any), as
+    /// llama.cpp's `reasoning_format: none` and SGLang's `separate_reasoning: false` do.
+    pub separate_reasoning: Option<bool>,
+    /// Seed of generated call ids (used when the model writes none): ids are a function of the
+    /// seed and the call index, so a re-render is reproducible.
+    pub id_seed: u64,
+}
+
+/// One tool call of a parsed message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParsedToolCall {
+    /// Position of the call in the response.
+    pub index: usize,
+    /// The model's own id, or a generated one.
+    pub id: String,
+    /// Whether `id` was generated.
+    pub id_generated: bool,
+    /// Function name.
+    pub name: String,
+    /// Arguments as JSON text: for JSON formats exactly the text the model wrote; for tagged
+    /// formats the JSON object built from the values.
+    pub arguments: String,
+    /// `arguments` parsed, when it is valid JSON.
+    pub arguments_value: Option<Json>,
+}
+
+/// What a byte range of the input is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SpanKind {
+    /// Reasoning text.
+    Reasoning,
+    /// Content text.
+    Content,
+    /// A marker of the format (`<think>`, `<tool_call>`, ...).
+    Marker,
+    /// Whitespace trimmed at a boundary.
+    Whitespace,
+    /// A tool call's name.
+    ToolName,
+    /// A tool call's id.
+    ToolId,
+    /// A tool call's arguments (JSON), or an argument's name or value (tagged).
+    ToolArguments,
+}
+
+/// A byte range of the input and what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Span {
+    /// What the bytes are.
+    pub kind: SpanKind,
+    /// Start offset (bytes).
+    pub start: usize,
+    /// End offset (bytes, exclusive).
+    pub end: usize,
+}
+
+/// Something about the output that did not go as the format and request say.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Issue {
+    /// `unparsed-call`, `malformed-arguments`, `truncated-call`, `truncated-reasoning`,
+    /// `call-in-reasoning`, `unknown-tool`, `unknown-parameter`, `value-misfit`, `parallel-calls`,
+    /// `missing-call`, `text-after-turn-end`.
+    pub kind: &'static str,
+    /// Byte offset in the input where it was found.
+    pub at: usize,
+    /// Details.
+    pub message: String,
+}
+
+/// A parsed assistant message.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ParsedMessage {
+    /// Reasoning, if any.
+    pub reasoning_content: Option<String>,
+    /// Content, if any (`None` when empty).
+    pub content: Option<String>,
+    /// Tool calls, in order.
+    pub tool_calls: Vec<ParsedToolCall>,
+    /// The output ended inside reasoning.
+    pub truncated_reasoning: bool,
+    /// What went wrong, if anything.
+    pub issues: Vec<Issue>,
+    /// Every input byte, in order, with what it is.
+    pub spans: Vec<Span>,
+}
+
+/// A streamed piece of the message, shaped like an OpenAI chat-completions delta.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Delta {
+    /// More reasoning text.
+    Reasoning {
+        /// The text.
+        reasoning_content: String,
+    },
+    /// More content text.
+    Content {
+        /// The text.
+        content: String,
+    },
+    /// A tool call starts: its index, id and complete name.
+    ToolCallStart {
+        /// Call index.
+        index: usize,
+        /// Call id.
+        id: String,
+        /// Function name.
+        name: String,
+    },
+    /// More argument text of a call (JSON text; fragments concatenate to `arguments`).
+    ToolCallArguments {
+        /// Call index.
+        index: usize,
+        /// The fragment.
+        arguments: String,
+    },
+}
+
+impl Delta {
+    /// The delta as OpenAI's `choices[0].delta` object.
+    pub fn to_openai(&self) -> Json {
+        use serde_json::json;
+        match self {
+            Delta::Reasoning { reasoning_content } => json!({"reasoning_content": reasoning_content}),
+            Delta::Content { content } => json!({"content": content}),
+            Delta::ToolCallStart { index, id, name } => json!({"tool_calls": [{
+                "index": index, "id": id, "type": "function", "function": {"name": name, "arguments": ""}
+            }]}),
+            Delta::ToolCallArguments { index, arguments } => {
+                json!({"tool_calls": [{"index": index, "function": {"arguments": arguments}}]})
+            }
+        }
+    }
+}
+
+/// A parser built once per (format, request): cheap to clone, parses any number of outputs.
+#[derive(Debug, Clone)]
+pub struct Parser {
+    inner: std::sync::Arc<machine::Setup>,
+}
+
+impl Parser {
+    /// A parser for outputs of `format` under `options`.
+    pub fn new(format: &Format, options: &ParseOptions) -> Parser {
+        Parser { inner: std::sync::Arc::new(machine::Setup::new(format, options)) }
+    }
+
+    /// Parses a whole output.
+    pub fn parse(&self, text: &str) -> ParsedMessage {
+        let mut machine = Machine::new(self.inner.clone());
+        machine.push(text);
+        machine.finish();
+        machine.into_message()
+    }
+
+    /// A streaming parser for one output.
+    pub fn stream(&self) -> StreamParser {
+        StreamParser { machine: Machine::new(self.inner.clone()) }
+    }
+}
+
+/// Parses a whole output of `format`.
+pub fn parse(format: &Format, options: &ParseOptions, text: &str) -> ParsedMessage {
+    Parser::new(format, options).parse(text)
+}
+
+/// Parses one output chunk by chunk: a partial marker at a chunk end is held back only until it is
+/// decided; names are emitted once complete; argument fragments add up to the final `arguments`.
+#[derive(Debug)]
+pub struct StreamParser {
+    machine: Machine,
+}
+
+impl StreamParser {
+    /// A stream parser for outputs of `format` under `options`.
+    pub fn new(format: &Format, options: &ParseOptions) -> StreamParser {
+        Parser::new(format, options).stream()
+    }
+
+    /// Feeds a chunk; returns the deltas it decided.
+    pub fn push(&mut self, chunk: &str) -> Vec<Delta> {
+        self.machine.push(chunk);
+        self.machine.take_deltas()
+    }
+
+    /// Ends the output; returns the last deltas.
+    pub fn finish(&mut self) -> Vec<Delta> {
+        self.machine.finish();
+        self.machine.take_deltas()
+    }
+
+    /// The message so far (complete after `finish`).
+    pub fn message(&self) -> ParsedMessage {
+        self.machine.message()
+    }
+}

@@ -1,0 +1,143 @@
+//! What the parser looks for, derived once from a `Format`: markers trimmed of the whitespace the
+//! template puts around them (matched loosely: a model may or may not write it), with that
+//! whitespace kept where it must be taken off values (`>\n` before a Qwen3-Coder parameter value).
+
+use crate::format::{Format, JsonCallFields};
+
+/// The parser's view of a `Format`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Syntax {
+    pub reasoning: Option<ReasoningSyntax>,
+    pub content_start: String,
+    pub content_end: String,
+    /// First marker of the turn end (`<|im_end|>`), if any: text after it is not the model's turn.
+    pub turn_end: String,
+    pub tools: Option<ToolSyntax>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ReasoningSyntax {
+    /// Empty when the model never writes it (delimiter formats).
+    pub start: String,
+    pub end: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ToolSyntax {
+    /// The JSON object holds the name (JSON families); `None` for name-in-markers families.
+    pub json: Option<JsonCallFields>,
+    /// Arguments are tagged (`<parameter=a>v</parameter>`, `a=1`) rather than one JSON value.
+    pub tagged: bool,
+    /// Tagged values are literals (Python `str` or JSON) rather than raw text.
+    pub python: bool,
+    pub section_start: String,
+    pub section_end: String,
+    pub call_start: String,
+    pub call_end: String,
+    pub separator: String,
+    pub name_prefix: String,
+    /// Name suffix; for indexed suffixes (`:0<|…|>`), the part before the index digits.
+    pub name_suffix: String,
+    /// For indexed suffixes, the part after the index digits.
+    pub name_suffix_after_index: String,
+    /// After the call id when the id follows the name (`[CALL_ID]id[ARGS]`).
+    pub call_id_suffix: String,
+    pub arg_name_prefix: String,
+    /// Every name suffix (plain first, then typed ones), trimmed.
+    pub arg_name_suffixes: Vec<String>,
+    /// Whitespace the template writes after an argument name's suffix (`>\n`): taken off values.
+    pub arg_value_lead_ws: String,
+    pub arg_value_suffix: String,
+    /// Whitespace the template writes before the value suffix (`\n</parameter>`): taken off values.
+    pub arg_value_trail_ws: String,
+    pub arg_separator: String,
+    pub string_quote: String,
+    /// No marker at all: the call is a bare JSON value at the start of the output (Llama 3.x).
+    pub bare_json: bool,
+    /// The marker that opens a tool-call section.
+    pub trigger: String,
+}
+
+impl Syntax {
+    pub(crate) fn from_format(format: &Format) -> Syntax {
+        let reasoning = format
+            .reasoning
+            .as_ref()
+            .filter(|r| !r.end.trim().is_empty())
+            .map(|r| ReasoningSyntax { start: r.start.trim().to_owned(), end: r.end.trim().to_owned() });
+        let turn_end = first_marker(&format.turn_end);
+        let tools = format.tools.as_ref().map(|t| {
+            let (name_suffix, after_index) = if t.indexed_name_suffix {
+                split_index(t.name_suffix.trim())
+            } else {
+                (t.name_suffix.trim().to_owned(), String::new())
+            };
+            let mut arg_name_suffixes = vec![t.arg_name_suffix.trim().to_owned()];
+            arg_name_suffixes.extend(t.arg_name_suffixes_typed.iter().map(|s| s.trim().to_owned()));
+            arg_name_suffixes.retain(|s| !s.is_empty());
+            let tagged = t.arguments == "tagged";
+            let mut syntax = ToolSyntax {
+                json: t.json.clone(),
+                tagged,
+                python: t.value_encoding == "python",
+                section_start: t.section_start.trim().to_owned(),
+                section_end: t.section_end.trim().to_owned(),
+                call_start: t.call_start.trim().to_owned(),
+                call_end: t.call_end.trim().to_owned(),
+                separator: t.separator.trim().to_owned(),
+                name_prefix: t.name_prefix.trim().to_owned(),
+                name_suffix,
+                name_suffix_after_index: after_index,
+                call_id_suffix: t.call_id_suffix.trim().to_owned(),
+                arg_name_prefix: t.arg_name_prefix.trim().to_owned(),
+                arg_name_suffixes,
+                arg_value_lead_ws: trailing_ws(&t.arg_name_suffix).to_owned(),
+                arg_value_suffix: t.arg_value_suffix.trim().to_owned(),
+                arg_value_trail_ws: leading_ws(&t.arg_value_suffix).to_owned(),
+                arg_separator: t.arg_separator.trim().to_owned(),
+                string_quote: t.string_quote.clone(),
+                bare_json: false,
+                trigger: String::new(),
+            };
+            // A section start made of the call's own first marker is not a separate marker.
+            syntax.trigger = [&syntax.section_start, &syntax.call_start, &syntax.name_prefix]
+                .into_iter()
+                .find(|m| !m.is_empty())
+                .cloned()
+                .unwrap_or_default();
+            syntax.bare_json = syntax.trigger.is_empty() && syntax.json.is_some();
+            syntax
+        });
+        Syntax {
+            reasoning,
+            content_start: format.content.start.trim().to_owned(),
+            content_end: format.content.end.trim().to_owned(),
+            turn_end,
+            tools: tools.filter(|t| !t.trigger.is_empty() || t.bare_json),
+        }
+    }
+}
+
+/// The first `<…>`/`[…]` marker of `text`, or its trimmed whole when it has none.
+fn first_marker(text: &str) -> String {
+    let text = text.trim();
+    crate::analyze::bracketed_pieces(text).first().map_or_else(|| text.to_owned(), |p| (*p).to_owned())
+}
+
+fn split_index(suffix: &str) -> (String, String) {
+    match suffix.find(|c: char| c.is_ascii_digit()) {
+        Some(at) => {
+            let digits = suffix[at..].find(|c: char| !c.is_ascii_digit()).map_or(suffix.len(), |n| at + n);
+            (suffix[..at].to_owned(), suffix[digits..].to_owned())
+        }
+        None => (suffix.to_owned(), String::new()),
+    }
+}
+
+fn leading_ws(s: &str) -> &str {
+    &s[..s.len() - s.trim_start().len()]
+}
+
+fn trailing_ws(s: &str) -> &str {
+    &s[s.trim_end().len()..]
+}
