@@ -166,14 +166,7 @@ fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
         }
         let history = [message.clone(), json!({"role": "user", "content": USER_2})];
         let kept_in_history = probe.render(&history, false, true, extra).is_some_and(|t| t.contains(REASONING));
-        let off = probe.generation_prompt(false, &[("enable_thinking", json!(false))]);
-        let thinking_off = off.filter(|p| *p != format.generation_prompt);
-        // Templates whose default turns thinking off (`{%- if not enable_thinking %}</think>`) open
-        // reasoning only when asked; the parser needs that prompt to know where output starts.
-        let thinking_on = [("enable_thinking", json!(true)), ("thinking", json!(true))]
-            .into_iter()
-            .filter_map(|(name, value)| probe.generation_prompt(false, &[(name, value)]))
-            .find(|p| *p != format.generation_prompt);
+        let (thinking_off, thinking_on) = thinking_prompts(probe, &format.generation_prompt);
         format.reasoning = Some(ReasoningMarkers { start: start.clone(), end });
         format.reasoning_details = Some(ReasoningDetails {
             mode: mode.to_owned(),
@@ -239,6 +232,18 @@ fn stripped_mirror_tag(probe: &Probe<'_>) -> Option<(String, String)> {
     (stripped.text.trim() == output.text.trim()).then_some((opener, closer))
 }
 
+/// Generation prompts with thinking switched off and on, where they differ from `default`.
+/// Templates whose default turns thinking off (`{%- if not enable_thinking %}</think>`) open
+/// reasoning only when asked; the parser needs that prompt to know where output starts.
+fn thinking_prompts(probe: &Probe<'_>, default: &str) -> (Option<String>, Option<String>) {
+    let off = probe.generation_prompt(false, &[("enable_thinking", json!(false))]).filter(|p| p != default);
+    let on = [("enable_thinking", json!(true)), ("thinking", json!(true))]
+        .into_iter()
+        .filter_map(|(name, value)| probe.generation_prompt(false, &[(name, value)]))
+        .find(|p| p != default);
+    (off, on)
+}
+
 /// Records reasoning found without a rendered message's reasoning (R2, R3).
 fn set_reasoning(
     probe: &Probe<'_>,
@@ -253,12 +258,14 @@ fn set_reasoning(
         json!({"role": "user", "content": USER_2}),
     ];
     let kept_in_history = probe.render(&history, false, true, extra).is_some_and(|t| t.contains(REASONING));
-    let off = probe.generation_prompt(false, &[("enable_thinking", json!(false))]);
-    format.reasoning = Some(ReasoningMarkers { start, end });
+    let (thinking_off, thinking_on) = thinking_prompts(probe, &format.generation_prompt);
+    format.reasoning = Some(ReasoningMarkers { start, end: end.clone() });
     format.reasoning_details = Some(ReasoningDetails {
         mode: mode.to_owned(),
         kept_in_history,
-        generation_prompt_thinking_off: off.filter(|p| *p != format.generation_prompt),
+        end_literal: end,
+        generation_prompt_thinking_off: thinking_off,
+        generation_prompt_thinking_on: thinking_on,
         ..ReasoningDetails::default()
     });
 }

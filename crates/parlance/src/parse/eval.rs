@@ -72,12 +72,14 @@ pub enum Status {
 pub struct Evaluator {
     setup: EvalSetup,
     formats: HashMap<String, Result<Format, String>>,
+    /// The EOS token of each template (from the manifest): engines may return it.
+    eos: HashMap<String, Option<String>>,
 }
 
 impl Evaluator {
     /// An evaluator over `setup`.
     pub fn new(setup: EvalSetup) -> Evaluator {
-        Evaluator { setup, formats: HashMap::new() }
+        Evaluator { setup, formats: HashMap::new(), eos: HashMap::new() }
     }
 
     fn template_id(&self, case: &Json) -> Option<String> {
@@ -98,12 +100,19 @@ impl Evaluator {
         if let Some(found) = self.formats.get(id) {
             return found.clone();
         }
-        let result = self.load(id);
+        let (result, eos) = self.load(id);
         self.formats.insert(id.to_owned(), result.clone());
+        self.eos.insert(id.to_owned(), eos);
         result
     }
 
-    fn load(&self, id: &str) -> Result<Format, String> {
+    fn load(&self, id: &str) -> (Result<Format, String>, Option<String>) {
+        let mut eos = None;
+        let format = self.analyze(id, &mut eos);
+        (format, eos)
+    }
+
+    fn analyze(&self, id: &str, eos: &mut Option<String>) -> Result<Format, String> {
         let path = self.setup.templates.join(format!("{id}.jinja"));
         let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let template =
@@ -114,6 +123,7 @@ impl Evaluator {
         if let Ok(text) = std::fs::read_to_string(self.setup.templates.join("manifest.json")) {
             if let Ok(Json::Array(entries)) = serde_json::from_str::<Json>(&text) {
                 if let Some(entry) = entries.iter().find(|e| e["id"] == id) {
+                    *eos = entry["eos_token"].as_str().map(str::to_owned);
                     for (k, v) in entry["special_tokens"].as_object().into_iter().flatten() {
                         if v.is_string() {
                             options.variables.insert(k.clone(), v.clone());
@@ -141,6 +151,10 @@ impl Evaluator {
             let status = Status::Skip("no corpus template for this format".into());
             return (line(&status, Json::Null), status);
         };
+        if case.pointer("/options/continue_final_message").is_some_and(|v| !v.is_null()) {
+            let status = Status::Skip("continues a message whose start the case does not carry".into());
+            return (line(&status, Json::Null), status);
+        }
         let format = match self.format(&template_id) {
             Ok(format) => format,
             Err(why) => {
@@ -148,7 +162,7 @@ impl Evaluator {
                 return (line(&status, Json::Null), status);
             }
         };
-        let options = case_options(case, &format);
+        let options = case_options(case, &format, self.eos.get(&template_id).cloned().flatten());
         let parser = Parser::new(&format, &options);
         let message = match case.get("chunks").and_then(Json::as_array) {
             Some(chunks) => {
@@ -179,7 +193,7 @@ impl Evaluator {
 }
 
 /// The parse options a case's peer options mean.
-fn case_options(case: &Json, format: &Format) -> ParseOptions {
+fn case_options(case: &Json, format: &Format, eos: Option<String>) -> ParseOptions {
     let options = &case["options"];
     let mut parse = ParseOptions {
         tools: options["tools"].as_array().cloned().unwrap_or_default(),
@@ -189,7 +203,9 @@ fn case_options(case: &Json, format: &Format) -> ParseOptions {
     if options["reasoning_parser_only"] == true {
         parse.tool_choice = ToolChoice::None;
     }
-    if options["reasoning_format"] == "none" {
+    let appends_think =
+        case.pointer("/format/parser").and_then(Json::as_str).is_some_and(|p| p.ends_with("append_think"));
+    if options["reasoning_format"] == "none" || appends_think {
         parse.separate_reasoning = Some(false);
     }
     let details = format.reasoning_details.as_ref();
@@ -198,11 +214,21 @@ fn case_options(case: &Json, format: &Format) -> ParseOptions {
         Some(false) => details.and_then(|d| d.generation_prompt_thinking_off.clone()),
         None => None,
     };
-    if options["thinking_forced_open"] == true {
+    // vLLM's tool-parser tests run no reasoning parser: their output starts after any reasoning.
+    let vllm_tool_test =
+        case.pointer("/source/path").and_then(Json::as_str).is_some_and(|p| p.contains("tool_parsers"));
+    if appends_think {
+        // vLLM's append-think parser assumes the prompt ended with the bare start marker.
+        parse.in_reasoning = Some(true);
+        parse.generation_prompt = format.reasoning.as_ref().map(|r| r.start.clone());
+    } else if vllm_tool_test && options["thinking_forced_open"] != true {
+        parse.in_reasoning = Some(false);
+    } else if options["thinking_forced_open"] == true {
         parse.in_reasoning = Some(true);
     } else if let Some(prompt) = prompt {
         parse.generation_prompt = Some(prompt);
     }
+    parse.stop_markers = eos.into_iter().collect();
     parse
 }
 

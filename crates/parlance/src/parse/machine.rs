@@ -39,7 +39,13 @@ pub(crate) struct Setup {
 
 impl Setup {
     pub(crate) fn new(format: &Format, options: &ParseOptions) -> Setup {
-        let syntax = Syntax::from_format(format);
+        let mut syntax = Syntax::from_format(format);
+        for marker in &options.stop_markers {
+            let marker = marker.trim();
+            if !marker.is_empty() && !syntax.turn_end.iter().any(|m| m == marker) {
+                syntax.turn_end.push(marker.to_owned());
+            }
+        }
         let mut schemas = HashMap::new();
         for tool in &options.tools {
             let function = tool.get("function").unwrap_or(tool);
@@ -462,8 +468,8 @@ impl Machine {
         if setup.calls_enabled && !setup.tools().trigger.is_empty() {
             markers.push((setup.tools().trigger.as_str(), 0));
         }
-        if !syntax.turn_end.is_empty() && !self.after_turn_end {
-            markers.push((syntax.turn_end.as_str(), 1));
+        if !self.after_turn_end {
+            markers.extend(syntax.turn_end.iter().map(|m| (m.as_str(), 1)));
         }
         if !syntax.content_end.is_empty() {
             markers.push((syntax.content_end.as_str(), 2));
@@ -1141,8 +1147,10 @@ impl Machine {
             };
         }
         // Literal values: a quoted string, or a bare literal up to the separator or the call end.
+        // Multi-character quotes (Gemma 4's `<|"|>`) hold anything; one-character quotes are
+        // literals with escapes, read below.
         let quote = tools.string_quote.as_str();
-        if !quote.is_empty() && rest.starts_with(quote) {
+        if quote.chars().count() > 1 && rest.starts_with(quote) {
             let body = &rest[quote.len()..];
             return match body.find(quote) {
                 Some(i) => {
@@ -1181,7 +1189,8 @@ impl Machine {
                 if let Some(stop) = stops.iter().find(|s| rest[i..].starts_with(**s)) {
                     let value = rest[..i].trim_end();
                     let end = if *stop == tools.arg_value_suffix { from + i + stop.len() } else { from + i };
-                    return Some((value.to_owned(), false, from + value.len(), end));
+                    let (value_text, quoted) = unquote(value);
+                    return Some((value_text, quoted, from + value.len(), end));
                 }
                 if stops.iter().any(|s| s.starts_with(&rest[i..])) && !self.eof {
                     return None;
@@ -1189,7 +1198,8 @@ impl Machine {
             }
         }
         if self.eof {
-            Some((rest.trim_end().to_owned(), false, from + rest.trim_end().len(), self.buf.len()))
+            let (value_text, quoted) = unquote(rest.trim_end());
+            Some((value_text, quoted, from + rest.trim_end().len(), self.buf.len()))
         } else {
             None
         }
@@ -1275,6 +1285,16 @@ impl Machine {
             _ => {}
         }
     }
+}
+
+/// A literal that is a quoted string (`'a'`, `"a"`, with escapes) is that string, marked quoted.
+fn unquote(value: &str) -> (String, bool) {
+    if value.len() >= 2 && (value.starts_with('\'') || value.starts_with('"')) {
+        if let Some(Json::String(text)) = super::values::read_literal(value, true) {
+            return (text, true);
+        }
+    }
+    (value.to_owned(), false)
 }
 
 fn is_name_char(c: char) -> bool {

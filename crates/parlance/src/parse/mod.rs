@@ -70,6 +70,9 @@ pub struct ParseOptions {
     /// `content` as written, with its markers (and the opener the prompt held, if any), as
     /// llama.cpp's `reasoning_format: none` and SGLang's `separate_reasoning: false` do.
     pub separate_reasoning: Option<bool>,
+    /// Markers that end the turn besides the Format's turn end (the tokenizer's EOS, e.g. `</s>`,
+    /// when the engine returns it): text after one is reported.
+    pub stop_markers: Vec<String>,
     /// Seed of generated call ids (used when the model writes none): ids are a function of the
     /// seed and the call index, so a re-render is reproducible.
     pub id_seed: u64,

@@ -10,8 +10,8 @@ pub(crate) struct Syntax {
     pub reasoning: Option<ReasoningSyntax>,
     pub content_start: String,
     pub content_end: String,
-    /// First marker of the turn end (`<|im_end|>`), if any: text after it is not the model's turn.
-    pub turn_end: String,
+    /// Turn-end markers (`<|im_end|>`, an EOS the caller names): text after one is not the turn.
+    pub turn_end: Vec<String>,
     pub tools: Option<ToolSyntax>,
 }
 
@@ -65,7 +65,8 @@ impl Syntax {
             .as_ref()
             .filter(|r| !r.end.trim().is_empty())
             .map(|r| ReasoningSyntax { start: r.start.trim().to_owned(), end: r.end.trim().to_owned() });
-        let turn_end = first_marker(&format.turn_end);
+        let turn_end: Vec<String> =
+            Some(first_marker(&format.turn_end)).into_iter().filter(|m| !m.is_empty()).collect();
         let tools = format.tools.as_ref().map(|t| {
             let (name_suffix, after_index) = if t.indexed_name_suffix {
                 split_index(t.name_suffix.trim())
