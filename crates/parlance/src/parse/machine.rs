@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
-use super::scan::{JsonEnd, JsonScan, partial_suffix, starts_with_marker};
+use super::scan::{JsonEnd, JsonScan, find_marker, marker_hold, starts_with_marker};
 use super::syntax::{Syntax, ToolSyntax};
 use super::values::{Converted, convert};
 use super::{Delta, Issue, ParseOptions, ParsedMessage, ParsedToolCall, Span, SpanKind, ToolChoice};
@@ -31,6 +31,8 @@ pub(crate) struct Setup {
     parallel: bool,
     in_reasoning: bool,
     separate_reasoning: bool,
+    /// The generation prompt trimmed, when a turn may repeat it as a message header after reasoning.
+    header: String,
     /// The reasoning opener as the prompt wrote it (with its whitespace), when the prompt opened
     /// reasoning: put back in front of unseparated reasoning.
     opener: String,
@@ -78,6 +80,7 @@ impl Setup {
             schemas,
             in_reasoning,
             separate_reasoning: options.separate_reasoning.unwrap_or(true),
+            header: format.generation_prompt.trim().to_owned(),
             opener,
             id_seed: options.id_seed,
         }
@@ -370,36 +373,63 @@ impl Machine {
         let setup = self.setup.clone();
         let end_marker = &setup.syntax.reasoning.as_ref().expect("reasoning state needs markers").end;
         let from = self.pos.max(self.scan_from);
-        if let Some(at) = self.buf[from..].find(end_marker.as_str()).map(|i| from + i) {
-            self.check_call_in_reasoning(at);
-            self.emit_text(true, at, true);
-            self.marker(at + end_marker.len());
-            self.state = State::Content;
-            return Step::Again;
+        // A tool call also ends reasoning the model forgot to close (llama.cpp does the same).
+        let trigger = match &setup.syntax.tools {
+            Some(tools) if setup.calls_enabled && !tools.trigger.is_empty() => tools.trigger.as_str(),
+            _ => "",
+        };
+        let end_found = find_marker(&self.buf[from..], end_marker).map(|(a, e)| (from + a, from + e));
+        let call_found = if trigger.is_empty() { None } else { find_marker(&self.buf[from..], trigger) };
+        match (end_found, call_found.map(|(a, _)| from + a)) {
+            (Some((at, end)), call) if call.is_none_or(|c| at < c) => {
+                self.emit_text(true, at, true);
+                self.marker(end);
+                self.skip_repeated_header();
+                self.state = State::Content;
+                return Step::Again;
+            }
+            (_, Some(call_at)) => {
+                self.emit_text(true, call_at, true);
+                self.issue("unclosed-reasoning", call_at, "a tool call ends reasoning that was not closed");
+                self.state = State::Content;
+                return Step::Again;
+            }
+            _ => {}
         }
         if self.eof {
             let end = self.buf.len();
-            self.check_call_in_reasoning(end);
             self.emit_text(true, end, true);
             self.message.truncated_reasoning = true;
             self.issue("truncated-reasoning", end, "the output ended inside reasoning");
             self.state = State::Reasoning;
             return Step::Wait;
         }
-        let hold = partial_suffix(&self.buf[from..], end_marker);
+        let hold = marker_hold(&self.buf[from..], end_marker).max(marker_hold(&self.buf[from..], trigger));
         self.emit_text(true, self.buf.len() - hold, false);
         self.state = State::Reasoning;
         Step::Wait
     }
 
+    /// After reasoning, content may come as a new message of the same turn whose header repeats the
+    /// generation prompt (gpt-oss: `<|end|><|start|>assistant<|channel|>final<|message|>`).
+    fn skip_repeated_header(&mut self) {
+        let header = self.setup.header.clone();
+        if header.is_empty() {
+            return;
+        }
+        if let Some(Ok(end)) = self.at_marker(&header) {
+            self.marker(end);
+        }
+    }
+
     fn in_raw_reasoning(&mut self) -> Step {
         let setup = self.setup.clone();
         let end_marker = &setup.syntax.reasoning.as_ref().expect("reasoning state needs markers").end;
-        let found = self.buf[self.pos..].find(end_marker.as_str()).map(|i| self.pos + i + end_marker.len());
+        let found = find_marker(&self.buf[self.pos..], end_marker).map(|(_, e)| self.pos + e);
         let upto = match found {
             Some(end) => end,
             None if self.eof => self.buf.len(),
-            None => self.buf.len() - partial_suffix(&self.buf[self.pos..], end_marker),
+            None => self.buf.len() - marker_hold(&self.buf[self.pos..], end_marker),
         };
         if upto > self.pos {
             let piece = self.buf[self.pos..upto].to_owned();
@@ -410,17 +440,6 @@ impl Machine {
         }
         self.state = if found.is_some() { State::Content } else { State::RawReasoning };
         if found.is_some() { Step::Again } else { Step::Wait }
-    }
-
-    fn check_call_in_reasoning(&mut self, end: usize) {
-        if let Some(tools) = &self.setup.syntax.tools {
-            if !tools.trigger.is_empty() {
-                if let Some(at) = self.buf[self.pos..end].find(tools.trigger.as_str()) {
-                    let at = self.pos + at;
-                    self.issue("call-in-reasoning", at, "a tool-call marker inside reasoning stays reasoning");
-                }
-            }
-        }
     }
 
     fn in_content(&mut self) -> Step {
@@ -476,7 +495,7 @@ impl Machine {
         }
         let found = markers
             .iter()
-            .filter_map(|(m, what)| self.buf[from..].find(m).map(|i| (from + i, *m, *what)))
+            .filter_map(|(m, what)| find_marker(&self.buf[from..], m).map(|(a, e)| (from + a, from + e, *what)))
             .min_by_key(|(at, _, _)| *at);
         match found {
             Some((at, _, 0)) => {
@@ -487,7 +506,7 @@ impl Machine {
                 self.state = State::Section(Box::new(section));
                 Step::Again
             }
-            Some((at, marker, what)) => {
+            Some((at, marker_end, what)) => {
                 self.emit_text(false, at, what == 1);
                 if what == 2 {
                     // Content end: whitespace before it is trimmed, text after it is more content.
@@ -502,8 +521,8 @@ impl Machine {
                     self.span(SpanKind::Whitespace, self.pos, at);
                     self.pos = at;
                 }
-                self.span(SpanKind::Marker, at, at + marker.len());
-                self.pos = at + marker.len();
+                self.span(SpanKind::Marker, at, marker_end);
+                self.pos = marker_end;
                 if what == 1 {
                     self.after_turn_end = true;
                     if !self.buf[self.pos..].trim().is_empty() || !self.eof {
@@ -524,7 +543,7 @@ impl Machine {
                     self.state = State::Content;
                     return Step::Wait;
                 }
-                let hold = markers.iter().map(|(m, _)| partial_suffix(&self.buf[from..], m)).max().unwrap_or(0);
+                let hold = markers.iter().map(|(m, _)| marker_hold(&self.buf[from..], m)).max().unwrap_or(0);
                 self.emit_text(false, self.buf.len() - hold, false);
                 self.state = State::Content;
                 Step::Wait
@@ -964,12 +983,13 @@ impl Machine {
         let ends: Vec<&str> =
             [tools.call_end.as_str(), tools.section_end.as_str()].into_iter().filter(|m| !m.is_empty()).collect();
         let search_from = from + emitted;
-        let found = ends.iter().filter_map(|m| self.buf[search_from..].find(m).map(|i| search_from + i)).min();
+        let found =
+            ends.iter().filter_map(|m| find_marker(&self.buf[search_from..], m).map(|(a, _)| search_from + a)).min();
         let end = match found {
             Some(at) => at,
             None if self.eof => self.buf.len(),
             None => {
-                let hold = ends.iter().map(|m| partial_suffix(&self.buf[search_from..], m)).max().unwrap_or(0);
+                let hold = ends.iter().map(|m| marker_hold(&self.buf[search_from..], m)).max().unwrap_or(0);
                 let upto = self.buf.len() - hold;
                 let fragment = self.buf[search_from..upto].to_owned();
                 self.push_arguments(&fragment);
@@ -1056,7 +1076,7 @@ impl Machine {
                 let found = tools
                     .arg_name_suffixes
                     .iter()
-                    .filter_map(|s| rest.find(s.as_str()).map(|i| (i, s.len())))
+                    .filter_map(|s| find_marker(rest, s).map(|(i, e)| (i, e - i)))
                     .min_by_key(|(i, _)| *i);
                 match found {
                     Some((i, len)) if i <= MAX_NAME && !rest[..i].contains(['<', '>', '\n']) => {
@@ -1127,8 +1147,8 @@ impl Machine {
     fn read_value(&self, tools: &ToolSyntax, from: usize) -> Option<(String, bool, usize, usize)> {
         let rest = &self.buf[from..];
         if !tools.arg_value_suffix.is_empty() && tools.string_quote.is_empty() {
-            return match rest.find(tools.arg_value_suffix.as_str()) {
-                Some(i) => {
+            return match find_marker(rest, &tools.arg_value_suffix) {
+                Some((i, suffix_end)) => {
                     let mut value = &rest[..i];
                     // The whitespace the template writes before the suffix (`\n</parameter>`).
                     let trail = tools.arg_value_trail_ws.as_str();
@@ -1140,7 +1160,7 @@ impl Machine {
                         .take_while(|(a, b)| a == b)
                         .count();
                     value = &value[..value.len() - take];
-                    Some((value.to_owned(), false, from + value.len(), from + i + tools.arg_value_suffix.len()))
+                    Some((value.to_owned(), false, from + value.len(), from + suffix_end))
                 }
                 None if self.eof => Some((rest.to_owned(), false, self.buf.len(), self.buf.len())),
                 None => None,
@@ -1366,7 +1386,8 @@ fn read_json_call(fields: &crate::format::JsonCallFields, item: &RawValue, depth
             }
         }
     };
-    let id_key = fields.id.as_deref().unwrap_or("id");
-    let id = object.get(id_key).and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+    let id = [fields.id.as_deref().unwrap_or("id"), "id", "tool_call_id", "call_id"]
+        .into_iter()
+        .find_map(|k| object.get(k).and_then(|v| serde_json::from_str::<String>(v.get()).ok()));
     Some(JsonCall { name, id, arguments })
 }

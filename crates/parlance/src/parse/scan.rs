@@ -16,17 +16,101 @@ pub(crate) fn partial_suffix(text: &str, marker: &str) -> usize {
 
 /// Where `text` starts with `marker` after optional whitespace: `Some(Ok(end))` past the marker,
 /// `Some(Err(()))` when the text may still become the marker (it is a prefix of it), `None` when
-/// it cannot.
+/// it cannot. Whitespace inside the marker matches any whitespace, or none.
 pub(crate) fn starts_with_marker(text: &str, marker: &str) -> Option<Result<usize, ()>> {
     let rest = text.trim_start();
     let skipped = text.len() - rest.len();
-    if rest.starts_with(marker) {
-        Some(Ok(skipped + marker.len()))
-    } else if marker.starts_with(rest) {
-        Some(Err(()))
-    } else {
-        None
+    match match_at(rest, marker) {
+        Match::Full(n) => Some(Ok(skipped + n)),
+        Match::Partial => Some(Err(())),
+        Match::No => None,
     }
+}
+
+/// How text at a position matches a marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Match {
+    /// The marker, `n` bytes long in the text.
+    Full(usize),
+    /// The text ends while still matching.
+    Partial,
+    /// No match.
+    No,
+}
+
+/// Matches `marker` at the start of `text`; a whitespace run in the marker matches any
+/// whitespace run (or none) in the text, since models write the template's inner newlines loosely
+/// (`</arg_key>\n<arg_value>` vs `</arg_key><arg_value>`).
+pub(crate) fn match_at(text: &str, marker: &str) -> Match {
+    let (t, m) = (text.as_bytes(), marker.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    while j < m.len() {
+        if m[j].is_ascii_whitespace() {
+            while j < m.len() && m[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            while i < t.len() && t[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            if i == t.len() && j < m.len() {
+                return Match::Partial;
+            }
+            continue;
+        }
+        if i == t.len() {
+            return Match::Partial;
+        }
+        if t[i] != m[j] {
+            return Match::No;
+        }
+        i += 1;
+        j += 1;
+    }
+    Match::Full(i)
+}
+
+/// The first occurrence of `marker` in `text` (inner whitespace loose): `(start, end)`.
+pub(crate) fn find_marker(text: &str, marker: &str) -> Option<(usize, usize)> {
+    let head_len = marker.find(|c: char| c.is_ascii_whitespace()).unwrap_or(marker.len());
+    if head_len == marker.len() {
+        return text.find(marker).map(|at| (at, at + marker.len()));
+    }
+    let head = &marker[..head_len];
+    let mut from = 0;
+    while let Some(i) = text[from..].find(head) {
+        let at = from + i;
+        if let Match::Full(n) = match_at(&text[at..], marker) {
+            return Some((at, at + n));
+        }
+        from = at + head.len().max(1);
+        while !text.is_char_boundary(from) {
+            from += 1;
+        }
+    }
+    None
+}
+
+/// Bytes at the end of `text` that may be the start of `marker` (inner whitespace loose): what a
+/// streaming parser holds back until the next chunk decides.
+pub(crate) fn marker_hold(text: &str, marker: &str) -> usize {
+    if !marker.contains(|c: char| c.is_ascii_whitespace()) {
+        return partial_suffix(text, marker);
+    }
+    let Some(first) = marker.chars().next() else { return 0 };
+    // A loose match may be longer than the marker by its whitespace; look a little further back.
+    let window = marker.len() + 64;
+    let mut start = text.len().saturating_sub(window);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let mut best = 0;
+    for (i, c) in text[start..].char_indices() {
+        if c == first && match_at(&text[start + i..], marker) == Match::Partial {
+            best = text.len() - (start + i);
+            break;
+        }
+    }
+    best
 }
 
 /// Consumes as much of `literal`'s whitespace-only `part` as `text` starts with (templates write
@@ -136,6 +220,18 @@ mod tests {
         assert_eq!(partial_suffix("</think>", "</think>"), 0);
         // Multi-byte markers are held at character boundaries only.
         assert_eq!(partial_suffix("x<｜tool", "<｜tool▁calls｜>"), "<｜tool".len());
+    }
+
+    #[test]
+    fn markers_match_with_loose_inner_whitespace() {
+        assert_eq!(match_at("</arg_key><arg_value>x", "</arg_key>\n<arg_value>"), Match::Full(21));
+        assert_eq!(match_at("</arg_key>\n\n<arg_value>x", "</arg_key>\n<arg_value>"), Match::Full(23));
+        assert_eq!(match_at("</arg_key>\n", "</arg_key>\n<arg_value>"), Match::Partial);
+        assert_eq!(match_at("</arg_key>x", "</arg_key>\n<arg_value>"), Match::No);
+        assert_eq!(find_marker("a </function> </tool_call> b", "</function>\n</tool_call>"), Some((2, 26)));
+        assert_eq!(marker_hold("text </function>\n", "</function>\n</tool_call>"), 12);
+        assert_eq!(marker_hold("text </func", "</function>\n</tool_call>"), 6);
+        assert_eq!(marker_hold("text", "</function>\n</tool_call>"), 0);
     }
 
     #[test]

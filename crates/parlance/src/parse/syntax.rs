@@ -66,7 +66,7 @@ impl Syntax {
             .filter(|r| !r.end.trim().is_empty())
             .map(|r| ReasoningSyntax { start: r.start.trim().to_owned(), end: r.end.trim().to_owned() });
         let turn_end: Vec<String> =
-            Some(first_marker(&format.turn_end)).into_iter().filter(|m| !m.is_empty()).collect();
+            Some(format.turn_end.trim().to_owned()).into_iter().filter(|m| !m.is_empty()).collect();
         let tools = format.tools.as_ref().map(|t| {
             let (name_suffix, after_index) = if t.indexed_name_suffix {
                 split_index(t.name_suffix.trim())
@@ -117,12 +117,6 @@ impl Syntax {
             tools: tools.filter(|t| !t.trigger.is_empty() || t.bare_json),
         }
     }
-}
-
-/// The first `<…>`/`[…]` marker of `text`, or its trimmed whole when it has none.
-fn first_marker(text: &str) -> String {
-    let text = text.trim();
-    crate::analyze::bracketed_pieces(text).first().map_or_else(|| text.to_owned(), |p| (*p).to_owned())
 }
 
 fn split_index(suffix: &str) -> (String, String) {
