@@ -12,7 +12,7 @@ pub mod parse;
 pub mod template;
 mod tokenizer;
 
-pub use analyze::{AnalyzeError, AnalyzeOptions, CaseResult, analyze, self_check};
+pub use analyze::{AnalyzeError, AnalyzeOptions, CaseResult, RenderedCase, analyze, rendered_cases, self_check};
 pub use format::{Format, ToolFamily};
 pub use message::{Conversation, FunctionCall, FunctionDefinition, Message, Tool, ToolCall};
 pub use parse::{Delta, ParseOptions, ParsedMessage, ParsedToolCall, Parser, StreamParser, parse};

@@ -73,29 +73,6 @@ pub(crate) fn json_values(text: &str) -> Vec<(usize, usize, serde_json::Value)> 
     found
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn diffs_do_not_cut_markers() {
-        let (a, b) = ("x<tool_call>A", "x<tool_response>B");
-        assert_eq!(&a[..common_prefix(a, b)], "x");
-        let (a, b) = ("A</think>\n", "B</answer>\n");
-        assert_eq!(&a[a.len() - common_suffix(a, b)..], "\n");
-        let (a, b) = ("one<|im_end|>", "two<|im_end|>");
-        assert_eq!(&a[a.len() - common_suffix(a, b)..], "<|im_end|>");
-    }
-
-    #[test]
-    fn json_values_are_found_with_their_spans() {
-        let found = json_values("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call> [1, 2] {bad");
-        assert_eq!(found.len(), 2);
-        assert_eq!(found[0].0, 12);
-        assert_eq!(found[1].2, serde_json::json!([1, 2]));
-    }
-}
-
 /// The bracketed pieces of a marker (`<…>`, `[…]`, with the special-token forms inside), in order:
 /// `</arg_key>\n<arg_value>` gives `</arg_key>`, `<arg_value>`. Unclosed brackets give nothing.
 pub(crate) fn bracketed_pieces(marker: &str) -> Vec<&str> {
@@ -120,5 +97,28 @@ pub(crate) fn common_prefix_angle(a: &str, b: &str) -> usize {
     match a[..n].rfind('<') {
         Some(at) if !a[at..n].contains('>') => at,
         _ => n,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diffs_do_not_cut_markers() {
+        let (a, b) = ("x<tool_call>A", "x<tool_response>B");
+        assert_eq!(&a[..common_prefix(a, b)], "x");
+        let (a, b) = ("A</think>\n", "B</answer>\n");
+        assert_eq!(&a[a.len() - common_suffix(a, b)..], "\n");
+        let (a, b) = ("one<|im_end|>", "two<|im_end|>");
+        assert_eq!(&a[a.len() - common_suffix(a, b)..], "<|im_end|>");
+    }
+
+    #[test]
+    fn json_values_are_found_with_their_spans() {
+        let found = json_values("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call> [1, 2] {bad");
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].0, 12);
+        assert_eq!(found[1].2, serde_json::json!([1, 2]));
     }
 }

@@ -12,7 +12,7 @@ mod probe;
 mod tools;
 mod verify;
 
-pub use verify::{CaseResult, self_check};
+pub use verify::{CaseResult, RenderedCase, rendered_cases, self_check};
 
 use indexmap::IndexMap;
 use serde_json::{Value as Json, json};

@@ -27,6 +27,38 @@ pub struct CaseResult {
     pub reason: Option<String>,
 }
 
+/// A probe assistant message of known structure and the text the model writes for it under a
+/// template (the rendered turn minus the prompt before it); the turn end is still on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderedCase {
+    /// What the case renders (`content`, `reasoning`, `call_integer`, `parallel_calls`, ...).
+    pub case: String,
+    /// The assistant message (OpenAI-shaped; arguments as objects).
+    pub message: Json,
+    /// The model's text for it.
+    pub output: String,
+    /// The generation prompt as the rendered turn continues it: the Format's generation prompt
+    /// minus what a rendered turn leaves out (an opened `<think>` that turns without reasoning
+    /// omit). Parsing `output` after this prompt is the exact inverse of the render.
+    pub prompt: String,
+}
+
+/// The self-roundtrip cases of `format` rendered through `template` (cases the template raises on
+/// are left out): inputs for parse-render roundtrip tests.
+pub fn rendered_cases(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions) -> Vec<RenderedCase> {
+    let Some(probe) = Probe::new(template, options.variables.clone()) else { return Vec::new() };
+    cases(format)
+        .into_iter()
+        .filter_map(|(case, message, _)| {
+            let with_tools = message.get("tool_calls").is_some();
+            let output = probe.output(&message, with_tools, &[])?;
+            let repeated = output.generation_prompt.len() - output.unrepeated_prompt.len();
+            let prompt = output.generation_prompt[..repeated].to_owned();
+            Some(RenderedCase { case, message, output: output.text, prompt })
+        })
+        .collect()
+}
+
 /// Self-roundtrip of every case that applies to `format`.
 pub fn self_check(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions) -> Vec<CaseResult> {
     let Some(probe) = Probe::new(template, options.variables.clone()) else {
@@ -37,6 +69,13 @@ pub fn self_check(template: &ChatTemplate, format: &Format, options: &AnalyzeOpt
             reason: Some("no conversation renders".into()),
         }];
     };
+    cases(format)
+        .into_iter()
+        .map(|(case, message, expected)| run_case(&probe, format, case, message, expected))
+        .collect()
+}
+
+fn cases(format: &Format) -> Vec<(String, Json, Expected)> {
     let mut cases: Vec<(String, Json, Expected)> =
         vec![("content".into(), json!({"role": "assistant", "content": CONTENT}), Expected::content(CONTENT))];
     let unicode = "héllo wörld 世界 🎉";
@@ -83,47 +122,46 @@ pub fn self_check(template: &ChatTemplate, format: &Format, options: &AnalyzeOpt
         ));
     }
     cases
-        .into_iter()
-        .map(|(case, message, expected)| {
-            let with_tools = message.get("tool_calls").is_some();
-            let output = probe.output(&message, with_tools, &[]);
-            let dropped = |text: &str| {
-                let content = !expected.content.is_empty() && !text.contains(expected.content.as_str());
-                let reasoning = expected.reasoning.as_deref().is_some_and(|r| !text.contains(r));
-                let calls = expected.calls.iter().any(|(name, _)| !text.contains(name));
-                content
-                    .then_some("the template drops content next to calls")
-                    .or(reasoning.then_some("the template does not render a message's reasoning"))
-                    .or(calls.then_some("the template drops calls next to content"))
-                    .or_else(|| {
-                        // Content next to calls written exactly as reasoning (gpt-oss's analysis
-                        // channel): no marker can tell them apart, so there is nothing to check.
-                        let as_reasoning = (!expected.content.is_empty() && with_tools).then(|| {
-                            let mut moved = message.clone();
-                            moved["reasoning_content"] = json!(expected.content);
-                            moved["content"] = json!("");
-                            probe.output(&moved, true, &[])
-                        })??;
-                        (as_reasoning.text == text).then_some("the template writes content next to calls as reasoning")
-                    })
-            };
-            match output {
-                None => CaseResult {
-                    case,
-                    passed: false,
-                    skipped: false,
-                    reason: Some("the template raised on this message".to_owned()),
-                },
-                Some(output) => match dropped(&output.text) {
-                    Some(why) => CaseResult { case, passed: true, skipped: true, reason: Some(why.to_owned()) },
-                    None => {
-                        let reason = check(format, &output.text, &expected).err();
-                        CaseResult { case, passed: reason.is_none(), skipped: false, reason }
-                    }
-                },
+}
+
+fn run_case(probe: &Probe<'_>, format: &Format, case: String, message: Json, expected: Expected) -> CaseResult {
+    let with_tools = message.get("tool_calls").is_some();
+    let output = probe.output(&message, with_tools, &[]);
+    let dropped = |text: &str| {
+        let content = !expected.content.is_empty() && !text.contains(expected.content.as_str());
+        let reasoning = expected.reasoning.as_deref().is_some_and(|r| !text.contains(r));
+        let calls = expected.calls.iter().any(|(name, _)| !text.contains(name));
+        content
+            .then_some("the template drops content next to calls")
+            .or(reasoning.then_some("the template does not render a message's reasoning"))
+            .or(calls.then_some("the template drops calls next to content"))
+            .or_else(|| {
+                // Content next to calls written exactly as reasoning (gpt-oss's analysis
+                // channel): no marker can tell them apart, so there is nothing to check.
+                let as_reasoning = (!expected.content.is_empty() && with_tools).then(|| {
+                    let mut moved = message.clone();
+                    moved["reasoning_content"] = json!(expected.content);
+                    moved["content"] = json!("");
+                    probe.output(&moved, true, &[])
+                })??;
+                (as_reasoning.text == text).then_some("the template writes content next to calls as reasoning")
+            })
+    };
+    match output {
+        None => CaseResult {
+            case,
+            passed: false,
+            skipped: false,
+            reason: Some("the template raised on this message".to_owned()),
+        },
+        Some(output) => match dropped(&output.text) {
+            Some(why) => CaseResult { case, passed: true, skipped: true, reason: Some(why.to_owned()) },
+            None => {
+                let reason = check(format, &output.text, &expected).err();
+                CaseResult { case, passed: reason.is_none(), skipped: false, reason }
             }
-        })
-        .collect()
+        },
+    }
 }
 
 struct Expected {

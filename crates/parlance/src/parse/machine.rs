@@ -160,6 +160,9 @@ pub(crate) struct Machine {
     /// The call being read: index into `message.tool_calls`.
     call: Option<usize>,
     after_turn_end: bool,
+    /// Reasoning just ended: content may open with a repeated message header (gpt-oss:
+    /// `<|end|><|start|>assistant<|channel|>final<|message|>`), which is a marker.
+    header_pending: bool,
 }
 
 enum Step {
@@ -185,6 +188,7 @@ impl Machine {
             content: String::new(),
             call: None,
             after_turn_end: false,
+            header_pending: false,
         }
     }
 
@@ -384,7 +388,7 @@ impl Machine {
             (Some((at, end)), call) if call.is_none_or(|c| at < c) => {
                 self.emit_text(true, at, true);
                 self.marker(end);
-                self.skip_repeated_header();
+                self.header_pending = !setup.header.is_empty();
                 self.state = State::Content;
                 return Step::Again;
             }
@@ -408,18 +412,6 @@ impl Machine {
         self.emit_text(true, self.buf.len() - hold, false);
         self.state = State::Reasoning;
         Step::Wait
-    }
-
-    /// After reasoning, content may come as a new message of the same turn whose header repeats the
-    /// generation prompt (gpt-oss: `<|end|><|start|>assistant<|channel|>final<|message|>`).
-    fn skip_repeated_header(&mut self) {
-        let header = self.setup.header.clone();
-        if header.is_empty() {
-            return;
-        }
-        if let Some(Ok(end)) = self.at_marker(&header) {
-            self.marker(end);
-        }
     }
 
     fn in_raw_reasoning(&mut self) -> Step {
@@ -446,6 +438,32 @@ impl Machine {
         let setup = self.setup.clone();
         let syntax = &setup.syntax;
         let from = self.pos.max(self.scan_from);
+        if self.header_pending {
+            match self.at_marker(&setup.header) {
+                Some(Ok(end)) => self.marker(end),
+                Some(Err(())) => {
+                    self.state = State::Content;
+                    return Step::Wait;
+                }
+                None => {}
+            }
+            self.header_pending = false;
+        }
+        // The empty reasoning block of a turn without reasoning.
+        if !self.seg_text && self.content.is_empty() && self.reasoning.is_empty() && !syntax.empty_block.is_empty() {
+            match self.at_marker(&syntax.empty_block) {
+                Some(Ok(end)) if end > self.pos => {
+                    self.marker(end);
+                    self.state = State::Content;
+                    return Step::Again;
+                }
+                Some(Err(())) => {
+                    self.state = State::Content;
+                    return Step::Wait;
+                }
+                _ => {}
+            }
+        }
         // A content wrapper at the start of the segment.
         if !self.seg_text && !syntax.content_start.is_empty() {
             match self.at_marker(&syntax.content_start) {
@@ -493,10 +511,29 @@ impl Machine {
         if !syntax.content_end.is_empty() {
             markers.push((syntax.content_end.as_str(), 2));
         }
+        // The earliest marker wins, the longest at one position; a marker that may still be
+        // completing at or before it (a longer one sharing its start) must be decided first.
         let found = markers
             .iter()
             .filter_map(|(m, what)| find_marker(&self.buf[from..], m).map(|(a, e)| (from + a, from + e, *what)))
-            .min_by_key(|(at, _, _)| *at);
+            .min_by_key(|(at, end, _)| (*at, usize::MAX - *end));
+        let undecided = if self.eof {
+            None
+        } else {
+            markers
+                .iter()
+                .map(|(m, _)| marker_hold(&self.buf[from..], m))
+                .filter(|&hold| hold > 0)
+                .map(|hold| self.buf.len() - hold)
+                .min()
+        };
+        if let (Some((at, _, _)), Some(partial)) = (found, undecided) {
+            if partial <= at {
+                self.emit_text(false, partial, false);
+                self.state = State::Content;
+                return Step::Wait;
+            }
+        }
         match found {
             Some((at, _, 0)) => {
                 // Content up to the trigger; whitespace before it stays undecided until the call is.
@@ -568,14 +605,14 @@ impl Machine {
                 step
             }
             Err(why) => {
-                self.section_failed(section, why);
+                self.section_failed(&section, why);
                 Step::Again
             }
         }
     }
 
     /// The section cannot go on: revert it to content if nothing was emitted, else close it.
-    fn section_failed(&mut self, section: Box<Section>, why: String) {
+    fn section_failed(&mut self, section: &Section, why: String) {
         if section.committed {
             self.close_call();
             self.state = State::Content;
@@ -641,7 +678,24 @@ impl Machine {
                 match status {
                     JsonScan::More => {
                         if self.eof {
-                            return Err("output ends inside a JSON tool call".into());
+                            // Cut inside the call: kept when its name arrived whole.
+                            let text = &self.buf[from..];
+                            let Some(call) = read_partial_json_call(tools, text) else {
+                                return Err("output ends inside a JSON tool call".into());
+                            };
+                            let start = from + (text.len() - text.trim_start().len());
+                            let end = self.buf.len();
+                            if section.trigger_at == start {
+                                self.enter_section(section);
+                            }
+                            self.span(SpanKind::Whitespace, self.pos, start);
+                            self.span(SpanKind::ToolArguments, start, end);
+                            self.pos = end;
+                            section.committed = true;
+                            self.issue("truncated-call", end, "the output ends inside a tool call");
+                            self.emit_json_call(call, start);
+                            self.state = State::Content;
+                            return Ok(Step::Again);
                         }
                         section.phase = Phase::JsonCall { from, scan };
                         Ok(Step::Wait)
@@ -823,35 +877,30 @@ impl Machine {
             None if whitespace_ends || at_eof_end => name_end,
             None => return Err(format!("tool name {name:?} not followed by {:?}", tools.name_suffix)),
         };
-        self.span(SpanKind::Whitespace, self.pos, name_start);
-        self.span(SpanKind::ToolName, name_start, name_end);
-        self.span(SpanKind::Marker, name_end, consumed_suffix);
-        self.pos = consumed_suffix;
+        let mut suffix_end = consumed_suffix;
         if !tools.name_suffix_after_index.is_empty() {
             // `:0<|tool_call_argument_begin|>`: digits, then the rest of the suffix.
-            let digits = self.buf[self.pos..].find(|c: char| !c.is_ascii_digit());
-            let Some(digits) = digits else {
+            let Some(digits) = self.buf[consumed_suffix..].find(|c: char| !c.is_ascii_digit()) else {
                 if self.eof {
                     return Err("output ends inside a call index".into());
                 }
-                self.pos = saved;
                 section.phase = Phase::Name;
                 return Ok(Step::Wait);
             };
-            let after = self.pos + digits;
+            let after = consumed_suffix + digits;
             match starts_with_marker(&self.buf[after..], &tools.name_suffix_after_index) {
-                Some(Ok(n)) => {
-                    self.span(SpanKind::Marker, self.pos, after + n);
-                    self.pos = after + n;
-                }
+                Some(Ok(n)) => suffix_end = after + n,
                 Some(Err(())) if !self.eof => {
-                    self.pos = saved;
                     section.phase = Phase::Name;
                     return Ok(Step::Wait);
                 }
                 _ => return Err("call index suffix missing".into()),
             }
         }
+        self.span(SpanKind::Whitespace, self.pos, name_start);
+        self.span(SpanKind::ToolName, name_start, name_end);
+        self.span(SpanKind::Marker, name_end, suffix_end);
+        self.pos = suffix_end;
         if !tools.call_id_suffix.is_empty() {
             section.phase = Phase::Id { name, from: self.pos };
             return Ok(Step::Again);
@@ -1081,18 +1130,18 @@ impl Machine {
                 match found {
                     Some((i, len)) if i <= MAX_NAME && !rest[..i].contains(['<', '>', '\n']) => {
                         let name = rest[..i].trim().to_owned();
-                        self.span(SpanKind::ToolArguments, from, from + i);
-                        self.span(SpanKind::Marker, from + i, from + i + len);
-                        self.pos = from + i + len;
+                        let suffix_end = from + i + len;
                         // The whitespace the template writes after the suffix (`>\n`).
-                        let lead = super::scan::leading_literal_ws(&self.buf[self.pos..], &tools.arg_value_lead_ws);
-                        let lead_complete = lead == tools.arg_value_lead_ws.len() || self.buf.len() > self.pos + lead;
+                        let lead = super::scan::leading_literal_ws(&self.buf[suffix_end..], &tools.arg_value_lead_ws);
+                        let lead_complete = lead == tools.arg_value_lead_ws.len() || self.buf.len() > suffix_end + lead;
                         if !lead_complete && !self.eof {
-                            self.pos = from;
                             tagged.step = TaggedStep::Name { from };
                             section.phase = Phase::Tagged(tagged);
                             return Ok(Step::Wait);
                         }
+                        self.span(SpanKind::ToolArguments, from, from + i);
+                        self.span(SpanKind::Marker, from + i, suffix_end);
+                        self.pos = suffix_end;
                         self.span(SpanKind::Whitespace, self.pos, self.pos + lead);
                         self.pos += lead;
                         tagged.step = TaggedStep::Value { name, from: self.pos };
@@ -1330,6 +1379,30 @@ fn generated_id(seed: u64, index: usize) -> String {
     format!("call_{x:016x}")
 }
 
+/// The name and partial arguments of a JSON call cut off by the end of the output.
+fn read_partial_json_call(tools: &ToolSyntax, text: &str) -> Option<JsonCall> {
+    let fields = tools.json.as_ref()?;
+    let name_key = if fields.name.is_empty() { "name" } else { fields.name.as_str() };
+    let value_after = |key: &str| -> Option<usize> {
+        let quoted = format!("\"{key}\"");
+        let at = text.find(&quoted)? + quoted.len();
+        let rest = text[at..].trim_start().strip_prefix(':')?;
+        Some(text.len() - rest.trim_start().len())
+    };
+    let name_at = value_after(name_key)?;
+    let name_text = &text[name_at..];
+    let mut scan = JsonEnd::default();
+    let JsonScan::End(n) = scan.scan(name_text, false) else { return None };
+    let name: String = serde_json::from_str(&name_text[..n]).ok()?;
+    let arguments = [fields.arguments.as_str(), "arguments", "parameters"]
+        .into_iter()
+        .filter(|k| !k.is_empty())
+        .find_map(value_after)
+        .map(|at| text[at..].trim_end().to_owned())
+        .unwrap_or_default();
+    Some(JsonCall { name, id: None, arguments })
+}
+
 struct JsonCall {
     name: String,
     id: Option<String>,
@@ -1364,6 +1437,12 @@ fn read_json_call(fields: &crate::format::JsonCallFields, item: &RawValue, depth
                 return Some(call);
             }
         }
+    }
+    if fields.name.is_empty() && object.len() == 1 {
+        // Name as the key: `{"get_weather": {"city": "Paris"}}`.
+        let (name, args) = object.iter().next()?;
+        let arguments = args.get().to_owned();
+        return args.get().trim_start().starts_with('{').then(|| JsonCall { name: name.clone(), id: None, arguments });
     }
     let name_key = if fields.name.is_empty() { "name" } else { fields.name.as_str() };
     let name = object

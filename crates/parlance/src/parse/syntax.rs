@@ -8,6 +8,9 @@ use crate::format::{Format, JsonCallFields};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Syntax {
     pub reasoning: Option<ReasoningSyntax>,
+    /// The empty reasoning block the template writes in turns without reasoning (`</think>`,
+    /// `<think></think>`): at the start of the output it is a marker, not content.
+    pub empty_block: String,
     pub content_start: String,
     pub content_end: String,
     /// Turn-end markers (`<|im_end|>`, an EOS the caller names): text after one is not the turn.
@@ -111,6 +114,7 @@ impl Syntax {
         });
         Syntax {
             reasoning,
+            empty_block: format.reasoning_details.as_ref().map(|d| d.empty_block.trim().to_owned()).unwrap_or_default(),
             content_start: format.content.start.trim().to_owned(),
             content_end: format.content.end.trim().to_owned(),
             turn_end,

@@ -6,6 +6,7 @@ mod fuzz_regressions;
 mod golden;
 mod limits;
 mod loading;
+mod parse;
 mod tokens;
 
 // Render memory limits are enforceable only under the guard; install it as the CLI does.
