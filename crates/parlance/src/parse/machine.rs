@@ -136,8 +136,16 @@ struct Tagged {
 #[derive(Debug)]
 enum TaggedStep {
     BeforeArg,
-    Name { from: usize },
-    Value { name: String, from: usize },
+    Name {
+        from: usize,
+    },
+    /// `searched`: bytes of the value already searched for its end (kept so long values streamed
+    /// in small chunks are scanned once).
+    Value {
+        name: String,
+        from: usize,
+        searched: usize,
+    },
 }
 
 /// The parser state for one output.
@@ -334,8 +342,16 @@ impl Machine {
                     None => false,
                 };
             if opened {
-                if !setup.opener.is_empty() && !self.buf[self.pos..].trim_start().starts_with(reasoning.start.as_str())
-                {
+                // The opener the prompt held goes back in front, unless the model wrote it again.
+                let written = match self.at_marker(&reasoning.start) {
+                    Some(Ok(_)) => true,
+                    Some(Err(())) => {
+                        self.state = State::Start;
+                        return Step::Wait;
+                    }
+                    None => false,
+                };
+                if !setup.opener.is_empty() && !written {
                     self.content.push_str(&setup.opener);
                     self.deltas.push(Delta::Content { content: setup.opener.clone() });
                 }
@@ -1144,15 +1160,20 @@ impl Machine {
                         self.pos = suffix_end;
                         self.span(SpanKind::Whitespace, self.pos, self.pos + lead);
                         self.pos += lead;
-                        tagged.step = TaggedStep::Value { name, from: self.pos };
+                        tagged.step = TaggedStep::Value { name, from: self.pos, searched: 0 };
                         section.phase = Phase::Tagged(tagged);
                         Ok(Step::Again)
                     }
                     Some(_) => {
-                        self.issue("malformed-arguments", from, "an argument name that is not a name");
+                        self.issue("malformed-arguments", from, "an argument name that does not end where a name can");
                         Ok(self.finish_tagged(section, tagged, Some(from)))
                     }
-                    None if self.eof || rest.len() > MAX_NAME => {
+                    None if rest.len() > MAX_NAME => {
+                        // Decided the same way however the text arrived: no name within the bound.
+                        self.issue("malformed-arguments", from, "an argument name that does not end where a name can");
+                        Ok(self.finish_tagged(section, tagged, Some(from)))
+                    }
+                    None if self.eof => {
                         self.issue("truncated-call", from, "the output ends inside an argument name");
                         let end = self.buf.len();
                         self.span(SpanKind::ToolArguments, from, end);
@@ -1166,9 +1187,10 @@ impl Machine {
                     }
                 }
             }
-            TaggedStep::Value { name, from } => match self.read_value(tools, from) {
+            TaggedStep::Value { name, from, searched } => match self.read_value(tools, from, searched) {
                 None => {
-                    tagged.step = TaggedStep::Value { name, from };
+                    let searched = self.buf.len() - from;
+                    tagged.step = TaggedStep::Value { name, from, searched };
                     section.phase = Phase::Tagged(tagged);
                     Ok(Step::Wait)
                 }
@@ -1193,10 +1215,16 @@ impl Machine {
 
     /// Reads a tagged value at `from`: `(raw, quoted, value_end, end)` where `end` is past its
     /// suffix; `None` when undecided.
-    fn read_value(&self, tools: &ToolSyntax, from: usize) -> Option<(String, bool, usize, usize)> {
+    fn read_value(&self, tools: &ToolSyntax, from: usize, searched: usize) -> Option<(String, bool, usize, usize)> {
         let rest = &self.buf[from..];
         if !tools.arg_value_suffix.is_empty() && tools.string_quote.is_empty() {
-            return match find_marker(rest, &tools.arg_value_suffix) {
+            // Resume the search a marker's length (plus loose whitespace) before where it stopped.
+            let mut resume = searched.saturating_sub(tools.arg_value_suffix.len() + 32 * tools.arg_value_suffix.len());
+            while !rest.is_char_boundary(resume) {
+                resume -= 1;
+            }
+            let found = find_marker(&rest[resume..], &tools.arg_value_suffix).map(|(i, e)| (resume + i, resume + e));
+            return match found {
                 Some((i, suffix_end)) => {
                     let mut value = &rest[..i];
                     // The whitespace the template writes before the suffix (`\n</parameter>`).

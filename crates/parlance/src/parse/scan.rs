@@ -38,6 +38,10 @@ pub(crate) enum Match {
     No,
 }
 
+/// Longest whitespace run one whitespace run of a marker matches: bounded, so a streaming parser
+/// knows how far back a marker may start.
+const MAX_LOOSE_WS: usize = 32;
+
 /// Matches `marker` at the start of `text`; a whitespace run in the marker matches any
 /// whitespace run (or none) in the text, since models write the template's inner newlines loosely
 /// (`</arg_key>\n<arg_value>` vs `</arg_key><arg_value>`).
@@ -49,8 +53,12 @@ pub(crate) fn match_at(text: &str, marker: &str) -> Match {
             while j < m.len() && m[j].is_ascii_whitespace() {
                 j += 1;
             }
+            let run = i;
             while i < t.len() && t[i].is_ascii_whitespace() {
                 i += 1;
+                if i - run > MAX_LOOSE_WS {
+                    return Match::No;
+                }
             }
             if i == t.len() && j < m.len() {
                 return Match::Partial;
@@ -97,8 +105,9 @@ pub(crate) fn marker_hold(text: &str, marker: &str) -> usize {
         return partial_suffix(text, marker);
     }
     let Some(first) = marker.chars().next() else { return 0 };
-    // A loose match may be longer than the marker by its whitespace; look a little further back.
-    let window = marker.len() + 64;
+    // A loose match may be longer than the marker by its whitespace runs, each bounded.
+    let runs = marker.split(|c: char| c.is_ascii_whitespace()).filter(|p| !p.is_empty()).count();
+    let window = marker.len() + MAX_LOOSE_WS * runs.max(1);
     let mut start = text.len().saturating_sub(window);
     while !text.is_char_boundary(start) {
         start += 1;

@@ -299,3 +299,56 @@ fn shared_formats() -> Option<&'static Vec<(ChatTemplate, Format, AnalyzeOptions
         })
         .as_ref()
 }
+
+/// Replays the `parse` fuzz target's minimized findings (`fuzz/regressions/parse`)
+/// with the target's decoding: byte 0 picks a Format of `fuzz/formats/`, byte 1 the chunk size,
+/// byte 2 the reasoning flags; the rest is the output.
+#[test]
+fn parse_fuzz_inputs_replay() {
+    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+    let names = [
+        "Qwen-Qwen3-0.6B",
+        "Qwen3-Coder",
+        "deepseek-ai-DeepSeek-V3.1",
+        "Mistral-Small-3.2-24B-Instruct-2506",
+        "LFM2.5-8B-A1B",
+        "moonshotai-Kimi-K2",
+        "GLM-4.6",
+        "MiniMax-M2",
+        "google-gemma-4-31B-it",
+        "meta-llama-Llama-3.1-8B-Instruct",
+    ];
+    let formats: Vec<Format> = names
+        .iter()
+        .map(|n| {
+            serde_json::from_str(&std::fs::read_to_string(fuzz.join(format!("formats/{n}.json"))).unwrap()).unwrap()
+        })
+        .collect();
+    let mut replayed = 0;
+    for dir in ["regressions/parse"] {
+        for entry in std::fs::read_dir(fuzz.join(dir)).unwrap() {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            if data.len() < 3 {
+                continue;
+            }
+            let Ok(text) = std::str::from_utf8(&data[3..]) else { continue };
+            let options = ParseOptions {
+                in_reasoning: Some(data[2] & 1 == 1),
+                separate_reasoning: Some(data[2] & 2 == 0),
+                ..ParseOptions::default()
+            };
+            let parser = Parser::new(&formats[data[0] as usize % formats.len()], &options);
+            let size = (data[1] % 17) as usize;
+            let chunks: Vec<String> = if size == 0 {
+                vec![text.to_owned()]
+            } else {
+                let cuts: Vec<usize> = (1..=text.chars().count() / size).map(|k| k * size).collect();
+                split_at_chars(text, &cuts)
+            };
+            let chunks: Vec<&str> = chunks.iter().map(String::as_str).collect();
+            assert_chunking_invariant(&parser, text, &chunks, dir);
+            replayed += 1;
+        }
+    }
+    assert!(replayed >= 10, "replayed only {replayed} inputs");
+}

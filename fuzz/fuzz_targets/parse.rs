@@ -1,0 +1,88 @@
+//! Fuzz target: parse arbitrary model output under the Formats in `fuzz/formats/` (analyzer
+//! output for ten corpus templates, one per tool-call family), whole and streamed.
+//!
+//! Input: byte 0 picks the Format, byte 1 the chunk size (1–16 bytes, 0 for one chunk), byte 2
+//! flags (bit 0: prompt ended inside reasoning; bit 1: reasoning not separated), the rest is the
+//! output (UTF-8, else ignored). Checked: no panic; spans cover every byte in order; streaming
+//! gives the whole parse; the deltas add up to it.
+
+#![no_main]
+
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+use parlance::{Delta, Format, ParseOptions, Parser};
+
+const FORMATS: [&str; 10] = [
+    include_str!("../formats/Qwen-Qwen3-0.6B.json"),
+    include_str!("../formats/Qwen3-Coder.json"),
+    include_str!("../formats/deepseek-ai-DeepSeek-V3.1.json"),
+    include_str!("../formats/Mistral-Small-3.2-24B-Instruct-2506.json"),
+    include_str!("../formats/LFM2.5-8B-A1B.json"),
+    include_str!("../formats/moonshotai-Kimi-K2.json"),
+    include_str!("../formats/GLM-4.6.json"),
+    include_str!("../formats/MiniMax-M2.json"),
+    include_str!("../formats/google-gemma-4-31B-it.json"),
+    include_str!("../formats/meta-llama-Llama-3.1-8B-Instruct.json"),
+];
+
+fn formats() -> &'static Vec<Format> {
+    static PARSED: OnceLock<Vec<Format>> = OnceLock::new();
+    PARSED.get_or_init(|| FORMATS.iter().map(|f| serde_json::from_str(f).expect("format JSON")).collect())
+}
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() < 3 {
+        return;
+    }
+    let Ok(text) = std::str::from_utf8(&data[3..]) else { return };
+    let format = &formats()[data[0] as usize % FORMATS.len()];
+    let options = ParseOptions {
+        in_reasoning: Some(data[2] & 1 == 1),
+        separate_reasoning: Some(data[2] & 2 == 0),
+        tools: vec![serde_json::json!({"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}})],
+        ..ParseOptions::default()
+    };
+    let parser = Parser::new(format, &options);
+    let whole = parser.parse(text);
+    let mut at = 0;
+    for span in &whole.spans {
+        assert_eq!(span.start, at, "spans leave a gap");
+        at = span.end;
+    }
+    assert_eq!(at, text.len(), "spans stop short of the end");
+
+    let size = (data[1] % 17) as usize;
+    let mut stream = parser.stream();
+    let mut deltas = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut cut = if size == 0 { rest.len() } else { size.min(rest.len()) };
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        deltas.extend(stream.push(&rest[..cut]));
+        rest = &rest[cut..];
+    }
+    deltas.extend(stream.finish());
+    let streamed = stream.message();
+    assert_eq!(streamed.content, whole.content, "streamed content");
+    assert_eq!(streamed.reasoning_content, whole.reasoning_content, "streamed reasoning");
+    assert_eq!(streamed.tool_calls, whole.tool_calls, "streamed calls");
+    assert_eq!(streamed.issues, whole.issues, "streamed issues");
+    assert_eq!(streamed.spans, whole.spans, "streamed spans");
+    assert_eq!(streamed, whole, "streaming differs from the whole parse");
+    let (mut reasoning, mut content, mut calls) = (String::new(), String::new(), Vec::<String>::new());
+    for delta in deltas {
+        match delta {
+            Delta::Reasoning { reasoning_content } => reasoning.push_str(&reasoning_content),
+            Delta::Content { content: c } => content.push_str(&c),
+            Delta::ToolCallStart { .. } => calls.push(String::new()),
+            Delta::ToolCallArguments { index, arguments } => calls[index].push_str(&arguments),
+        }
+    }
+    assert_eq!(reasoning, whole.reasoning_content.unwrap_or_default());
+    assert_eq!(content, whole.content.unwrap_or_default());
+    assert_eq!(calls, whole.tool_calls.iter().map(|c| c.arguments.clone()).collect::<Vec<_>>());
+});
