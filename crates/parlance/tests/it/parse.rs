@@ -339,11 +339,9 @@ fn parse_fuzz_inputs_replay() {
             };
             let parser = Parser::new(&formats[data[0] as usize % formats.len()], &options);
             let size = (data[1] % 17) as usize;
-            let chunks: Vec<String> = if size == 0 {
-                vec![text.to_owned()]
-            } else {
-                let cuts: Vec<usize> = (1..=text.chars().count() / size).map(|k| k * size).collect();
-                split_at_chars(text, &cuts)
+            let chunks: Vec<String> = match text.chars().count().checked_div(size) {
+                None => vec![text.to_owned()],
+                Some(n) => split_at_chars(text, &(1..=n).map(|k| k * size).collect::<Vec<_>>()),
             };
             let chunks: Vec<&str> = chunks.iter().map(String::as_str).collect();
             assert_chunking_invariant(&parser, text, &chunks, dir);
