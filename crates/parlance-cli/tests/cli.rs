@@ -105,3 +105,69 @@ fn template_errors_exit_1_with_the_message_on_stderr() {
     assert!(stderr.contains("raises.jinja:1: template raised: system message required"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn parse_reads_stdin_and_streams_the_same_message() {
+    use std::io::Write as _;
+    let Some(corpus) = corpus() else { return };
+    let output = "<think>\nweighing it\n</think>\n\nSure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
+    let run = |extra: &[&str]| {
+        let mut child = parlance()
+            .args(["parse", "--template"])
+            .arg(corpus.join("templates/Qwen-Qwen3-0.6B.jinja"))
+            .args(extra)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(output.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let whole = run(&[]);
+    assert_eq!(whole["reasoning_content"], "weighing it");
+    assert_eq!(whole["content"], "Sure.");
+    assert_eq!(whole["tool_calls"][0]["function"]["name"], "f");
+    assert_eq!(whole["tool_calls"][0]["function"]["arguments"], "{\"a\": 1}");
+    let streamed = run(&["--chunk", "3"]);
+    for key in ["content", "reasoning_content", "tool_calls", "spans"] {
+        assert_eq!(streamed[key], whole[key], "{key}");
+    }
+    let deltas = streamed["deltas"].as_array().unwrap();
+    let arguments: String =
+        deltas.iter().filter_map(|d| d["tool_calls"][0]["function"]["arguments"].as_str()).collect();
+    assert_eq!(arguments, "{\"a\": 1}");
+}
+
+#[test]
+fn eval_parse_reports_each_case_and_a_summary() {
+    let Some(corpus) = corpus() else { return };
+    let dir = std::env::temp_dir().join(format!("parlance-eval-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = dir.join("cases.jsonl");
+    let case = |id: &str, input: &str, content: &str| {
+        serde_json::json!({"id": id, "format": {"template_id": "Qwen-Qwen3-0.6B", "parser": "x"}, "options": {},
+            "input": input, "expected": {"content": content, "reasoning_content": null, "tool_calls": []}})
+        .to_string()
+    };
+    let lines = [case("good", "Hello", "Hello"), case("bad", "Hello", "Bye"),
+        r#"{"id": "none", "format": {"template_id": null, "parser": "nobody"}, "options": {}, "input": "", "expected": {}}"#.to_owned()];
+    std::fs::write(&cases, lines.join("\n")).unwrap();
+    let out = parlance()
+        .args(["eval", "parse", "--cases"])
+        .arg(&cases)
+        .arg("--templates")
+        .arg(corpus.join("templates"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let results: Vec<serde_json::Value> =
+        stdout.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let status: Vec<&str> = results.iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert_eq!(status, ["pass", "fail", "skip"]);
+    assert!(results[1]["diff"].as_str().unwrap().contains("content"), "{}", results[1]);
+    assert!(stdout.contains("1 passed, 1 failed, 1 skipped"), "{stdout}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1400,7 +1400,7 @@ fn is_name_char(c: char) -> bool {
 
 /// A deterministic call id: a function of the seed and the call index.
 fn generated_id(seed: u64, index: usize) -> String {
-    let mut x = seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut x = seed ^ 0x5851_F42D_4C95_7F2D ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^= x >> 31;
