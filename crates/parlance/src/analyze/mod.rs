@@ -179,7 +179,7 @@ fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
         return;
     }
     // R3: reasoning rendered only next to tool calls.
-    if let Some((start, end)) = reasoning_with_calls(probe) {
+    if let Some((start, end)) = reasoning_with_calls(probe).or_else(|| reasoning_by_insertion(probe)) {
         set_reasoning(probe, format, "tools-only", start, end, &[]);
         return;
     }
@@ -290,6 +290,35 @@ fn reasoning_with_calls(probe: &Probe<'_>) -> Option<(String, String)> {
     let call_lead = diff::common_suffix(between, &without.text[..plain_name]);
     let end = between[..between.len() - call_lead].trim().to_owned();
     (!start.is_empty() && !end.is_empty()).then_some((start, end))
+}
+
+/// R3 on whole renders: the text a call turn gains when it carries reasoning, found by a marker-safe
+/// prefix/suffix diff of the two whole conversations. For templates whose turn output cannot be cut
+/// against the generation prompt (Command-R7B prints its trailing prompt even without
+/// `add_generation_prompt`; Gemma 4 shows reasoning only in calls after the last user message).
+fn reasoning_by_insertion(probe: &Probe<'_>) -> Option<(String, String)> {
+    let arguments = json!({probe::ARG_1: probe::VALUE_1});
+    let call =
+        json!({"role": "assistant", "content": "", "tool_calls": [probe::call(probe::ID_1, probe::FN_1, arguments)]});
+    let mut with_reasoning = call.clone();
+    with_reasoning["reasoning_content"] = json!(REASONING);
+    let with = probe.render(&[with_reasoning], true, false, &[])?;
+    let without = probe.render(&[call], true, false, &[])?;
+    let lead = diff::common_prefix(&with, &without);
+    let tail = diff::common_suffix(&with[lead..], &without[lead.min(without.len())..]);
+    let inserted = &with[lead..with.len() - tail];
+    let r = inserted.find(REASONING)?;
+    let (mut start, mut end) = (inserted[..r].trim().to_owned(), inserted[r + REASONING.len()..].trim().to_owned());
+    if start.is_empty() && end.is_empty() {
+        // Reasoning filled an empty block the call turn always has (`<|START_THINKING|><|END_THINKING|>`):
+        // the markers are those around the insertion, written next to each other without it.
+        start = last_marker(&with[..lead]).unwrap_or_default();
+        end = markers_in(&with[with.len() - tail..]).into_iter().next().unwrap_or_default();
+        if !without.contains(&format!("{start}{end}")) {
+            return None;
+        }
+    }
+    (!start.is_empty() && !end.is_empty() && !inserted.contains(probe::FN_1)).then_some((start, end))
 }
 
 /// The markers (`<…>`, `[…]`) in a text, in order.
