@@ -7,7 +7,8 @@
 //! `thinking_forced_open` → the prompt ended inside reasoning; `enable_thinking` picks the
 //! generation prompt (thinking on / off) whose end decides it otherwise; llama.cpp's
 //! `reasoning_format: none` → reasoning not separated (left in content with its markers);
-//! `reasoning_parser_only` → `tool_choice: none`. Chunked cases are streamed chunk by chunk.
+//! `reasoning_parser_only` → `tool_choice: none`; vLLM's `deepseek_r1` / `qwen3` reasoning parsers take
+//! output to start inside reasoning (as `thinking_forced_open`). Chunked cases are streamed chunk by chunk.
 //!
 //! Comparison rules, the same for every source:
 //! - `content` and `reasoning_content`: `null` equals an empty or absent value; strings are
@@ -223,13 +224,21 @@ fn case_options(case: &Json, format: &Format, eos: Option<String>) -> ParseOptio
         parse.generation_prompt = format.reasoning.as_ref().map(|r| r.start.clone());
     } else if vllm_tool_test && options["thinking_forced_open"] != true {
         parse.in_reasoning = Some(false);
-    } else if options["thinking_forced_open"] == true {
+    } else if options["thinking_forced_open"] == true || reasoning_parser_starts_inside(case) {
         parse.in_reasoning = Some(true);
     } else if let Some(prompt) = prompt {
         parse.generation_prompt = Some(prompt);
     }
     parse.stop_markers = eos.into_iter().collect();
     parse
+}
+
+/// Peer reasoning parsers that take every output to start inside reasoning (the model's prompt
+/// opened it): vLLM's `deepseek_r1` and `qwen3`, whose tests feed text with no start marker.
+fn reasoning_parser_starts_inside(case: &Json) -> bool {
+    let parser = case.pointer("/format/parser").and_then(Json::as_str).unwrap_or_default();
+    case.pointer("/options/reasoning_parser_only") == Some(&Json::Bool(true))
+        && matches!(parser, "vllm:deepseek_r1" | "vllm:qwen3")
 }
 
 fn compare(got: &Json, expected: &Json) -> Result<(), String> {

@@ -171,6 +171,8 @@ pub(crate) struct Machine {
     /// Reasoning just ended: content may open with a repeated message header (gpt-oss:
     /// `<|end|><|start|>assistant<|channel|>final<|message|>`), which is a marker.
     header_pending: bool,
+    /// Reasoning interrupted content: when it ends, content continues with its whitespace.
+    resume_content: bool,
 }
 
 enum Step {
@@ -197,6 +199,7 @@ impl Machine {
             call: None,
             after_turn_end: false,
             header_pending: false,
+            resume_content: false,
         }
     }
 
@@ -395,7 +398,7 @@ impl Machine {
         let from = self.pos.max(self.scan_from);
         // A tool call also ends reasoning the model forgot to close (llama.cpp does the same).
         let trigger = match &setup.syntax.tools {
-            Some(tools) if setup.calls_enabled && !tools.trigger.is_empty() => tools.trigger.as_str(),
+            Some(tools) if !tools.trigger.is_empty() => tools.trigger.as_str(),
             _ => "",
         };
         let end_found = find_marker(&self.buf[from..], end_marker).map(|(a, e)| (from + a, from + e));
@@ -405,6 +408,8 @@ impl Machine {
                 self.emit_text(true, at, true);
                 self.marker(end);
                 self.header_pending = !setup.header.is_empty();
+                // Content interrupted by this reasoning continues as written.
+                self.seg_text = std::mem::take(&mut self.resume_content);
                 self.state = State::Content;
                 return Step::Again;
             }
@@ -527,6 +532,11 @@ impl Machine {
         if !syntax.content_end.is_empty() {
             markers.push((syntax.content_end.as_str(), 2));
         }
+        // Reasoning again after content (interleaved thinking), when reasoning is separated.
+        let reopen = syntax.reasoning.as_ref().map_or("", |r| r.start.as_str());
+        if setup.separate_reasoning && !reopen.is_empty() {
+            markers.push((reopen, 3));
+        }
         // The earliest marker wins, the longest at one position; a marker that may still be
         // completing at or before it (a longer one sharing its start) must be decided first.
         let found = markers
@@ -557,6 +567,23 @@ impl Machine {
                 let section =
                     Section { trigger_at: at, ws_from: self.pos, committed: false, calls: 0, phase: Phase::Open };
                 self.state = State::Section(Box::new(section));
+                Step::Again
+            }
+            Some((at, marker_end, 3)) => {
+                // Content goes on after this reasoning: the whitespace around it is content's.
+                let had_text = self.seg_text || !self.buf[self.pos..at].trim().is_empty();
+                self.emit_text(false, at, !had_text);
+                if self.pos < at {
+                    let piece = self.buf[self.pos..at].to_owned();
+                    self.span(SpanKind::Content, self.pos, at);
+                    self.content.push_str(&piece);
+                    self.deltas.push(Delta::Content { content: piece });
+                }
+                self.span(SpanKind::Marker, at, marker_end);
+                self.pos = marker_end;
+                self.resume_content = had_text || !self.content.is_empty();
+                self.seg_text = false;
+                self.state = State::Reasoning;
                 Step::Again
             }
             Some((at, marker_end, what)) => {
