@@ -8,6 +8,7 @@
 //! that feature (reported in `Format::unsupported`), never the analysis.
 
 mod diff;
+pub(crate) use diff::bracketed_pieces;
 mod probe;
 mod tools;
 mod verify;

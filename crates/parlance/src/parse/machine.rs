@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
+use super::channel::{Body, ChannelSyntax, MAX_HEADER};
 use super::scan::{JsonEnd, JsonScan, find_marker, marker_hold, starts_with_marker};
 use super::syntax::{Syntax, ToolSyntax};
 use super::values::{Converted, convert};
@@ -33,6 +34,8 @@ pub(crate) struct Setup {
     separate_reasoning: bool,
     /// The generation prompt trimmed, when a turn may repeat it as a message header after reasoning.
     header: String,
+    /// Channel formats (gpt-oss) are read message by message.
+    channel: Option<ChannelSyntax>,
     /// The reasoning opener as the prompt wrote it (with its whitespace), when the prompt opened
     /// reasoning: put back in front of unseparated reasoning.
     opener: String,
@@ -81,6 +84,7 @@ impl Setup {
             in_reasoning,
             separate_reasoning: options.separate_reasoning.unwrap_or(true),
             header: format.generation_prompt.trim().to_owned(),
+            channel: ChannelSyntax::from_format(format),
             opener,
             id_seed: options.id_seed,
         }
@@ -99,6 +103,10 @@ enum State {
     RawReasoning,
     Content,
     Section(Box<Section>),
+    /// Channel formats: before a message header.
+    ChannelHeader,
+    /// Channel formats: inside a message body.
+    ChannelBody(Body),
 }
 
 #[derive(Debug)]
@@ -246,6 +254,8 @@ impl Machine {
                 State::RawReasoning => self.in_raw_reasoning(),
                 State::Content => self.in_content(),
                 State::Section(section) => self.in_section(section),
+                State::ChannelHeader => self.channel_header(),
+                State::ChannelBody(body) => self.channel_body(body),
             };
             if let Step::Wait = step {
                 return;
@@ -326,10 +336,46 @@ impl Machine {
         }
     }
 
+    /// Like `at_marker`, for an end marker that joins several tokens: when the whole does not match,
+    /// its leading tokens do (`<｜tool▁calls▁end｜>` of a section end the template follows with the
+    /// end of sequence and the next header).
+    fn at_end_marker(&self, marker: &str) -> Option<Result<usize, ()>> {
+        match self.at_marker(marker) {
+            None => {}
+            found => return found,
+        }
+        let pieces = crate::analyze::bracketed_pieces(marker);
+        if pieces.len() < 2 {
+            return None;
+        }
+        // Prefixes ending after a piece, longest first.
+        let ends: Vec<usize> =
+            pieces.iter().map(|p| p.as_ptr() as usize - marker.as_ptr() as usize + p.len()).collect();
+        // A prefix that also begins another call marker (Kimi K3's `<|sep|>`) says nothing.
+        let tools = self.setup.syntax.tools.as_ref();
+        let others: Vec<&str> = tools
+            .map(|t| vec![t.separator.as_str(), t.call_start.as_str(), t.name_prefix.as_str(), t.call_end.as_str()])
+            .unwrap_or_default();
+        for &end in ends.iter().rev().skip(1) {
+            let prefix = &marker[..end];
+            if others.iter().any(|o| !o.is_empty() && o.starts_with(prefix.trim())) {
+                continue;
+            }
+            if let Some(Ok(n)) = self.at_marker(prefix) {
+                return Some(Ok(n));
+            }
+        }
+        None
+    }
+
     // ----- reasoning and content ---------------------------------------------------------------
 
     fn start(&mut self) -> Step {
         let setup = self.setup.clone();
+        if setup.channel.is_some() && setup.separate_reasoning && !setup.in_reasoning {
+            self.state = State::ChannelHeader;
+            return Step::Again;
+        }
         let Some(reasoning) = &setup.syntax.reasoning else {
             self.state = State::Content;
             return Step::Again;
@@ -631,6 +677,142 @@ impl Machine {
         }
     }
 
+    // ----- channel formats ------------------------------------------------------------------
+
+    fn channel_header(&mut self) -> Step {
+        let setup = self.setup.clone();
+        let channel = setup.channel.as_ref().expect("channel state needs channel syntax");
+        self.state = State::ChannelHeader;
+        if self.buf[self.pos..].trim().is_empty() {
+            if self.eof {
+                self.emit_text(false, self.buf.len(), true);
+            }
+            return Step::Wait;
+        }
+        match self.at_marker(&channel.turn_header) {
+            Some(Ok(end)) => {
+                self.marker(end);
+                return Step::Again;
+            }
+            Some(Err(())) => return Step::Wait,
+            None => {}
+        }
+        match channel.opens_header(&self.buf[self.pos..]) {
+            None if !self.eof => return Step::Wait,
+            Some(true) => {}
+            _ => {
+                self.state = State::Content;
+                return Step::Again;
+            }
+        }
+        let rest = &self.buf[self.pos..];
+        let Some(at) = rest.find(channel.message.as_str()) else {
+            if self.eof || rest.len() > MAX_HEADER {
+                self.issue("unparsed-call", self.pos, "a channel header without its message marker");
+                self.state = State::Content;
+                return Step::Again;
+            }
+            return Step::Wait;
+        };
+        if at > MAX_HEADER {
+            self.issue("unparsed-call", self.pos, "a channel header too long");
+            self.state = State::Content;
+            return Step::Again;
+        }
+        let header = rest[..at].to_owned();
+        let body = channel.classify(&header);
+        self.marker(self.pos + at + channel.message.len());
+        self.seg_text = false;
+        match &body {
+            Body::Call(name) => {
+                if !setup.calls_enabled {
+                    self.state = State::ChannelBody(Body::Content);
+                    return Step::Again;
+                }
+                if !self.message.tool_calls.is_empty() && !setup.parallel {
+                    self.issue("parallel-calls", self.pos, "a second call although parallel_tool_calls is off");
+                }
+                self.begin_call(name.clone(), None);
+            }
+            Body::Other(target) => {
+                let message = format!("a message to {target:?}, not a function: kept as content");
+                self.issue("unknown-recipient", self.pos, message);
+            }
+            _ => {}
+        }
+        self.state = State::ChannelBody(body);
+        Step::Again
+    }
+
+    fn channel_body(&mut self, body: Body) -> Step {
+        let setup = self.setup.clone();
+        let channel = setup.channel.as_ref().expect("channel state needs channel syntax");
+        let found = channel
+            .ends
+            .iter()
+            .filter_map(|m| self.buf[self.pos..].find(m.as_str()).map(|i| (self.pos + i, self.pos + i + m.len())))
+            .min();
+        let reasoning = body == Body::Reasoning;
+        if let Body::Call(_) = body {
+            let (upto, done) = match found {
+                Some((at, _)) => (at, true),
+                None if self.eof => (self.buf.len(), true),
+                None => {
+                    let hold = channel.ends.iter().map(|m| marker_hold(&self.buf[self.pos..], m)).max().unwrap_or(0);
+                    (self.buf.len() - hold, false)
+                }
+            };
+            // Arguments exactly as written; whitespace at their end waits until decided.
+            let text = &self.buf[self.pos..upto];
+            let text = if done { text.trim_end() } else { text };
+            let lead = if self.message.tool_calls[self.call.unwrap_or(0)].arguments.is_empty() {
+                text.len() - text.trim_start().len()
+            } else {
+                0
+            };
+            let held = if done { 0 } else { text.len() - text.trim_end().len() };
+            let piece = text[lead..text.len() - held].to_owned();
+            self.span(SpanKind::Whitespace, self.pos, self.pos + lead);
+            self.span(SpanKind::ToolArguments, self.pos + lead, self.pos + lead + piece.len());
+            self.pos += lead + piece.len();
+            self.push_arguments(&piece);
+            if !done {
+                self.state = State::ChannelBody(body);
+                return Step::Wait;
+            }
+            self.span(SpanKind::Whitespace, self.pos, upto);
+            self.pos = upto;
+            if found.is_none() {
+                self.issue("truncated-call", upto, "the output ends inside a tool call");
+            }
+            self.close_call();
+        } else {
+            match found {
+                Some((at, _)) => self.emit_text(reasoning, at, true),
+                None if self.eof => {
+                    self.emit_text(reasoning, self.buf.len(), true);
+                    if reasoning {
+                        self.message.truncated_reasoning = true;
+                        self.issue("truncated-reasoning", self.buf.len(), "the output ended inside reasoning");
+                    }
+                }
+                None => {
+                    let hold = channel.ends.iter().map(|m| marker_hold(&self.buf[self.pos..], m)).max().unwrap_or(0);
+                    self.emit_text(reasoning, self.buf.len() - hold, false);
+                    self.state = State::ChannelBody(body);
+                    return Step::Wait;
+                }
+            }
+        }
+        if let Some((_, end)) = found {
+            self.span(SpanKind::Marker, self.pos, end);
+            self.pos = end;
+        }
+        self.seg_text = false;
+        self.state = State::ChannelHeader;
+        if found.is_some() { Step::Again } else { Step::Wait }
+    }
+
     // ----- tool-call sections ---------------------------------------------------------------
 
     fn in_section(&mut self, mut section: Box<Section>) -> Step {
@@ -819,7 +1001,7 @@ impl Machine {
                     }
                 }
             }
-            match self.at_marker(&tools.section_end) {
+            match self.at_end_marker(&tools.section_end) {
                 Some(Ok(end)) => {
                     self.marker(end);
                     self.state = State::Content;
@@ -953,6 +1135,18 @@ impl Machine {
     }
 
     fn start_call(&mut self, section: &mut Section, name: String, id: Option<String>) {
+        self.begin_call(name, id);
+        section.committed = true;
+        let tools = self.setup.tools();
+        section.phase = if tools.tagged {
+            Phase::Tagged(Tagged { count: 0, step: TaggedStep::BeforeArg })
+        } else {
+            Phase::ArgsJson { from: None, emitted: 0, scan: JsonEnd::default() }
+        };
+    }
+
+    /// Emits a call's start (name complete, id known or generated); it becomes the current call.
+    fn begin_call(&mut self, name: String, id: Option<String>) {
         let index = self.message.tool_calls.len();
         let id_generated = id.as_deref().is_none_or(str::is_empty);
         let id = id.filter(|i| !i.is_empty()).unwrap_or_else(|| generated_id(self.setup.id_seed, index));
@@ -969,13 +1163,6 @@ impl Machine {
             arguments_value: None,
         });
         self.call = Some(index);
-        section.committed = true;
-        let tools = self.setup.tools();
-        section.phase = if tools.tagged {
-            Phase::Tagged(Tagged { count: 0, step: TaggedStep::BeforeArg })
-        } else {
-            Phase::ArgsJson { from: None, emitted: 0, scan: JsonEnd::default() }
-        };
     }
 
     fn push_arguments(&mut self, fragment: &str) {
