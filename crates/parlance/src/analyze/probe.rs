@@ -9,7 +9,7 @@
 use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
 
-use super::diff::{common_prefix, common_prefix_angle};
+use super::diff::{common_prefix, common_prefix_angle, common_suffix};
 use crate::message::Conversation;
 use crate::template::{ChatTemplate, RenderOptions};
 
@@ -145,9 +145,31 @@ impl<'t> Probe<'t> {
         let closed = self.render(&[], with_tools, false, extra)?;
         let open = self.render(&[], with_tools, true, extra)?;
         let full = self.render(std::slice::from_ref(assistant), with_tools, false, extra)?;
-        let shared = common_prefix_angle(&closed, &open).min(common_prefix_angle(&closed, &full));
-        let generation_prompt = open[shared..].to_owned();
-        let turn = &full[shared..];
+        let generation_prompt = open[common_prefix_angle(&closed, &open)..].to_owned();
+        let shared = common_prefix_angle(&closed, &full);
+        // Text the template writes after every conversation (Command-R+'s closing system turn, an
+        // end-of-text token) follows the turn too: it is not the turn's.
+        let after_all = &closed[shared..];
+        let turn = match full.strip_suffix(after_all) {
+            Some(rest) if !after_all.is_empty() && rest.len() >= shared => {
+                // `closed = A + T` and `full = A + X + T` split two ways when X ends as A does (both
+                // end `<|START_OF_TURN_TOKEN|>`): the turn is the X that starts where A's shared
+                // ending starts, so it begins with its own header.
+                // Of the splits, the one whose turn starts with the generation prompt.
+                let back = common_suffix(&rest[..shared], &rest[shared..]);
+                let prompt = generation_prompt.trim();
+                let k = (0..=back)
+                    .filter(|k| rest.is_char_boundary(shared - k))
+                    .find(|k| !prompt.is_empty() && rest[shared - k..].starts_with(prompt));
+                match k {
+                    Some(k) => &rest[shared - k..rest.len() - k],
+                    // No prompt to anchor on (Command-R7B prints its trailer whatever the flag):
+                    // keep the trailer with the turn rather than guess.
+                    None => &full[shared..],
+                }
+            }
+            _ => &full[shared..],
+        };
         let repeated = common_prefix(turn, &generation_prompt);
         let repeated = if turn.starts_with(&generation_prompt) { generation_prompt.len() } else { repeated };
         Some(Output {

@@ -242,6 +242,7 @@ fn every_two_way_split_of_peer_inputs_streams_like_the_whole() {
         "LFM2.5-8B-A1B",
         "moonshotai-Kimi-K2",
         "meta-llama-Llama-3.1-8B-Instruct",
+        "openai-gpt-oss-120b",
     ];
     let dir = corpus.join("parse");
     let mut inputs = Vec::new();
@@ -317,6 +318,7 @@ fn parse_fuzz_inputs_replay() {
         "MiniMax-M2",
         "google-gemma-4-31B-it",
         "meta-llama-Llama-3.1-8B-Instruct",
+        "openai-gpt-oss-120b",
     ];
     let formats: Vec<Format> = names
         .iter()
