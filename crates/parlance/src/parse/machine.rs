@@ -507,7 +507,12 @@ impl Machine {
         let from = self.pos.max(self.scan_from);
         if self.header_pending {
             match self.at_marker(&setup.header) {
-                Some(Ok(end)) => self.marker(end),
+                Some(Ok(end)) => {
+                    self.marker(end);
+                    self.header_pending = false;
+                    self.state = State::Content;
+                    return Step::Again;
+                }
                 Some(Err(())) => {
                     self.state = State::Content;
                     return Step::Wait;
@@ -903,24 +908,8 @@ impl Machine {
                 match status {
                     JsonScan::More => {
                         if self.eof {
-                            // Cut inside the call: kept when its name arrived whole.
-                            let text = &self.buf[from..];
-                            let Some(call) = read_partial_json_call(tools, text) else {
-                                return Err("output ends inside a JSON tool call".into());
-                            };
-                            let start = from + (text.len() - text.trim_start().len());
-                            let end = self.buf.len();
-                            if section.trigger_at == start {
-                                self.enter_section(section);
-                            }
-                            self.span(SpanKind::Whitespace, self.pos, start);
-                            self.span(SpanKind::ToolArguments, start, end);
-                            self.pos = end;
-                            section.committed = true;
-                            self.issue("truncated-call", end, "the output ends inside a tool call");
-                            self.emit_json_call(call, start);
-                            self.state = State::Content;
-                            return Ok(Step::Again);
+                            // Cut before the JSON closed: nothing was emitted, so it stays content.
+                            return Err("output ends inside a JSON tool call".into());
                         }
                         section.phase = Phase::JsonCall { from, scan };
                         Ok(Step::Wait)
@@ -1619,30 +1608,6 @@ fn generated_id(seed: u64, index: usize) -> String {
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^= x >> 31;
     format!("call_{x:016x}")
-}
-
-/// The name and partial arguments of a JSON call cut off by the end of the output.
-fn read_partial_json_call(tools: &ToolSyntax, text: &str) -> Option<JsonCall> {
-    let fields = tools.json.as_ref()?;
-    let name_key = if fields.name.is_empty() { "name" } else { fields.name.as_str() };
-    let value_after = |key: &str| -> Option<usize> {
-        let quoted = format!("\"{key}\"");
-        let at = text.find(&quoted)? + quoted.len();
-        let rest = text[at..].trim_start().strip_prefix(':')?;
-        Some(text.len() - rest.trim_start().len())
-    };
-    let name_at = value_after(name_key)?;
-    let name_text = &text[name_at..];
-    let mut scan = JsonEnd::default();
-    let JsonScan::End(n) = scan.scan(name_text, false) else { return None };
-    let name: String = serde_json::from_str(&name_text[..n]).ok()?;
-    let arguments = [fields.arguments.as_str(), "arguments", "parameters"]
-        .into_iter()
-        .filter(|k| !k.is_empty())
-        .find_map(value_after)
-        .map(|at| text[at..].trim_end().to_owned())
-        .unwrap_or_default();
-    Some(JsonCall { name, id: None, arguments })
 }
 
 struct JsonCall {

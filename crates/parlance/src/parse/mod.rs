@@ -11,8 +11,9 @@
 //! - a call whose name was read but whose arguments are malformed JSON: the call is kept with the
 //!   exact text as `arguments` (not valid JSON), `arguments_value` `None`, issue
 //!   `malformed-arguments`; later calls are parsed as usual;
-//! - output cut inside a call: the call is kept with what arrived (tagged arguments are closed so
-//!   they stay valid JSON), issue `truncated-call`;
+//! - output cut inside a call whose name was read (tagged and name-in-marker formats): the call is
+//!   kept with what arrived (tagged arguments are closed so they stay valid JSON), issue
+//!   `truncated-call`; a JSON call object cut before it closed is unparsed (content, `unparsed-call`);
 //! - output cut inside reasoning: what arrived is `reasoning_content`, `truncated_reasoning` set;
 //! - a call marker inside reasoning: it stays reasoning, issue `call-in-reasoning`;
 //! - a tool name not among the request's tools, a parameter not in its schema, a value that does

@@ -61,44 +61,49 @@ pub(crate) struct ToolSyntax {
     pub trigger: String,
 }
 
+/// A marker as matched: whitespace may also come between two tags (`</arg_key>\n<arg_value>` for
+/// `</arg_key><arg_value>`), so a newline (a loose whitespace run) goes between `>` and `<`.
+fn loose(marker: &str) -> String {
+    marker.trim().replace("><", ">\n<")
+}
+
 impl Syntax {
     pub(crate) fn from_format(format: &Format) -> Syntax {
         let reasoning = format
             .reasoning
             .as_ref()
             .filter(|r| !r.end.trim().is_empty())
-            .map(|r| ReasoningSyntax { start: r.start.trim().to_owned(), end: r.end.trim().to_owned() });
-        let turn_end: Vec<String> =
-            Some(format.turn_end.trim().to_owned()).into_iter().filter(|m| !m.is_empty()).collect();
+            .map(|r| ReasoningSyntax { start: loose(&r.start), end: loose(&r.end) });
+        let turn_end: Vec<String> = Some(loose(&format.turn_end)).into_iter().filter(|m| !m.is_empty()).collect();
         let tools = format.tools.as_ref().map(|t| {
             let (name_suffix, after_index) = if t.indexed_name_suffix {
                 split_index(t.name_suffix.trim())
             } else {
-                (t.name_suffix.trim().to_owned(), String::new())
+                (loose(&t.name_suffix), String::new())
             };
-            let mut arg_name_suffixes = vec![t.arg_name_suffix.trim().to_owned()];
-            arg_name_suffixes.extend(t.arg_name_suffixes_typed.iter().map(|s| s.trim().to_owned()));
+            let mut arg_name_suffixes = vec![loose(&t.arg_name_suffix)];
+            arg_name_suffixes.extend(t.arg_name_suffixes_typed.iter().map(|s| loose(s)));
             arg_name_suffixes.retain(|s| !s.is_empty());
             let tagged = t.arguments == "tagged";
             let mut syntax = ToolSyntax {
                 json: t.json.clone(),
                 tagged,
                 python: t.value_encoding == "python",
-                section_start: t.section_start.trim().to_owned(),
-                section_end: t.section_end.trim().to_owned(),
-                call_start: t.call_start.trim().to_owned(),
-                call_end: t.call_end.trim().to_owned(),
-                separator: t.separator.trim().to_owned(),
-                name_prefix: t.name_prefix.trim().to_owned(),
+                section_start: loose(&t.section_start),
+                section_end: loose(&t.section_end),
+                call_start: loose(&t.call_start),
+                call_end: loose(&t.call_end),
+                separator: loose(&t.separator),
+                name_prefix: loose(&t.name_prefix),
                 name_suffix,
                 name_suffix_after_index: after_index,
-                call_id_suffix: t.call_id_suffix.trim().to_owned(),
-                arg_name_prefix: t.arg_name_prefix.trim().to_owned(),
+                call_id_suffix: loose(&t.call_id_suffix),
+                arg_name_prefix: loose(&t.arg_name_prefix),
                 arg_name_suffixes,
                 arg_value_lead_ws: trailing_ws(&t.arg_name_suffix).to_owned(),
-                arg_value_suffix: t.arg_value_suffix.trim().to_owned(),
+                arg_value_suffix: loose(&t.arg_value_suffix),
                 arg_value_trail_ws: leading_ws(&t.arg_value_suffix).to_owned(),
-                arg_separator: t.arg_separator.trim().to_owned(),
+                arg_separator: loose(&t.arg_separator),
                 string_quote: t.string_quote.clone(),
                 bare_json: false,
                 trigger: String::new(),
@@ -114,9 +119,9 @@ impl Syntax {
         });
         Syntax {
             reasoning,
-            empty_block: format.reasoning_details.as_ref().map(|d| d.empty_block.trim().to_owned()).unwrap_or_default(),
-            content_start: format.content.start.trim().to_owned(),
-            content_end: format.content.end.trim().to_owned(),
+            empty_block: format.reasoning_details.as_ref().map(|d| loose(&d.empty_block)).unwrap_or_default(),
+            content_start: loose(&format.content.start),
+            content_end: loose(&format.content.end),
             turn_end,
             tools: tools.filter(|t| !t.trigger.is_empty() || t.bare_json),
         }

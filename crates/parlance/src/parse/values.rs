@@ -33,8 +33,8 @@ fn collect_types(schema: &Json, out: &mut Vec<String>, depth: usize) {
         return;
     }
     match schema.get("type") {
-        Some(Json::String(t)) => out.push(t.clone()),
-        Some(Json::Array(ts)) => out.extend(ts.iter().filter_map(Json::as_str).map(str::to_owned)),
+        Some(Json::String(t)) => out.push(canonical_type(t)),
+        Some(Json::Array(ts)) => out.extend(ts.iter().filter_map(Json::as_str).map(canonical_type)),
         _ => {}
     }
     if schema.get("nullable").and_then(Json::as_bool) == Some(true) {
@@ -55,6 +55,21 @@ fn collect_types(schema: &Json, out: &mut Vec<String>, depth: usize) {
             }
         }
     }
+}
+
+/// JSON Schema type names, with the Python spellings tool definitions in the wild use (`float`,
+/// `int`, `bool`, `dict`, `list`, `str`).
+fn canonical_type(name: &str) -> String {
+    match name {
+        "float" | "double" => "number",
+        "int" => "integer",
+        "bool" => "boolean",
+        "dict" => "object",
+        "list" | "tuple" => "array",
+        "str" => "string",
+        other => other,
+    }
+    .to_owned()
 }
 
 fn type_name(value: &Json) -> &'static str {
