@@ -939,16 +939,23 @@ impl Machine {
             Phase::Name => self.read_name(tools, section),
             Phase::Id { name, from } => {
                 let rest = &self.buf[from..];
-                match rest.find(tools.call_id_suffix.as_str()) {
-                    Some(n) => {
+                match find_marker(rest, &tools.call_id_suffix) {
+                    Some((n, _)) if n > MAX_NAME => Err("call id too long".into()),
+                    Some((n, suffix_end)) => {
                         let id = rest[..n].trim().to_owned();
                         self.span(SpanKind::ToolId, from, from + n);
-                        self.span(SpanKind::Marker, from + n, from + n + tools.call_id_suffix.len());
-                        self.pos = from + n + tools.call_id_suffix.len();
+                        self.span(SpanKind::Marker, from + n, from + suffix_end);
+                        self.pos = from + suffix_end;
                         self.start_call(section, name, Some(id));
                         Ok(Step::Again)
                     }
-                    None if self.eof || rest.len() > MAX_NAME => Err("no call id end".into()),
+                    None if self.eof => Err("no call id end".into()),
+                    None if rest.len() > MAX_NAME
+                        && (marker_hold(rest, &tools.call_id_suffix) == 0
+                            || rest.len() - marker_hold(rest, &tools.call_id_suffix) > MAX_NAME) =>
+                    {
+                        Err("no call id end".into())
+                    }
                     None => {
                         section.phase = Phase::Id { name, from };
                         Ok(Step::Wait)
@@ -1371,7 +1378,12 @@ impl Machine {
                         self.issue("malformed-arguments", from, "an argument name that does not end where a name can");
                         Ok(self.finish_tagged(section, tagged, Some(from)))
                     }
-                    None if rest.len() > MAX_NAME => {
+                    None if rest.len() > MAX_NAME
+                        && tools
+                            .arg_name_suffixes
+                            .iter()
+                            .all(|s| marker_hold(rest, s) == 0 || rest.len() - marker_hold(rest, s) > MAX_NAME) =>
+                    {
                         // Decided the same way however the text arrived: no name within the bound.
                         self.issue("malformed-arguments", from, "an argument name that does not end where a name can");
                         Ok(self.finish_tagged(section, tagged, Some(from)))
