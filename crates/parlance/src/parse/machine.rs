@@ -119,6 +119,10 @@ struct Section {
     committed: bool,
     /// Calls completed in this section.
     calls: usize,
+    /// Between calls: the separator was read (a wait after it must not read another).
+    separated: bool,
+    /// Between calls: the call start was read.
+    started: bool,
     phase: Phase,
 }
 
@@ -138,6 +142,8 @@ enum Phase {
 #[derive(Debug)]
 struct Tagged {
     count: usize,
+    /// The separator after the last argument was read (a wait after it must not read another).
+    separated: bool,
     step: TaggedStep,
 }
 
@@ -566,6 +572,8 @@ impl Machine {
                         ws_from: self.pos,
                         committed: false,
                         calls: 0,
+                        separated: false,
+                        started: false,
                         phase: Phase::JsonCall { from: at, scan: JsonEnd::default() },
                     };
                     self.state = State::Section(Box::new(section));
@@ -615,8 +623,15 @@ impl Machine {
             Some((at, _, 0)) => {
                 // Content up to the trigger; whitespace before it stays undecided until the call is.
                 self.emit_text(false, at, false);
-                let section =
-                    Section { trigger_at: at, ws_from: self.pos, committed: false, calls: 0, phase: Phase::Open };
+                let section = Section {
+                    trigger_at: at,
+                    ws_from: self.pos,
+                    committed: false,
+                    calls: 0,
+                    separated: false,
+                    started: false,
+                    phase: Phase::Open,
+                };
                 self.state = State::Section(Box::new(section));
                 Step::Again
             }
@@ -987,10 +1002,13 @@ impl Machine {
             section.phase = Phase::BeforeCall;
             return Ok(Step::Wait);
         }
-        if !first {
+        if !first && !section.separated {
             if let Some(found) = self.at_marker(&tools.separator) {
                 match found {
-                    Ok(end) => self.marker(end),
+                    Ok(end) => {
+                        self.marker(end);
+                        section.separated = true;
+                    }
                     Err(()) => {
                         section.phase = Phase::BeforeCall;
                         return Ok(Step::Wait);
@@ -1011,8 +1029,11 @@ impl Machine {
             }
         }
         // Call start (optional between calls when the section start opened the first).
-        let mut matched_any = false;
-        for marker in [&tools.call_start, &tools.name_prefix] {
+        let mut matched_any = section.started;
+        for (i, marker) in [&tools.call_start, &tools.name_prefix].into_iter().enumerate() {
+            if i == 0 && section.started {
+                continue;
+            }
             match self.at_marker(marker) {
                 Some(Ok(end)) => {
                     if first {
@@ -1020,6 +1041,7 @@ impl Machine {
                     }
                     self.marker(end);
                     matched_any = true;
+                    section.started |= i == 0;
                 }
                 Some(Err(())) => {
                     section.phase = Phase::BeforeCall;
@@ -1040,6 +1062,7 @@ impl Machine {
         if section.calls >= 1 && !self.setup.parallel {
             self.issue("parallel-calls", self.pos, "a second call although parallel_tool_calls is off");
         }
+        (section.separated, section.started) = (false, false);
         section.phase = if tools.json.is_some() {
             Phase::JsonCall { from: self.pos, scan: JsonEnd::default() }
         } else {
@@ -1135,7 +1158,7 @@ impl Machine {
         section.committed = true;
         let tools = self.setup.tools();
         section.phase = if tools.tagged {
-            Phase::Tagged(Tagged { count: 0, step: TaggedStep::BeforeArg })
+            Phase::Tagged(Tagged { count: 0, separated: false, step: TaggedStep::BeforeArg })
         } else {
             Phase::ArgsJson { from: None, emitted: 0, scan: JsonEnd::default() }
         };
@@ -1291,9 +1314,12 @@ impl Machine {
                     section.phase = Phase::Tagged(tagged);
                     return Ok(Step::Wait);
                 }
-                if tagged.count > 0 {
+                if tagged.count > 0 && !tagged.separated {
                     match self.at_marker(&tools.arg_separator) {
-                        Some(Ok(end)) => self.marker(end),
+                        Some(Ok(end)) => {
+                            self.marker(end);
+                            tagged.separated = true;
+                        }
                         Some(Err(())) => {
                             section.phase = Phase::Tagged(tagged);
                             return Ok(Step::Wait);
@@ -1416,6 +1442,7 @@ impl Machine {
                     let truncated = end == self.buf.len() && self.eof && !tools.arg_value_suffix.is_empty();
                     self.emit_argument(tools, &name, &raw, quoted, tagged.count, from);
                     tagged.count += 1;
+                    tagged.separated = false;
                     if truncated && !self.buf[from..end].contains(tools.arg_value_suffix.as_str()) {
                         self.issue("truncated-call", end, "the output ends inside an argument value");
                         return Ok(self.finish_tagged(section, tagged, Some(end)));
