@@ -1288,7 +1288,8 @@ impl Machine {
             None if self.eof => self.buf.len(),
             None => {
                 let hold = ends.iter().map(|m| marker_hold(&self.buf[search_from..], m)).max().unwrap_or(0);
-                let upto = self.buf.len() - hold;
+                // Trailing whitespace waits: at the end it is trimmed.
+                let upto = search_from + self.buf[search_from..self.buf.len() - hold].trim_end().len();
                 let fragment = self.buf[search_from..upto].to_owned();
                 self.push_arguments(&fragment);
                 section.phase = Phase::ArgsRaw { from, emitted: upto - from };
