@@ -130,11 +130,32 @@ struct Section {
 enum Phase {
     Open,
     BeforeCall,
-    JsonCall { from: usize, scan: JsonEnd },
+    JsonCall {
+        from: usize,
+        scan: JsonEnd,
+    },
     Name,
-    Id { name: String, from: usize },
-    ArgsJson { from: Option<usize>, emitted: usize, scan: JsonEnd },
-    ArgsRaw { from: usize, emitted: usize },
+    Id {
+        name: String,
+        from: usize,
+    },
+    /// `object_from`: the arguments are the value of a JSON call object that starts there (streamed
+    /// JSON calls); after them the rest of the object is read.
+    ArgsJson {
+        from: Option<usize>,
+        emitted: usize,
+        scan: JsonEnd,
+        object_from: Option<usize>,
+    },
+    /// The rest of a streamed JSON call object after its arguments.
+    JsonTail {
+        from: usize,
+        scan: JsonEnd,
+    },
+    ArgsRaw {
+        from: usize,
+        emitted: usize,
+    },
     Tagged(Tagged),
     CallEnd,
 }
@@ -919,6 +940,33 @@ impl Machine {
             }
             Phase::BeforeCall => self.before_call(tools, section),
             Phase::JsonCall { from, mut scan } => {
+                // Streamed when the object opens with its name, then its arguments object.
+                if let Some(fields) = tools.json.as_ref().filter(|f| streamable(f)) {
+                    match json_head(&self.buf[from..], fields) {
+                        Head::Undecided if !self.eof => {
+                            section.phase = Phase::JsonCall { from, scan };
+                            return Ok(Step::Wait);
+                        }
+                        Head::Yes { start, name, args_at } => {
+                            if section.trigger_at == from + start {
+                                self.enter_section(section);
+                            }
+                            self.span(SpanKind::Whitespace, self.pos, from + start);
+                            self.span(SpanKind::Marker, from + start, from + args_at);
+                            self.pos = from + args_at;
+                            section.committed = true;
+                            self.begin_call(name, None);
+                            section.phase = Phase::ArgsJson {
+                                from: Some(from + args_at),
+                                emitted: 0,
+                                scan: JsonEnd::default(),
+                                object_from: Some(from + start),
+                            };
+                            return Ok(Step::Again);
+                        }
+                        _ => {}
+                    }
+                }
                 let status = scan.scan(&self.buf[from..], self.eof);
                 match status {
                     JsonScan::More => {
@@ -977,7 +1025,30 @@ impl Machine {
                     }
                 }
             }
-            Phase::ArgsJson { from, emitted, scan } => self.args_json(tools, section, from, emitted, scan),
+            Phase::ArgsJson { from, emitted, scan, object_from } => {
+                self.args_json(tools, section, (from, emitted, object_from), scan)
+            }
+            Phase::JsonTail { from, mut scan } => match scan.scan(&self.buf[from..], self.eof) {
+                JsonScan::End(n) => {
+                    self.span(SpanKind::Marker, self.pos, from + n);
+                    self.pos = from + n;
+                    section.phase = Phase::CallEnd;
+                    Ok(Step::Again)
+                }
+                JsonScan::More if !self.eof => {
+                    section.phase = Phase::JsonTail { from, scan };
+                    Ok(Step::Wait)
+                }
+                _ => {
+                    let end = self.buf.len();
+                    self.span(SpanKind::Marker, self.pos, end);
+                    self.pos = end;
+                    self.issue("truncated-call", end, "the output ends inside a tool call object");
+                    self.close_call();
+                    self.state = State::Content;
+                    Ok(Step::Again)
+                }
+            },
             Phase::ArgsRaw { from, emitted } => self.args_raw(tools, section, from, emitted),
             Phase::Tagged(tagged) => self.args_tagged(tools, section, tagged),
             Phase::CallEnd => {
@@ -1160,7 +1231,7 @@ impl Machine {
         section.phase = if tools.tagged {
             Phase::Tagged(Tagged { count: 0, separated: false, step: TaggedStep::BeforeArg })
         } else {
-            Phase::ArgsJson { from: None, emitted: 0, scan: JsonEnd::default() }
+            Phase::ArgsJson { from: None, emitted: 0, scan: JsonEnd::default(), object_from: None }
         };
     }
 
@@ -1211,8 +1282,7 @@ impl Machine {
         &mut self,
         tools: &ToolSyntax,
         section: &mut Section,
-        from: Option<usize>,
-        emitted: usize,
+        (from, emitted, object_from): (Option<usize>, usize, Option<usize>),
         mut scan: JsonEnd,
     ) -> Result<Step, String> {
         let from = match from {
@@ -1227,7 +1297,7 @@ impl Machine {
                         self.state = State::Content;
                         return Ok(Step::Again);
                     }
-                    section.phase = Phase::ArgsJson { from: None, emitted, scan };
+                    section.phase = Phase::ArgsJson { from: None, emitted, scan, object_from };
                     return Ok(Step::Wait);
                 }
                 let start = self.pos + rest.len() - trimmed.len();
@@ -1244,7 +1314,10 @@ impl Machine {
                 self.span(SpanKind::ToolArguments, from, end);
                 self.pos = end;
                 section.calls += 1;
-                section.phase = Phase::CallEnd;
+                section.phase = match object_from {
+                    Some(object) => Phase::JsonTail { from: object, scan: JsonEnd::default() },
+                    None => Phase::CallEnd,
+                };
                 Ok(Step::Again)
             }
             JsonScan::More => {
@@ -1259,7 +1332,7 @@ impl Machine {
                     self.state = State::Content;
                     return Ok(Step::Again);
                 }
-                section.phase = Phase::ArgsJson { from: Some(from), emitted: end - from, scan };
+                section.phase = Phase::ArgsJson { from: Some(from), emitted: end - from, scan, object_from };
                 Ok(Step::Wait)
             }
             JsonScan::Invalid(_) => {
@@ -1648,6 +1721,118 @@ fn generated_id(seed: u64, index: usize) -> String {
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^= x >> 31;
     format!("call_{x:016x}")
+}
+
+/// Whether JSON calls of these fields can stream: a flat object whose name comes first and whose
+/// arguments are an object (ids, nesting and string arguments need the whole object).
+fn streamable(fields: &crate::format::JsonCallFields) -> bool {
+    fields.function.is_none()
+        && fields.id.is_none()
+        && !fields.array
+        && !fields.arguments_as_string
+        && !fields.name.is_empty()
+}
+
+/// How the start of a JSON call object reads.
+enum Head {
+    /// `{"name": "f", "arguments": ` then `{` or `[`: the name, where the object starts and where its
+    /// arguments start.
+    Yes { start: usize, name: String, args_at: usize },
+    /// Not that shape (other key order, string arguments, not an object).
+    No,
+    /// A prefix of that shape.
+    Undecided,
+}
+
+fn json_head(text: &str, fields: &crate::format::JsonCallFields) -> Head {
+    let b = text.as_bytes();
+    let mut i = 0;
+    let ws = |i: &mut usize| {
+        while *i < b.len() && b[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+    };
+    // A JSON string at `i`: its decoded text and the index after it.
+    let string = |i: usize| -> Result<(String, usize), Head> {
+        if i >= b.len() {
+            return Err(Head::Undecided);
+        }
+        if b[i] != b'"' {
+            return Err(Head::No);
+        }
+        let mut j = i + 1;
+        let mut escape = false;
+        while j < b.len() {
+            match b[j] {
+                _ if escape => escape = false,
+                b'\\' => escape = true,
+                b'"' => {
+                    return serde_json::from_str::<String>(&text[i..=j]).map(|s| (s, j + 1)).map_err(|_| Head::No);
+                }
+                _ => {}
+            }
+            j += 1;
+            if j - i > MAX_NAME {
+                return Err(Head::No);
+            }
+        }
+        Err(Head::Undecided)
+    };
+    ws(&mut i);
+    let start = i;
+    match b.get(i) {
+        None => return Head::Undecided,
+        Some(b'{') => i += 1,
+        Some(_) => return Head::No,
+    }
+    ws(&mut i);
+    let (key, next) = match string(i) {
+        Ok(found) => found,
+        Err(head) => return head,
+    };
+    if key != fields.name {
+        return Head::No;
+    }
+    i = next;
+    ws(&mut i);
+    match b.get(i) {
+        None => return Head::Undecided,
+        Some(b':') => i += 1,
+        Some(_) => return Head::No,
+    }
+    ws(&mut i);
+    let (name, next) = match string(i) {
+        Ok(found) => found,
+        Err(head) => return head,
+    };
+    i = next;
+    ws(&mut i);
+    match b.get(i) {
+        None => return Head::Undecided,
+        Some(b',') => i += 1,
+        Some(_) => return Head::No,
+    }
+    ws(&mut i);
+    let (key, next) = match string(i) {
+        Ok(found) => found,
+        Err(head) => return head,
+    };
+    if key != fields.arguments && key != "arguments" && key != "parameters" {
+        return Head::No;
+    }
+    i = next;
+    ws(&mut i);
+    match b.get(i) {
+        None => return Head::Undecided,
+        Some(b':') => i += 1,
+        Some(_) => return Head::No,
+    }
+    ws(&mut i);
+    match b.get(i) {
+        None => Head::Undecided,
+        Some(b'{') if !name.is_empty() => Head::Yes { start, name, args_at: i },
+        Some(_) => Head::No,
+    }
 }
 
 struct JsonCall {
