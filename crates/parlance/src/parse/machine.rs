@@ -1193,6 +1193,7 @@ impl Machine {
             None => return Err(format!("tool name {name:?} not followed by {:?}", tools.name_suffix)),
         };
         let mut suffix_end = consumed_suffix;
+        let mut own_id = None;
         if !tools.name_suffix_after_index.is_empty() {
             // `:0<|tool_call_argument_begin|>`: digits, then the rest of the suffix.
             let Some(digits) = self.buf[consumed_suffix..].find(|c: char| !c.is_ascii_digit()) else {
@@ -1204,7 +1205,16 @@ impl Machine {
             };
             let after = consumed_suffix + digits;
             match starts_with_marker(&self.buf[after..], &tools.name_suffix_after_index) {
-                Some(Ok(n)) => suffix_end = after + n,
+                Some(Ok(n)) => {
+                    suffix_end = after + n;
+                    // The model's own id: `functions.get_weather:0`, the plain text of the name
+                    // prefix (after its last token), the name and the index.
+                    let prefix = &tools.name_prefix;
+                    let tail = &prefix[prefix.rfind(['>', ']']).map_or(0, |i| i + 1)..];
+                    let id_start =
+                        if self.buf[..name_start].ends_with(tail) { name_start - tail.len() } else { name_start };
+                    own_id = Some(self.buf[id_start..after].to_owned());
+                }
                 Some(Err(())) if !self.eof => {
                     section.phase = Phase::Name;
                     return Ok(Step::Wait);
@@ -1220,7 +1230,7 @@ impl Machine {
             section.phase = Phase::Id { name, from: self.pos };
             return Ok(Step::Again);
         }
-        self.start_call(section, name, None);
+        self.start_call(section, name, own_id);
         Ok(Step::Again)
     }
 
