@@ -186,16 +186,24 @@ impl PyReader<'_> {
             b'{' => {
                 self.pos += 1;
                 let mut map = Map::new();
+                let mut set = Vec::new();
                 while !self.eat(b'}') {
-                    let Json::String(key) = self.value()? else { return None };
-                    self.eat(b':').then_some(())?;
-                    map.insert(key, self.value()?);
+                    let first = self.value()?;
+                    if self.eat(b':') {
+                        let (Json::String(key), true) = (first, set.is_empty()) else { return None };
+                        map.insert(key, self.value()?);
+                    } else if map.is_empty() {
+                        // A set literal (`{'a', 'b'}`): a JSON array.
+                        set.push(first);
+                    } else {
+                        return None;
+                    }
                     if !self.eat(b',') {
                         self.eat(b'}').then_some(())?;
                         break;
                     }
                 }
-                Json::Object(map)
+                if set.is_empty() { Json::Object(map) } else { Json::Array(set) }
             }
             _ => {
                 let start = self.pos;
@@ -270,6 +278,8 @@ mod tests {
         assert_eq!(read_literal("None", true), Some(json!(null)));
         assert_eq!(read_literal("['a', 2, {'k': False}]", true), Some(json!(["a", 2, {"k": false}])));
         assert_eq!(read_literal("'it\\'s'", true), Some(json!("it's")));
+        assert_eq!(read_literal("{'urgent', 'bug'}", true), Some(json!(["urgent", "bug"])));
+        assert_eq!(read_literal("{'a': 1, 'b': [2]}", true), Some(json!({"a": 1, "b": [2]})));
         assert_eq!(read_literal("True", false), None);
         assert_eq!(read_literal("[1, 2", true), None);
     }
