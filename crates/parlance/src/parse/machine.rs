@@ -748,7 +748,8 @@ impl Machine {
         }
         let rest = &self.buf[self.pos..];
         let Some(at) = rest.find(channel.message.as_str()) else {
-            if self.eof || rest.len() > MAX_HEADER {
+            // Undecided until a marker starting within the bound would have arrived whole.
+            if self.eof || rest.len() >= MAX_HEADER + channel.message.len() {
                 self.issue("unparsed-call", self.pos, "a channel header without its message marker");
                 self.state = State::Content;
                 return Step::Again;

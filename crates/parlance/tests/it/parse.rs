@@ -334,9 +334,12 @@ fn parse_fuzz_inputs_replay() {
                 continue;
             }
             let Ok(text) = std::str::from_utf8(&data[3..]) else { continue };
+            // As the fuzz target sets them.
             let options = ParseOptions {
                 in_reasoning: Some(data[2] & 1 == 1),
                 separate_reasoning: Some(data[2] & 2 == 0),
+                tools: vec![json!({"type": "function", "function": {"name": "get_weather",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}})],
                 ..ParseOptions::default()
             };
             let parser = Parser::new(&formats[data[0] as usize % formats.len()], &options);
