@@ -750,14 +750,14 @@ impl Machine {
         let Some(at) = rest.find(channel.message.as_str()) else {
             // Undecided until a marker starting within the bound would have arrived whole.
             if self.eof || rest.len() >= MAX_HEADER + channel.message.len() {
-                self.issue("unparsed-call", self.pos, "a channel header without its message marker");
+                self.issue("unparsed-call", self.pos, "a channel header without its message marker within the bound");
                 self.state = State::Content;
                 return Step::Again;
             }
             return Step::Wait;
         };
         if at > MAX_HEADER {
-            self.issue("unparsed-call", self.pos, "a channel header too long");
+            self.issue("unparsed-call", self.pos, "a channel header without its message marker within the bound");
             self.state = State::Content;
             return Step::Again;
         }
