@@ -1,0 +1,757 @@
+//! Per-rule byte automata: every rule body becomes a minimized DFA over byte classes and rule references.
+//!
+//! Construction: Thompson NFA (byte-range, rule-reference and epsilon edges; characters become UTF-8 byte
+//! sequences through `regex_syntax::utf8`), subset construction over byte classes and rule symbols,
+//! trimming of states that cannot reach a final state, Moore partition refinement, and canonical
+//! breadth-first numbering so that equal automata get equal [`Automaton::encode`] output, the basis of
+//! the structural hash that lets grammars share token-mask cache entries.
+
+use crate::grammar::Expr;
+use crate::regex::{RegexMode, regex_to_expr};
+use regex_syntax::utf8::Utf8Sequences;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Marks a missing transition.
+pub(crate) const DEAD: u32 = u32::MAX;
+
+/// Why an automaton could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BuildError {
+    /// A limit was exceeded: what, how many, the maximum.
+    Limit(&'static str, usize, usize),
+    /// The compile-time budget ran out.
+    Timeout,
+    /// An embedded regex was invalid or unsupported.
+    Regex(String),
+}
+
+/// A deterministic automaton for one rule. State 0 is the start state.
+#[derive(Debug, Clone)]
+pub(crate) struct Automaton {
+    classes: [u8; 256],
+    nclasses: usize,
+    trans: Vec<u32>,
+    rule_edges: Vec<Vec<(u32, u32)>>,
+    finals: Vec<bool>,
+    scannable: Vec<bool>,
+    /// Per state, the bytes that lead back to the same state (used to accept whole trie subtrees).
+    self_loop: Vec<[u64; 4]>,
+}
+
+impl Automaton {
+    /// Number of states.
+    pub(crate) fn len(&self) -> usize {
+        self.finals.len()
+    }
+
+    /// The state reached from `state` on `byte`, or [`DEAD`].
+    #[inline]
+    pub(crate) fn next(&self, state: u32, byte: u8) -> u32 {
+        self.trans[state as usize * self.nclasses + self.classes[byte as usize] as usize]
+    }
+
+    /// Rule-reference edges `(rule, target)` leaving `state`.
+    #[inline]
+    pub(crate) fn rule_edges(&self, state: u32) -> &[(u32, u32)] {
+        &self.rule_edges[state as usize]
+    }
+
+    /// Whether `state` is final.
+    #[inline]
+    pub(crate) fn is_final(&self, state: u32) -> bool {
+        self.finals[state as usize]
+    }
+
+    /// Whether `state` has at least one byte transition.
+    #[inline]
+    pub(crate) fn is_scannable(&self, state: u32) -> bool {
+        self.scannable[state as usize]
+    }
+
+    /// Whether every byte in `bytes` loops on `state`.
+    #[inline]
+    pub(crate) fn loops_on_all(&self, state: u32, bytes: &[u64; 4]) -> bool {
+        let l = &self.self_loop[state as usize];
+        (0..4).all(|i| bytes[i] & !l[i] == 0)
+    }
+
+    /// Rewrites rule references through `map` (rules not in the map are dropped as dead edges).
+    pub(crate) fn remap_rules(&mut self, map: &dyn Fn(u32) -> Option<u32>) {
+        for edges in &mut self.rule_edges {
+            edges.retain_mut(|(r, _)| match map(*r) {
+                Some(n) => {
+                    *r = n;
+                    true
+                }
+                None => false,
+            });
+        }
+    }
+
+    /// Canonical encoding of the structure: states with byte ranges, rule edges (rule ids passed
+    /// through `rule_index`) and finality.
+    pub(crate) fn encode(&self, rule_index: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) {
+        out.push(self.len() as u32);
+        for s in 0..self.len() as u32 {
+            out.push(self.finals[s as usize] as u32);
+            let mut b = 0usize;
+            while b < 256 {
+                let t = self.next(s, b as u8);
+                let mut e = b;
+                while e + 1 < 256 && self.next(s, (e + 1) as u8) == t {
+                    e += 1;
+                }
+                if t != DEAD {
+                    out.extend([b as u32, e as u32, t]);
+                }
+                b = e + 1;
+            }
+            out.push(u32::MAX - 1);
+            for &(r, t) in self.rule_edges(s) {
+                out.extend([rule_index(r), t]);
+            }
+            out.push(u32::MAX - 2);
+        }
+    }
+
+    /// Removes states that cannot reach a final state (after rule edges to unproductive rules were
+    /// dropped) and renumbers canonically. Returns `false` if the start state itself is dead.
+    pub(crate) fn retrim(&mut self) -> bool {
+        let dfa = Dfa {
+            classes: self.classes,
+            nclasses: self.nclasses,
+            trans: std::mem::take(&mut self.trans),
+            rule_edges: std::mem::take(&mut self.rule_edges),
+            finals: std::mem::take(&mut self.finals),
+        };
+        match dfa.trim().map(|d| d.canonical()) {
+            Some(d) => {
+                *self = d.into_automaton();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Label {
+    Eps,
+    Bytes(u8, u8),
+    Rule(u32),
+}
+
+struct Nfa<'a> {
+    edges: Vec<Vec<(Label, u32)>>,
+    max_states: usize,
+    deadline: Instant,
+    regex_depth: usize,
+    _p: std::marker::PhantomData<&'a ()>,
+}
+
+impl Nfa<'_> {
+    fn new_state(&mut self) -> Result<u32, BuildError> {
+        if self.edges.len() >= self.max_states {
+            return Err(BuildError::Limit("automaton states", self.edges.len() + 1, self.max_states));
+        }
+        if self.edges.len() % 4096 == 0 && Instant::now() > self.deadline {
+            return Err(BuildError::Timeout);
+        }
+        self.edges.push(Vec::new());
+        Ok(self.edges.len() as u32 - 1)
+    }
+
+    fn edge(&mut self, from: u32, label: Label, to: u32) {
+        self.edges[from as usize].push((label, to));
+    }
+
+    fn fresh_from(&mut self, from: u32) -> Result<u32, BuildError> {
+        let s = self.new_state()?;
+        self.edge(from, Label::Eps, s);
+        Ok(s)
+    }
+
+    fn chars(&mut self, from: u32, negated: bool, ranges: &[(char, char)]) -> Result<u32, BuildError> {
+        let mut rs: Vec<(u32, u32)> = ranges.iter().map(|&(a, b)| (a as u32, b as u32)).collect();
+        rs.sort_unstable();
+        let mut merged: Vec<(u32, u32)> = Vec::new();
+        for (a, b) in rs {
+            match merged.last_mut() {
+                Some(last) if a <= last.1.saturating_add(1) => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        if negated {
+            let mut comp = Vec::new();
+            let mut next = 0u32;
+            for (a, b) in merged {
+                if a > next {
+                    comp.push((next, a - 1));
+                }
+                next = b + 1;
+            }
+            if next <= 0x10FFFF {
+                comp.push((next, 0x10FFFF));
+            }
+            merged = comp;
+        }
+        let end = self.new_state()?;
+        for (a, b) in merged {
+            // Surrogates are not characters; clip them out so `char::from_u32` always succeeds.
+            let pieces = [(a, b.min(0xD7FF)), (a.max(0xE000), b)];
+            for (a, b) in pieces {
+                let (Some(a), Some(b)) = (char::from_u32(a), char::from_u32(b)) else { continue };
+                if a > b {
+                    continue;
+                }
+                for seq in Utf8Sequences::new(a, b) {
+                    let mut cur = from;
+                    let n = seq.as_slice().len();
+                    for (i, r) in seq.as_slice().iter().enumerate() {
+                        let to = if i + 1 == n { end } else { self.new_state()? };
+                        self.edge(cur, Label::Bytes(r.start, r.end), to);
+                        cur = to;
+                    }
+                }
+            }
+        }
+        Ok(end)
+    }
+
+    /// Builds `e` starting at `from`; returns the end state.
+    fn build(&mut self, e: &Expr, from: u32, rule_map: &dyn Fn(u32) -> Option<u32>) -> Result<u32, BuildError> {
+        match e {
+            Expr::Empty => Ok(from),
+            Expr::Literal(s) => {
+                let mut cur = from;
+                for &b in s.as_bytes() {
+                    let to = self.new_state()?;
+                    self.edge(cur, Label::Bytes(b, b), to);
+                    cur = to;
+                }
+                Ok(cur)
+            }
+            Expr::CharClass { negated, ranges } => self.chars(from, *negated, ranges),
+            Expr::Rule(r) => {
+                let to = self.new_state()?;
+                match rule_map(r.0) {
+                    Some(id) => self.edge(from, Label::Rule(id), to),
+                    // A rule that can never match: leave `to` unreachable.
+                    None => {}
+                }
+                Ok(to)
+            }
+            Expr::Seq(parts) => {
+                let mut cur = from;
+                for p in parts {
+                    cur = self.build(p, cur, rule_map)?;
+                }
+                Ok(cur)
+            }
+            Expr::Alt(parts) => {
+                let end = self.new_state()?;
+                for p in parts {
+                    let s = self.fresh_from(from)?;
+                    let e = self.build(p, s, rule_map)?;
+                    self.edge(e, Label::Eps, end);
+                }
+                Ok(end)
+            }
+            Expr::Repeat { expr, min, max } => {
+                let mut cur = from;
+                for _ in 0..*min {
+                    let s = self.fresh_from(cur)?;
+                    cur = self.build(expr, s, rule_map)?;
+                }
+                match max {
+                    None => {
+                        let hub = self.fresh_from(cur)?;
+                        let s = self.fresh_from(hub)?;
+                        let e = self.build(expr, s, rule_map)?;
+                        self.edge(e, Label::Eps, hub);
+                        Ok(hub)
+                    }
+                    Some(max) => {
+                        let end = self.new_state()?;
+                        for _ in *min..*max {
+                            self.edge(cur, Label::Eps, end);
+                            let s = self.fresh_from(cur)?;
+                            cur = self.build(expr, s, rule_map)?;
+                        }
+                        self.edge(cur, Label::Eps, end);
+                        Ok(end)
+                    }
+                }
+            }
+            Expr::Regex(pattern) => {
+                if self.regex_depth > 4 {
+                    return Err(BuildError::Regex("regex nested in regex".into()));
+                }
+                let inner = regex_to_expr(pattern, RegexMode::Terminal).map_err(BuildError::Regex)?;
+                self.regex_depth += 1;
+                let r = self.build(&inner, from, rule_map);
+                self.regex_depth -= 1;
+                r
+            }
+        }
+    }
+}
+
+struct Dfa {
+    classes: [u8; 256],
+    nclasses: usize,
+    trans: Vec<u32>,
+    rule_edges: Vec<Vec<(u32, u32)>>,
+    finals: Vec<bool>,
+}
+
+/// Builds the minimized automaton of `expr`. `rule_map` maps grammar rule ids to automaton rule ids
+/// (`None`: the reference can never match).
+pub(crate) fn build(
+    expr: &Expr,
+    rule_map: &dyn Fn(u32) -> Option<u32>,
+    max_states: usize,
+    deadline: Instant,
+) -> Result<Automaton, BuildError> {
+    let mut nfa = Nfa { edges: Vec::new(), max_states, deadline, regex_depth: 0, _p: std::marker::PhantomData };
+    let start = nfa.new_state()?;
+    let end = nfa.build(expr, start, rule_map)?;
+    let dfa = determinize(&nfa.edges, start, end, max_states, deadline)?;
+    let dfa = match dfa.trim() {
+        Some(d) => d,
+        None => return Ok(empty_automaton()),
+    };
+    let dfa = dfa.minimize(deadline)?;
+    Ok(dfa.canonical().into_automaton())
+}
+
+/// An automaton whose language is empty (a rule that can never match).
+fn empty_automaton() -> Automaton {
+    Dfa { classes: [0; 256], nclasses: 1, trans: vec![DEAD], rule_edges: vec![Vec::new()], finals: vec![false] }
+        .into_automaton()
+}
+
+fn closure(edges: &[Vec<(Label, u32)>], set: &mut Vec<u32>, mark: &mut [u32], stamp: u32) {
+    let mut i = 0;
+    for &s in set.iter() {
+        mark[s as usize] = stamp;
+    }
+    while i < set.len() {
+        let s = set[i];
+        for &(l, t) in &edges[s as usize] {
+            if matches!(l, Label::Eps) && mark[t as usize] != stamp {
+                mark[t as usize] = stamp;
+                set.push(t);
+            }
+        }
+        i += 1;
+    }
+    set.sort_unstable();
+}
+
+fn determinize(
+    edges: &[Vec<(Label, u32)>],
+    start: u32,
+    end: u32,
+    max_states: usize,
+    deadline: Instant,
+) -> Result<Dfa, BuildError> {
+    // Byte classes: bytes that no range boundary separates behave alike.
+    let mut boundary = [false; 257];
+    boundary[0] = true;
+    boundary[256] = true;
+    for es in edges {
+        for &(l, _) in es {
+            if let Label::Bytes(a, b) = l {
+                boundary[a as usize] = true;
+                boundary[b as usize + 1] = true;
+            }
+        }
+    }
+    let mut classes = [0u8; 256];
+    let mut reps = Vec::new();
+    let mut c: i32 = -1;
+    for b in 0..256 {
+        if boundary[b] {
+            c += 1;
+            reps.push(b as u8);
+        }
+        classes[b] = c as u8;
+    }
+    let nclasses = reps.len();
+    let mut mark = vec![0u32; edges.len()];
+    let mut stamp = 1u32;
+    let mut init = vec![start];
+    closure(edges, &mut init, &mut mark, stamp);
+    let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut sets: Vec<Vec<u32>> = vec![init.clone()];
+    ids.insert(init, 0);
+    let mut trans: Vec<u32> = Vec::new();
+    let mut rule_edges: Vec<Vec<(u32, u32)>> = Vec::new();
+    let mut finals = Vec::new();
+    let mut by_class: Vec<Vec<u32>> = vec![Vec::new(); nclasses];
+    let mut by_rule: Vec<(u32, u32)> = Vec::new();
+    let mut i = 0;
+    while i < sets.len() {
+        if i % 1024 == 0 && Instant::now() > deadline {
+            return Err(BuildError::Timeout);
+        }
+        let set = sets[i].clone();
+        finals.push(set.binary_search(&end).is_ok());
+        for v in &mut by_class {
+            v.clear();
+        }
+        by_rule.clear();
+        for &s in &set {
+            for &(l, t) in &edges[s as usize] {
+                match l {
+                    Label::Eps => {}
+                    Label::Bytes(a, b) => {
+                        for v in &mut by_class[classes[a as usize] as usize..=classes[b as usize] as usize] {
+                            v.push(t);
+                        }
+                    }
+                    Label::Rule(r) => by_rule.push((r, t)),
+                }
+            }
+        }
+        let mut target_of = |mut targets: Vec<u32>, sets: &mut Vec<Vec<u32>>| -> Result<u32, BuildError> {
+            stamp += 1;
+            targets.sort_unstable();
+            targets.dedup();
+            closure(edges, &mut targets, &mut mark, stamp);
+            if let Some(&id) = ids.get(&targets) {
+                return Ok(id);
+            }
+            if sets.len() >= max_states {
+                return Err(BuildError::Limit("automaton states", sets.len() + 1, max_states));
+            }
+            let id = sets.len() as u32;
+            ids.insert(targets.clone(), id);
+            sets.push(targets);
+            Ok(id)
+        };
+        for c in 0..nclasses {
+            if by_class[c].is_empty() {
+                trans.push(DEAD);
+            } else {
+                let t = target_of(by_class[c].clone(), &mut sets)?;
+                trans.push(t);
+            }
+        }
+        by_rule.sort_unstable();
+        let mut redges = Vec::new();
+        let mut j = 0;
+        while j < by_rule.len() {
+            let r = by_rule[j].0;
+            let mut targets = Vec::new();
+            while j < by_rule.len() && by_rule[j].0 == r {
+                targets.push(by_rule[j].1);
+                j += 1;
+            }
+            let t = target_of(targets, &mut sets)?;
+            redges.push((r, t));
+        }
+        rule_edges.push(redges);
+        i += 1;
+    }
+    Ok(Dfa { classes, nclasses, trans, rule_edges, finals })
+}
+
+impl Dfa {
+    fn len(&self) -> usize {
+        self.finals.len()
+    }
+
+    /// Drops states that cannot reach a final state. `None` if the start state is among them.
+    fn trim(mut self) -> Option<Dfa> {
+        let n = self.len();
+        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for s in 0..n {
+            for c in 0..self.nclasses {
+                let t = self.trans[s * self.nclasses + c];
+                if t != DEAD {
+                    preds[t as usize].push(s as u32);
+                }
+            }
+            for &(_, t) in &self.rule_edges[s] {
+                preds[t as usize].push(s as u32);
+            }
+        }
+        let mut live = self.finals.clone();
+        let mut stack: Vec<u32> = (0..n as u32).filter(|&s| live[s as usize]).collect();
+        while let Some(s) = stack.pop() {
+            for &p in &preds[s as usize] {
+                if !live[p as usize] {
+                    live[p as usize] = true;
+                    stack.push(p);
+                }
+            }
+        }
+        if !live[0] {
+            return None;
+        }
+        for s in 0..n {
+            for c in 0..self.nclasses {
+                let t = &mut self.trans[s * self.nclasses + c];
+                if *t != DEAD && !live[*t as usize] {
+                    *t = DEAD;
+                }
+            }
+            self.rule_edges[s].retain(|&(_, t)| live[t as usize]);
+        }
+        Some(self)
+    }
+
+    /// Moore partition refinement; skipped (the automaton stays correct, only larger) when it would
+    /// take too many rounds on a large automaton.
+    fn minimize(self, deadline: Instant) -> Result<Dfa, BuildError> {
+        let n = self.len();
+        let mut block: Vec<u32> = self.finals.iter().map(|&f| f as u32).collect();
+        let mut count = 0usize;
+        let budget = 20_000_000usize;
+        let mut work = 0usize;
+        let mut sig: Vec<u32> = Vec::new();
+        loop {
+            let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+            let mut next = vec![0u32; n];
+            for s in 0..n {
+                sig.clear();
+                sig.push(block[s]);
+                for c in 0..self.nclasses {
+                    let t = self.trans[s * self.nclasses + c];
+                    sig.push(if t == DEAD { DEAD } else { block[t as usize] });
+                }
+                for &(r, t) in &self.rule_edges[s] {
+                    sig.extend([r, block[t as usize]]);
+                }
+                let len = ids.len() as u32;
+                next[s] = *ids.entry(sig.clone()).or_insert(len);
+            }
+            work += n * (self.nclasses + 2);
+            let new_count = ids.len();
+            block = next;
+            if new_count == count {
+                break;
+            }
+            count = new_count;
+            if work > budget {
+                return Ok(self);
+            }
+            if Instant::now() > deadline {
+                return Err(BuildError::Timeout);
+            }
+        }
+        if count == n {
+            return Ok(self);
+        }
+        let mut trans = vec![DEAD; count * self.nclasses];
+        let mut rule_edges = vec![Vec::new(); count];
+        let mut finals = vec![false; count];
+        for s in 0..n {
+            let b = block[s] as usize;
+            finals[b] = self.finals[s];
+            for c in 0..self.nclasses {
+                let t = self.trans[s * self.nclasses + c];
+                trans[b * self.nclasses + c] = if t == DEAD { DEAD } else { block[t as usize] };
+            }
+            rule_edges[b] = self.rule_edges[s].iter().map(|&(r, t)| (r, block[t as usize])).collect();
+        }
+        // Keep the start state first.
+        let mut d = Dfa { classes: self.classes, nclasses: self.nclasses, trans, rule_edges, finals };
+        let start = block[0];
+        if start != 0 {
+            d.swap_states(0, start);
+        }
+        Ok(d)
+    }
+
+    fn swap_states(&mut self, a: u32, b: u32) {
+        let nc = self.nclasses;
+        let sw = |t: u32| {
+            if t == a {
+                b
+            } else if t == b {
+                a
+            } else {
+                t
+            }
+        };
+        for t in &mut self.trans {
+            if *t != DEAD {
+                *t = sw(*t);
+            }
+        }
+        for es in &mut self.rule_edges {
+            for e in es.iter_mut() {
+                e.1 = sw(e.1);
+            }
+        }
+        let (a, b) = (a as usize, b as usize);
+        for c in 0..nc {
+            self.trans.swap(a * nc + c, b * nc + c);
+        }
+        self.rule_edges.swap(a, b);
+        self.finals.swap(a, b);
+    }
+
+    /// Breadth-first renumbering from the start state (bytes in order, then rule edges), dropping
+    /// unreachable states, with byte classes recomputed from the transitions actually used.
+    fn canonical(self) -> Dfa {
+        let n = self.len();
+        let mut order = vec![DEAD; n];
+        let mut queue = vec![0u32];
+        order[0] = 0;
+        let mut i = 0;
+        while i < queue.len() {
+            let s = queue[i] as usize;
+            for c in 0..self.nclasses {
+                let t = self.trans[s * self.nclasses + c];
+                if t != DEAD && order[t as usize] == DEAD {
+                    order[t as usize] = queue.len() as u32;
+                    queue.push(t);
+                }
+            }
+            for &(_, t) in &self.rule_edges[s] {
+                if order[t as usize] == DEAD {
+                    order[t as usize] = queue.len() as u32;
+                    queue.push(t);
+                }
+            }
+            i += 1;
+        }
+        let m = queue.len();
+        // Recompute byte classes: bytes with identical columns over the kept states.
+        let mut col_ids: HashMap<Vec<u32>, u8> = HashMap::new();
+        let mut classes = [0u8; 256];
+        let mut cols: Vec<Vec<u32>> = Vec::new();
+        for b in 0..256 {
+            let c = self.classes[b] as usize;
+            let col: Vec<u32> = queue
+                .iter()
+                .map(|&s| {
+                    let t = self.trans[s as usize * self.nclasses + c];
+                    if t == DEAD { DEAD } else { order[t as usize] }
+                })
+                .collect();
+            let next = col_ids.len() as u8;
+            let id = *col_ids.entry(col.clone()).or_insert_with(|| {
+                cols.push(col);
+                next
+            });
+            classes[b] = id;
+        }
+        let nclasses = cols.len();
+        let mut trans = vec![DEAD; m * nclasses];
+        for (c, col) in cols.iter().enumerate() {
+            for (s, &t) in col.iter().enumerate() {
+                trans[s * nclasses + c] = t;
+            }
+        }
+        let mut rule_edges = Vec::with_capacity(m);
+        let mut finals = Vec::with_capacity(m);
+        for &s in &queue {
+            let mut es: Vec<(u32, u32)> =
+                self.rule_edges[s as usize].iter().map(|&(r, t)| (r, order[t as usize])).collect();
+            es.sort_unstable();
+            rule_edges.push(es);
+            finals.push(self.finals[s as usize]);
+        }
+        Dfa { classes, nclasses, trans, rule_edges, finals }
+    }
+
+    fn into_automaton(self) -> Automaton {
+        let n = self.len();
+        let mut scannable = vec![false; n];
+        let mut self_loop = vec![[0u64; 4]; n];
+        for s in 0..n {
+            for b in 0..256usize {
+                let t = self.trans[s * self.nclasses + self.classes[b] as usize];
+                if t != DEAD {
+                    scannable[s] = true;
+                    if t as usize == s {
+                        self_loop[s][b / 64] |= 1 << (b % 64);
+                    }
+                }
+            }
+        }
+        Automaton {
+            classes: self.classes,
+            nclasses: self.nclasses,
+            trans: self.trans,
+            rule_edges: self.rule_edges,
+            finals: self.finals,
+            scannable,
+            self_loop,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::Grammar;
+    use std::time::Duration;
+
+    fn automaton(text: &str) -> Automaton {
+        let g = Grammar::parse(text).expect("parses");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        build(&g.rules()[0].expr, &|r| Some(r), 100_000, deadline).expect("builds")
+    }
+
+    fn matches(a: &Automaton, s: &[u8]) -> bool {
+        let mut st = 0;
+        for &b in s {
+            st = a.next(st, b);
+            if st == DEAD {
+                return false;
+            }
+        }
+        a.is_final(st)
+    }
+
+    #[test]
+    fn literal_alternatives_are_minimized() {
+        let a = automaton(r#"root ::= "ab" | "cb" | "a" "b""#);
+        assert_eq!(a.len(), 3);
+        assert!(matches(&a, b"ab") && matches(&a, b"cb") && !matches(&a, b"a") && !matches(&a, b"bb"));
+    }
+
+    #[test]
+    fn utf8_classes_and_negation() {
+        let a = automaton("root ::= [^a\\u00e9]");
+        assert!(matches(&a, "b".as_bytes()));
+        assert!(matches(&a, "€".as_bytes()));
+        assert!(matches(&a, "😀".as_bytes()));
+        assert!(!matches(&a, "é".as_bytes()));
+        assert!(!matches(&a, b"a"));
+        assert!(!matches(&a, &[0xC3]));
+        assert!(!matches(&a, &[0xED, 0xA0, 0x80]), "surrogates are not characters");
+    }
+
+    #[test]
+    fn bounded_repetition_counts() {
+        let a = automaton("root ::= \"x\"{2,4} \"y\"{3,} [0-9]{0,2}");
+        assert!(matches(&a, b"xxyyy") && matches(&a, b"xxxxyyyyy12"));
+        assert!(
+            !matches(&a, b"xyyy") && !matches(&a, b"xxxxxyyy") && !matches(&a, b"xxyy") && !matches(&a, b"xxyyy123")
+        );
+    }
+
+    #[test]
+    fn regex_terminal() {
+        let a = automaton(r"root ::= /[a-c]+(x|yz)?\d/");
+        assert!(matches(&a, b"abyz7") && matches(&a, b"c1"));
+        assert!(!matches(&a, b"yz7") && !matches(&a, b"ab"));
+    }
+
+    #[test]
+    fn equal_languages_encode_equally() {
+        let (a, b) = (automaton(r#"root ::= "a"+ | "b""#), automaton(r#"root ::= "b" | "a" "a"*"#));
+        let (mut ea, mut eb) = (Vec::new(), Vec::new());
+        a.encode(&mut |r| r, &mut ea);
+        b.encode(&mut |r| r, &mut eb);
+        assert_eq!(ea, eb);
+    }
+}

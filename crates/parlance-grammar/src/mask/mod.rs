@@ -1,0 +1,268 @@
+//! Token masks: which vocabulary entries may come next; the only walker of the token trie.
+//!
+//! [`MaskEntry`] keeps, for one scannable item `(rule, state)`, the tokens always accepted (all their
+//! bytes are consumed inside the rule), the tokens that are uncertain (the rule may complete before the
+//! token ends, so the rest depends on the context) and, implicitly, the rejected rest. Entries are
+//! computed the first time an item is reached (JIT), by walking the trie with an Earley parser rooted at
+//! the item, and shared across grammars through [`MaskPool`], keyed by the structural key of the rule
+//! (see `CompiledGrammar::key`). At run time only uncertain tokens are checked against the full chart,
+//! again by a trie-ordered walk that reuses the parser state of shared prefixes. The accepted set is
+//! stored as a list, a bitset or a complement list, whichever is smallest.
+
+use crate::compile::CompiledGrammar;
+use crate::earley::{Earley, Item, ROOT_ORIGIN, SetLimit, Tables};
+use crate::vocab::TokenVocab;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Tokens a scannable item accepts, in the most compact form.
+#[derive(Debug)]
+pub(crate) enum Accepted {
+    /// These token ids.
+    Ids(Vec<u32>),
+    /// A bitset over token ids (`u32` words, like the output mask).
+    Bits(Vec<u32>),
+    /// Every normal (non-special) token except these ids.
+    AllExcept(Vec<u32>),
+}
+
+/// The cached token classification of one scannable item.
+#[derive(Debug)]
+pub(crate) struct MaskEntry {
+    pub(crate) accepted: Accepted,
+    /// Sorted trie positions of uncertain tokens.
+    pub(crate) uncertain: Vec<u32>,
+}
+
+impl MaskEntry {
+    fn bytes(&self) -> usize {
+        let a = match &self.accepted {
+            Accepted::Ids(v) | Accepted::Bits(v) | Accepted::AllExcept(v) => v.len(),
+        };
+        (a + self.uncertain.len()) * 4 + 64
+    }
+
+    /// ORs the accepted tokens into `mask`.
+    pub(crate) fn or_into(&self, mask: &mut [u32], normal: &[u32]) {
+        match &self.accepted {
+            Accepted::Ids(ids) => {
+                for &id in ids {
+                    mask[id as usize / 32] |= 1 << (id % 32);
+                }
+            }
+            Accepted::Bits(bits) => {
+                for (m, b) in mask.iter_mut().zip(bits) {
+                    *m |= b;
+                }
+            }
+            Accepted::AllExcept(ids) => {
+                let mut it = ids.iter().peekable();
+                for (w, (m, n)) in mask.iter_mut().zip(normal).enumerate() {
+                    let mut word = *n;
+                    while let Some(&&id) = it.peek() {
+                        if id as usize / 32 != w {
+                            break;
+                        }
+                        word &= !(1 << (id % 32));
+                        it.next();
+                    }
+                    *m |= word;
+                }
+            }
+        }
+    }
+}
+
+type PoolKey = (u64, u32);
+
+/// Cross-grammar pool of mask entries for one vocabulary, keyed by structural key and state.
+#[derive(Debug, Default)]
+pub(crate) struct MaskPool {
+    inner: Mutex<PoolInner>,
+}
+
+#[derive(Debug, Default)]
+struct PoolInner {
+    map: HashMap<PoolKey, Vec<(Arc<[u32]>, Arc<MaskEntry>)>>,
+    bytes: usize,
+    len: usize,
+}
+
+/// The pool stops growing (entries are still computed, just not shared) past this many bytes.
+const POOL_MAX_BYTES: usize = 1 << 30;
+
+impl MaskPool {
+    pub(crate) fn len(&self) -> usize {
+        self.inner.lock().map(|p| p.len).unwrap_or(0)
+    }
+
+    fn get(&self, key: &(u64, Arc<[u32]>), state: u32) -> Option<Arc<MaskEntry>> {
+        let p = self.inner.lock().ok()?;
+        let v = p.map.get(&(key.0, state))?;
+        v.iter().find(|(k, _)| Arc::ptr_eq(k, &key.1) || **k == *key.1).map(|(_, e)| e.clone())
+    }
+
+    fn insert(&self, key: &(u64, Arc<[u32]>), state: u32, entry: Arc<MaskEntry>) {
+        let Ok(mut p) = self.inner.lock() else { return };
+        let add = entry.bytes() + key.1.len() / 8;
+        if p.bytes + add > POOL_MAX_BYTES {
+            return;
+        }
+        p.bytes += add;
+        p.len += 1;
+        p.map.entry((key.0, state)).or_default().push((key.1.clone(), entry));
+    }
+}
+
+/// Bitset over trie positions, used while an entry is computed.
+struct PosBits(Vec<u64>);
+
+impl PosBits {
+    fn new(n: usize) -> PosBits {
+        PosBits(vec![0; n.div_ceil(64)])
+    }
+    fn set_range(&mut self, lo: u32, hi: u32) {
+        let (mut lo, hi) = (lo as usize, hi as usize);
+        while lo < hi && lo % 64 != 0 {
+            self.0[lo / 64] |= 1 << (lo % 64);
+            lo += 1;
+        }
+        while lo + 64 <= hi {
+            self.0[lo / 64] = u64::MAX;
+            lo += 64;
+        }
+        while lo < hi {
+            self.0[lo / 64] |= 1 << (lo % 64);
+            lo += 1;
+        }
+    }
+    fn get(&self, p: u32) -> bool {
+        self.0[p as usize / 64] >> (p % 64) & 1 == 1
+    }
+}
+
+/// Returns the entry of scannable item `(rule, state)`, computing and pooling it on first use.
+pub(crate) fn entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<Arc<MaskEntry>, SetLimit> {
+    let slot = &g.local[rule as usize][state as usize];
+    if let Some(e) = slot.get() {
+        return Ok(e.clone());
+    }
+    let key = g.key(rule);
+    let e = match g.vocab.pool.get(key, state) {
+        Some(e) => e,
+        None => {
+            let e = Arc::new(compute_entry(&g.tables, &g.vocab, rule, state, g.limits.earley_set_items)?);
+            g.vocab.pool.insert(key, state, e.clone());
+            e
+        }
+    };
+    Ok(slot.get_or_init(|| e).clone())
+}
+
+/// Walks the whole trie from item `(rule, state)` alone.
+fn compute_entry(
+    tables: &Tables,
+    vocab: &TokenVocab,
+    rule: u32,
+    state: u32,
+    max_items: usize,
+) -> Result<MaskEntry, SetLimit> {
+    let mut parser = Earley::new(tables, Item { rule, state, origin: ROOT_ORIGIN }, max_items)?;
+    let nodes = vocab.nodes();
+    let mut accepted = PosBits::new(vocab.sorted_len());
+    let mut uncertain: Vec<u32> = Vec::new();
+    // done[d]: the root item completed somewhere on the current path, at or before depth d.
+    let mut done: Vec<bool> = vec![parser.root_done(0)];
+    let mut i = 1;
+    while i < nodes.len() {
+        let node = &nodes[i];
+        let depth = node.depth as usize;
+        parser.truncate(depth);
+        done.truncate(depth);
+        let set = parser.last();
+        if set.iter().any(|it| tables.rules[it.rule as usize].loops_on_all(it.state, &node.bytes)) {
+            // Every byte below loops on one item of this set: the whole subtree is accepted.
+            accepted.set_range(node.lo, node.hi);
+            i = node.end as usize;
+            continue;
+        }
+        if !parser.push_byte(tables, node.byte)? {
+            if done[depth - 1] {
+                uncertain.extend(node.lo..node.hi);
+            }
+            i = node.end as usize;
+            continue;
+        }
+        done.push(done[depth - 1] || parser.root_done(depth));
+        accepted.set_range(node.lo, node.here);
+        i += 1;
+    }
+    Ok(make_entry(vocab, &accepted, uncertain))
+}
+
+fn make_entry(vocab: &TokenVocab, accepted: &PosBits, uncertain: Vec<u32>) -> MaskEntry {
+    let n = vocab.sorted_len();
+    let count: usize = accepted.0.iter().map(|w| w.count_ones() as usize).sum();
+    let small = vocab.len() / 48;
+    let accepted = if count <= small {
+        let mut ids: Vec<u32> = (0..n as u32).filter(|&p| accepted.get(p)).map(|p| vocab.id_at(p)).collect();
+        ids.sort_unstable();
+        Accepted::Ids(ids)
+    } else if n - count <= small {
+        let mut ids: Vec<u32> = (0..n as u32).filter(|&p| !accepted.get(p)).map(|p| vocab.id_at(p)).collect();
+        ids.sort_unstable();
+        Accepted::AllExcept(ids)
+    } else {
+        let mut bits = vec![0u32; vocab.mask_words()];
+        for p in 0..n as u32 {
+            if accepted.get(p) {
+                let id = vocab.id_at(p);
+                bits[id as usize / 32] |= 1 << (id % 32);
+            }
+        }
+        Accepted::Bits(bits)
+    };
+    MaskEntry { accepted, uncertain }
+}
+
+/// Checks each candidate (sorted trie positions) against the full chart; sets the bits of those that
+/// can be consumed. Shared prefixes are pushed once; a failed prefix skips every token that has it.
+pub(crate) fn check_candidates(
+    tables: &Tables,
+    vocab: &TokenVocab,
+    parser: &mut Earley,
+    candidates: &[u32],
+    mask: &mut [u32],
+) -> Result<(), SetLimit> {
+    let base = parser.len();
+    let mut prev: &[u8] = &[];
+    // Length of a prefix known to fail, if any.
+    let mut failed: Option<usize> = None;
+    for &pos in candidates {
+        let tok = vocab.bytes_at(pos);
+        let lcp = prev.iter().zip(tok).take_while(|(a, b)| a == b).count();
+        if let Some(f) = failed {
+            if lcp >= f {
+                continue;
+            }
+            failed = None;
+        }
+        let keep = lcp.min(parser.len() - base);
+        parser.truncate(base + keep);
+        let mut ok = true;
+        for (j, &b) in tok.iter().enumerate().skip(keep) {
+            if !parser.push_byte(tables, b)? {
+                failed = Some(j + 1);
+                ok = false;
+                break;
+            }
+        }
+        if ok {
+            let id = vocab.id_at(pos);
+            mask[id as usize / 32] |= 1 << (id % 32);
+        }
+        prev = tok;
+    }
+    parser.truncate(base);
+    Ok(())
+}

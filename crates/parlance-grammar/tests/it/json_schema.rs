@@ -1,0 +1,1 @@
+//! JSON Schema tests (filled in with the JSON Schema compiler).
