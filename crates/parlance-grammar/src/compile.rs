@@ -275,8 +275,8 @@ fn compile(
         let (body, _) = inl.expanded(kept[i]);
         body.for_each_rule(&mut |RuleId(r)| {
             let r = r as usize;
-            if !new_id.contains_key(&r) {
-                new_id.insert(r, kept.len() as u32);
+            if let std::collections::hash_map::Entry::Vacant(v) = new_id.entry(r) {
+                v.insert(kept.len() as u32);
                 kept.push(r);
             }
         });

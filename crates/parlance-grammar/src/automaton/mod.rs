@@ -235,10 +235,9 @@ impl Nfa<'_> {
             Expr::CharClass { negated, ranges } => self.chars(from, *negated, ranges),
             Expr::Rule(r) => {
                 let to = self.new_state()?;
-                match rule_map(r.0) {
-                    Some(id) => self.edge(from, Label::Rule(id), to),
-                    // A rule that can never match: leave `to` unreachable.
-                    None => {}
+                // A rule that can never match leaves `to` unreachable.
+                if let Some(id) = rule_map(r.0) {
+                    self.edge(from, Label::Rule(id), to);
                 }
                 Ok(to)
             }
@@ -432,11 +431,11 @@ fn determinize(
             sets.push(targets);
             Ok(id)
         };
-        for c in 0..nclasses {
-            if by_class[c].is_empty() {
+        for targets in &by_class {
+            if targets.is_empty() {
                 trans.push(DEAD);
             } else {
-                let t = target_of(by_class[c].clone(), &mut sets)?;
+                let t = target_of(targets.clone(), &mut sets)?;
                 trans.push(t);
             }
         }
@@ -626,7 +625,7 @@ impl Dfa {
         let mut col_ids: HashMap<Vec<u32>, u8> = HashMap::new();
         let mut classes = [0u8; 256];
         let mut cols: Vec<Vec<u32>> = Vec::new();
-        for b in 0..256 {
+        for (b, class) in classes.iter_mut().enumerate() {
             let c = self.classes[b] as usize;
             let col: Vec<u32> = queue
                 .iter()
@@ -640,7 +639,7 @@ impl Dfa {
                 cols.push(col);
                 next
             });
-            classes[b] = id;
+            *class = id;
         }
         let nclasses = cols.len();
         let mut trans = vec![DEAD; m * nclasses];

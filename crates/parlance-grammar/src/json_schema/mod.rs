@@ -1,32 +1,1170 @@
-//! JSON Schema -> grammar IR.
+//! JSON Schema -> grammar IR, with JSON pointers kept for errors.
+//!
+//! Supported: `type` (also arrays of types), `properties` / `required` / `additionalProperties`
+//! (allowed by default as the spec says; [`JsonSchemaOptions::strict_properties`] closes objects like
+//! XGrammar), `patternProperties`, `items` / `prefixItems` / `additionalItems`, `minItems` /
+//! `maxItems`, `enum` / `const`, `anyOf`, `oneOf` (when its branches are provably disjoint), `allOf`
+//! (merged), `$ref` into the same document (`$defs`, `definitions`, any JSON pointer) including
+//! recursion, string `minLength` / `maxLength` / `pattern` / `format`, integer and number bounds
+//! (exact digit automata for integer bounds), `nullable`. Properties come in the order written.
+//!
+//! A keyword that would constrain the output but is not enforced is an error naming it and its JSON
+//! pointer; [`JsonSchemaOptions::lenient`] turns that into an entry of [`SchemaReport::ignored`].
+//! Annotations (`title`, `description`, `default`, unknown keywords, unknown `format`s, which the
+//! spec defines as annotations) are ignored.
 
-use crate::grammar::Grammar;
+mod formats;
+mod merge;
+mod numbers;
+
+use crate::grammar::{Expr, Grammar, GrammarBuilder, RuleId};
 use crate::limits::Limits;
+use crate::regex::{RegexMode, regex_to_expr};
+use serde_json::{Map, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::time::Instant;
 
-/// Placeholder.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("x")]
-pub struct SchemaError;
-/// Placeholder.
+/// Why a schema cannot be turned into a grammar.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SchemaError {
+    /// A keyword that constrains the output is not supported (here, or in this combination).
+    #[error("{pointer}: unsupported keyword `{keyword}`{detail}")]
+    Unsupported {
+        /// JSON pointer of the schema holding the keyword.
+        pointer: String,
+        /// The keyword.
+        keyword: String,
+        /// More detail, starting with `: ` when present.
+        detail: String,
+    },
+    /// The schema is malformed.
+    #[error("{pointer}: invalid schema: {message}")]
+    Invalid {
+        /// JSON pointer of the offending schema.
+        pointer: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A limit was reached.
+    #[error("{pointer}: {what} limit reached ({got} > {max})")]
+    Limit {
+        /// JSON pointer where it happened.
+        pointer: String,
+        /// Which limit.
+        what: &'static str,
+        /// The size reached.
+        got: usize,
+        /// The limit.
+        max: usize,
+    },
+}
+
+/// Whitespace allowed between JSON tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Whitespace {
+    /// Any JSON whitespace (`[ \t\n\r]*`) between tokens, as JSON allows.
+    #[default]
+    Flexible,
+    /// No whitespace at all (`json.dumps(v, separators=(",", ":"))`).
+    Compact,
+    /// Exactly these separators and no other whitespace.
+    Fixed {
+        /// Between items and between properties, e.g. `", "`.
+        item: String,
+        /// Between a key and its value, e.g. `": "`.
+        key: String,
+    },
+}
+
+/// Options of the JSON Schema compiler.
 #[derive(Debug, Clone, Default)]
 pub struct JsonSchemaOptions {
-    /// limits
+    /// Whitespace between tokens. Default: [`Whitespace::Flexible`].
+    pub whitespace: Whitespace,
+    /// Close objects without `additionalProperties` (and arrays without `items`) as XGrammar's strict
+    /// mode does. Default: `false` (the spec: additional properties allowed).
+    pub strict_properties: bool,
+    /// Report unsupported keywords in [`SchemaReport::ignored`] instead of failing. Default: `false`.
+    pub lenient: bool,
+    /// Limits on compile time, size and nesting. Default: [`Limits::default`].
     pub limits: Limits,
 }
-/// Placeholder.
-#[derive(Debug, Clone, Default)]
-pub struct SchemaReport;
-/// Placeholder.
-#[derive(Debug, Clone, Default)]
-pub enum Whitespace {
-    /// x
-    #[default]
-    Compact,
+
+/// What the compiler enforced and what it ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchemaReport {
+    /// Keywords that were enforced somewhere in the schema.
+    pub enforced: BTreeSet<String>,
+    /// `(pointer, keyword)` of constraining keywords ignored because of [`JsonSchemaOptions::lenient`].
+    pub ignored: Vec<(String, String)>,
 }
-/// Placeholder.
+
+/// Keywords that only annotate; ignoring them loses nothing.
+const ANNOTATIONS: &[&str] = &[
+    "$schema",
+    "$id",
+    "id",
+    "$comment",
+    "$anchor",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "example",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+    "contentMediaType",
+    "contentEncoding",
+    "definitions",
+    "$defs",
+    "discriminator",
+    "xml",
+    "externalDocs",
+];
+
+/// Keywords that constrain and that this compiler does not implement.
+const UNSUPPORTED: &[&str] = &[
+    "not",
+    "multipleOf",
+    "minProperties",
+    "maxProperties",
+    "dependencies",
+    "dependentRequired",
+    "dependentSchemas",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "minContains",
+    "maxContains",
+    "propertyNames",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "$dynamicRef",
+    "$recursiveRef",
+    "uniqueItems",
+];
+
+/// Compiles `schema` into a grammar.
 pub fn json_schema_to_grammar(
-    _s: &serde_json::Value,
-    _o: &JsonSchemaOptions,
+    schema: &Value,
+    options: &JsonSchemaOptions,
 ) -> Result<(Grammar, SchemaReport), SchemaError> {
-    Err(SchemaError)
+    let mut c = Compiler {
+        root: schema,
+        opts: options,
+        b: Grammar::builder(),
+        refs: HashMap::new(),
+        pending: Vec::new(),
+        any: None,
+        report: SchemaReport::default(),
+        depth: 0,
+        deadline: Instant::now() + options.limits.compile_time,
+        nodes: 0,
+    };
+    let root = c.b.declare("root");
+    let body = c.schema(schema, "#")?;
+    c.b.define(root, body);
+    while let Some((ptr, id)) = c.pending.pop() {
+        let target = c.resolve(&ptr, &ptr)?.clone();
+        let body = c.schema(&target, &ptr)?;
+        c.b.define(id, body);
+    }
+    let grammar = c.b.build(root).map_err(|e| SchemaError::Invalid { pointer: "#".into(), message: e.to_string() })?;
+    Ok((grammar, c.report))
+}
+
+struct Compiler<'a> {
+    root: &'a Value,
+    opts: &'a JsonSchemaOptions,
+    b: GrammarBuilder,
+    refs: HashMap<String, RuleId>,
+    pending: Vec<(String, RuleId)>,
+    any: Option<RuleId>,
+    report: SchemaReport,
+    depth: usize,
+    deadline: Instant,
+    nodes: usize,
+}
+
+/// Upper bound on schema nodes visited (after `allOf` merging), so huge schemas end cleanly.
+const MAX_NODES: usize = 200_000;
+
+fn lit(s: &str) -> Expr {
+    Expr::literal(s)
+}
+
+impl<'a> Compiler<'a> {
+    fn ws(&self) -> Expr {
+        match &self.opts.whitespace {
+            Whitespace::Flexible => Expr::repeat(
+                Expr::CharClass { negated: false, ranges: vec![(' ', ' '), ('\t', '\n'), ('\r', '\r')] },
+                0,
+                None,
+            ),
+            _ => Expr::Empty,
+        }
+    }
+
+    fn item_sep(&self) -> Expr {
+        match &self.opts.whitespace {
+            Whitespace::Fixed { item, .. } => lit(item),
+            _ => Expr::seq(vec![self.ws(), lit(","), self.ws()]),
+        }
+    }
+
+    fn key_sep(&self) -> Expr {
+        match &self.opts.whitespace {
+            Whitespace::Fixed { key, .. } => lit(key),
+            _ => Expr::seq(vec![self.ws(), lit(":"), self.ws()]),
+        }
+    }
+
+    fn open(&self, c: &str) -> Expr {
+        Expr::seq(vec![lit(c), self.ws()])
+    }
+
+    fn close(&self, c: &str) -> Expr {
+        Expr::seq(vec![self.ws(), lit(c)])
+    }
+
+    fn unsupported(&mut self, pointer: &str, keyword: &str, detail: &str) -> Result<(), SchemaError> {
+        if self.opts.lenient {
+            self.report.ignored.push((pointer.to_string(), keyword.to_string()));
+            Ok(())
+        } else {
+            let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };
+            Err(SchemaError::Unsupported { pointer: pointer.to_string(), keyword: keyword.to_string(), detail })
+        }
+    }
+
+    fn enforced(&mut self, keyword: &str) {
+        if !self.report.enforced.contains(keyword) {
+            self.report.enforced.insert(keyword.to_string());
+        }
+    }
+
+    /// One JSON string character (raw or escaped).
+    fn json_char(&self) -> Expr {
+        Expr::alt(vec![
+            Expr::CharClass { negated: true, ranges: vec![('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')] },
+            Expr::seq(vec![
+                lit("\\"),
+                Expr::alt(vec![
+                    Expr::CharClass {
+                        negated: false,
+                        ranges: vec![
+                            ('"', '"'),
+                            ('\\', '\\'),
+                            ('/', '/'),
+                            ('b', 'b'),
+                            ('f', 'f'),
+                            ('n', 'n'),
+                            ('r', 'r'),
+                            ('t', 't'),
+                        ],
+                    },
+                    Expr::seq(vec![
+                        lit("u"),
+                        Expr::repeat(
+                            Expr::CharClass { negated: false, ranges: vec![('0', '9'), ('a', 'f'), ('A', 'F')] },
+                            4,
+                            Some(4),
+                        ),
+                    ]),
+                ]),
+            ]),
+        ])
+    }
+
+    fn any_string(&self) -> Expr {
+        Expr::seq(vec![lit("\""), Expr::repeat(self.json_char(), 0, None), lit("\"")])
+    }
+
+    fn any_number(&self) -> Expr {
+        Expr::Regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?".into())
+    }
+
+    fn any_integer(&self) -> Expr {
+        Expr::Regex(r"-?(0|[1-9][0-9]*)".into())
+    }
+
+    /// The rule for any JSON value (recursive), created once.
+    fn any_value(&mut self) -> Expr {
+        if let Some(id) = self.any {
+            return Expr::Rule(id);
+        }
+        let value = self.b.declare("json-value");
+        self.any = Some(value);
+        let member = Expr::seq(vec![self.any_string(), self.key_sep(), Expr::Rule(value)]);
+        let object = Expr::seq(vec![
+            self.open("{"),
+            Expr::optional(Expr::seq(vec![
+                member.clone(),
+                Expr::repeat(Expr::seq(vec![self.item_sep(), member]), 0, None),
+            ])),
+            self.close("}"),
+        ]);
+        let array = Expr::seq(vec![
+            self.open("["),
+            Expr::optional(Expr::seq(vec![
+                Expr::Rule(value),
+                Expr::repeat(Expr::seq(vec![self.item_sep(), Expr::Rule(value)]), 0, None),
+            ])),
+            self.close("]"),
+        ]);
+        let object = self.b.rule("json-object", object);
+        let array = self.b.rule("json-array", array);
+        let string = self.b.rule("json-string", self.any_string());
+        let number = self.b.rule("json-number", self.any_number());
+        let body = Expr::alt(vec![
+            Expr::Rule(object),
+            Expr::Rule(array),
+            Expr::Rule(string),
+            Expr::Rule(number),
+            lit("true"),
+            lit("false"),
+            lit("null"),
+        ]);
+        self.b.define(value, body);
+        Expr::Rule(value)
+    }
+
+    /// Resolves a local `$ref` (`#`, `#/json/pointer`, percent-encoded).
+    fn resolve(&self, reference: &str, pointer: &str) -> Result<&'a Value, SchemaError> {
+        let Some(frag) = reference.strip_prefix('#') else {
+            return Err(SchemaError::Unsupported {
+                pointer: pointer.to_string(),
+                keyword: "$ref".into(),
+                detail: format!(": only local references (`#...`) are supported, got {reference:?}"),
+            });
+        };
+        let frag = percent_decode(frag);
+        let mut cur = self.root;
+        if !frag.is_empty() {
+            let Some(rest) = frag.strip_prefix('/') else {
+                return Err(SchemaError::Unsupported {
+                    pointer: pointer.to_string(),
+                    keyword: "$ref".into(),
+                    detail: format!(": anchors are not supported, got {reference:?}"),
+                });
+            };
+            for part in rest.split('/') {
+                let part = part.replace("~1", "/").replace("~0", "~");
+                cur = match cur {
+                    Value::Object(m) => m.get(&part),
+                    Value::Array(a) => part.parse::<usize>().ok().and_then(|i| a.get(i)),
+                    _ => None,
+                }
+                .ok_or_else(|| SchemaError::Invalid {
+                    pointer: pointer.to_string(),
+                    message: format!("unresolvable $ref {reference:?}"),
+                })?;
+            }
+        }
+        Ok(cur)
+    }
+
+    fn ref_rule(&mut self, reference: &str, pointer: &str) -> Result<RuleId, SchemaError> {
+        // Validate now so that errors point at the referring schema.
+        self.resolve(reference, pointer)?;
+        let key = percent_decode(reference);
+        if let Some(&id) = self.refs.get(&key) {
+            return Ok(id);
+        }
+        let name = key.rsplit('/').next().unwrap_or("ref").to_string();
+        let id = self.b.declare(if name.is_empty() || name == "#" { "ref" } else { &name });
+        self.refs.insert(key.clone(), id);
+        self.pending.push((key, id));
+        Ok(id)
+    }
+
+    /// Follows a chain of pure `$ref`s to the schema they name.
+    fn deref(&self, s: &'a Value, pointer: &str) -> Result<&'a Value, SchemaError> {
+        let mut cur = s;
+        for _ in 0..self.opts.limits.recursion_depth {
+            match cur.get("$ref").and_then(Value::as_str) {
+                Some(r)
+                    if cur
+                        .as_object()
+                        .is_some_and(|m| m.keys().all(|k| k == "$ref" || ANNOTATIONS.contains(&k.as_str()))) =>
+                {
+                    cur = self.resolve(r, pointer)?;
+                }
+                _ => return Ok(cur),
+            }
+        }
+        Err(SchemaError::Limit {
+            pointer: pointer.to_string(),
+            what: "$ref chain",
+            got: self.opts.limits.recursion_depth + 1,
+            max: self.opts.limits.recursion_depth,
+        })
+    }
+
+    fn schema(&mut self, s: &Value, ptr: &str) -> Result<Expr, SchemaError> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(SchemaError::Limit {
+                pointer: ptr.to_string(),
+                what: "schema nodes",
+                got: self.nodes,
+                max: MAX_NODES,
+            });
+        }
+        if self.nodes % 256 == 0 && Instant::now() > self.deadline {
+            return Err(SchemaError::Limit {
+                pointer: ptr.to_string(),
+                what: "compile time (ms)",
+                got: self.opts.limits.compile_time.as_millis() as usize + 1,
+                max: self.opts.limits.compile_time.as_millis() as usize,
+            });
+        }
+        if self.depth >= self.opts.limits.recursion_depth {
+            return Err(SchemaError::Limit {
+                pointer: ptr.to_string(),
+                what: "nesting depth",
+                got: self.depth + 1,
+                max: self.opts.limits.recursion_depth,
+            });
+        }
+        self.depth += 1;
+        let r = match s {
+            Value::Bool(true) => Ok(self.any_value()),
+            Value::Bool(false) => Ok(numbers::nothing()),
+            Value::Object(m) => self.object_schema(m, ptr),
+            _ => Err(SchemaError::Invalid {
+                pointer: ptr.to_string(),
+                message: "a schema must be an object or a boolean".into(),
+            }),
+        };
+        self.depth -= 1;
+        r
+    }
+
+    fn object_schema(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let constraining = |m: &Map<String, Value>, skip: &str| {
+            m.keys().any(|k| k != skip && !ANNOTATIONS.contains(&k.as_str()) && is_keyword(k))
+        };
+        if let Some(r) = m.get("$ref") {
+            let Some(r) = r.as_str() else {
+                return Err(SchemaError::Invalid { pointer: ptr.to_string(), message: "$ref must be a string".into() });
+            };
+            self.enforced("$ref");
+            if !constraining(m, "$ref") {
+                return Ok(Expr::Rule(self.ref_rule(r, ptr)?));
+            }
+            let target = self.deref(self.resolve(r, ptr)?, ptr)?;
+            let mut rest = m.clone();
+            rest.remove("$ref");
+            let merged = merge::merge(target, &Value::Object(rest)).or_else(|k| {
+                self.unsupported(ptr, &k, "cannot combine with the sibling $ref").map(|_| target.clone())
+            })?;
+            return self.schema(&merged, ptr);
+        }
+        if let Some(all) = m.get("allOf") {
+            let Some(all) = all.as_array() else {
+                return Err(SchemaError::Invalid {
+                    pointer: ptr.to_string(),
+                    message: "allOf must be an array".into(),
+                });
+            };
+            self.enforced("allOf");
+            let mut base = m.clone();
+            base.remove("allOf");
+            let mut acc = Value::Object(base);
+            for (i, sub) in all.iter().enumerate() {
+                let sub_ptr = format!("{ptr}/allOf/{i}");
+                let sub = self.deref_value(sub, &sub_ptr)?;
+                match merge::merge(&acc, &sub) {
+                    Ok(v) => acc = v,
+                    Err(k) => self.unsupported(&sub_ptr, &k, "cannot be merged in allOf")?,
+                }
+            }
+            return self.schema(&acc, ptr);
+        }
+        for kw in ["anyOf", "oneOf"] {
+            let Some(branches) = m.get(kw) else { continue };
+            let Some(branches) = branches.as_array() else {
+                return Err(SchemaError::Invalid {
+                    pointer: ptr.to_string(),
+                    message: format!("{kw} must be an array"),
+                });
+            };
+            if kw == "oneOf" && !self.disjoint(branches, ptr) {
+                self.unsupported(ptr, "oneOf", "branches may overlap (only provably disjoint oneOf is exact)")?;
+            }
+            self.enforced(kw);
+            let mut siblings = m.clone();
+            siblings.remove(kw);
+            let has_siblings = constraining(&siblings, "");
+            let mut alts = Vec::new();
+            for (i, b) in branches.iter().enumerate() {
+                let bp = format!("{ptr}/{kw}/{i}");
+                if has_siblings {
+                    let b = self.deref_value(b, &bp)?;
+                    match merge::merge(&Value::Object(siblings.clone()), &b) {
+                        Ok(v) => alts.push(self.schema(&v, &bp)?),
+                        Err(k) => {
+                            self.unsupported(&bp, &k, &format!("cannot be combined with the {kw} branch"))?;
+                            alts.push(self.schema(&b, &bp)?);
+                        }
+                    }
+                } else {
+                    alts.push(self.schema(b, &bp)?);
+                }
+            }
+            return Ok(Expr::alt(alts));
+        }
+        for (k, v) in m {
+            if !UNSUPPORTED.contains(&k.as_str()) {
+                continue;
+            }
+            let trivial = match k.as_str() {
+                "uniqueItems" => v == &Value::Bool(false),
+                "minProperties" => {
+                    let req = m.get("required").and_then(Value::as_array).map_or(0, Vec::len);
+                    v.as_u64().is_some_and(|n| n as usize <= req) || v.as_u64() == Some(0)
+                }
+                "multipleOf" => v.as_f64() == Some(1.0) && m.get("type").and_then(Value::as_str) == Some("integer"),
+                _ => false,
+            };
+            if !trivial {
+                self.unsupported(&format!("{ptr}/{k}"), k, "")?;
+            }
+        }
+        if let Some(c) = m.get("const") {
+            self.enforced("const");
+            return Ok(lit(&compact_json(c)));
+        }
+        let types = self.types(m, ptr)?;
+        if let Some(e) = m.get("enum") {
+            let Some(values) = e.as_array() else {
+                return Err(SchemaError::Invalid { pointer: ptr.to_string(), message: "enum must be an array".into() });
+            };
+            self.enforced("enum");
+            let alts: Vec<Expr> = values
+                .iter()
+                .filter(|v| types.iter().any(|t| type_matches(t, v)))
+                .map(|v| lit(&compact_json(v)))
+                .collect();
+            return Ok(if alts.is_empty() { numbers::nothing() } else { Expr::alt(alts) });
+        }
+        let mut alts = Vec::new();
+        for t in &types {
+            alts.push(match t.as_str() {
+                "null" => lit("null"),
+                "boolean" => Expr::alt(vec![lit("true"), lit("false")]),
+                "string" => self.string(m, ptr)?,
+                "integer" => self.integer(m, ptr)?,
+                "number" => self.number(m, ptr)?,
+                "object" => self.object(m, ptr)?,
+                "array" => self.array(m, ptr)?,
+                other => {
+                    return Err(SchemaError::Invalid {
+                        pointer: ptr.to_string(),
+                        message: format!("unknown type {other:?}"),
+                    });
+                }
+            });
+        }
+        Ok(if alts.is_empty() { numbers::nothing() } else { Expr::alt(alts) })
+    }
+
+    /// A subschema with a pure `$ref` replaced by its target (for merging).
+    fn deref_value(&self, v: &Value, ptr: &str) -> Result<Value, SchemaError> {
+        match v.get("$ref").and_then(Value::as_str) {
+            Some(r) if v.as_object().is_some_and(|m| m.len() == 1) => {
+                Ok(self.deref(self.resolve(r, ptr)?, ptr)?.clone())
+            }
+            Some(r) => {
+                let target = self.deref(self.resolve(r, ptr)?, ptr)?;
+                let mut rest = v.as_object().cloned().unwrap_or_default();
+                rest.remove("$ref");
+                merge::merge(target, &Value::Object(rest)).map_err(|k| SchemaError::Unsupported {
+                    pointer: ptr.to_string(),
+                    keyword: k,
+                    detail: ": cannot combine with the sibling $ref".into(),
+                })
+            }
+            None => Ok(v.clone()),
+        }
+    }
+
+    /// The types this schema allows (all of them when `type` is absent), `integer` folded into
+    /// `number` when both appear.
+    fn types(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Vec<String>, SchemaError> {
+        let mut t: Vec<String> = match m.get("type") {
+            None => ["null", "boolean", "object", "array", "string", "number"].iter().map(|s| s.to_string()).collect(),
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(a)) => a.iter().filter_map(|x| x.as_str().map(String::from)).collect(),
+            Some(_) => return Err(SchemaError::Invalid { pointer: ptr.to_string(), message: "bad type".into() }),
+        };
+        if m.contains_key("type") {
+            self.enforced("type");
+        }
+        if m.get("nullable") == Some(&Value::Bool(true)) && !t.iter().any(|x| x == "null") {
+            self.enforced("nullable");
+            t.push("null".into());
+        }
+        if t.iter().any(|x| x == "number") {
+            t.retain(|x| x != "integer");
+        }
+        Ok(t)
+    }
+
+    fn string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let min = m.get("minLength").and_then(Value::as_u64);
+        let max = m.get("maxLength").and_then(Value::as_u64);
+        let any_char = self.json_char();
+        let mut content: Option<Expr> = None;
+        if let Some(p) = m.get("pattern").and_then(Value::as_str) {
+            self.enforced("pattern");
+            match regex_to_expr(p, RegexMode::JsonString { any_char: &any_char }) {
+                Ok(e) => content = Some(e),
+                Err(e) => self.unsupported(&format!("{ptr}/pattern"), "pattern", &e)?,
+            }
+        }
+        if let Some(f) = m.get("format").and_then(Value::as_str)
+            && let Some(re) = formats::format_regex(f)
+        {
+            if content.is_some() {
+                self.unsupported(&format!("{ptr}/format"), "format", "together with pattern")?;
+            } else {
+                self.enforced("format");
+                content = Some(
+                    regex_to_expr(&re, RegexMode::JsonString { any_char: &any_char })
+                        .map_err(|e| SchemaError::Invalid { pointer: ptr.to_string(), message: e })?,
+                );
+            }
+        }
+        let body = match content {
+            Some(c) => {
+                if min.is_some_and(|n| n > 0) || max.is_some() {
+                    let (lo, hi) = char_bounds(&c);
+                    let ok = min.is_none_or(|n| lo >= n) && max.is_none_or(|n| hi.is_some_and(|h| h <= n));
+                    if !ok {
+                        self.unsupported(ptr, "maxLength", "minLength/maxLength together with pattern or format")?;
+                    } else {
+                        self.enforced("maxLength");
+                    }
+                }
+                c
+            }
+            None => {
+                if min.is_some() || max.is_some() {
+                    self.enforced("minLength");
+                    let lo = min.unwrap_or(0);
+                    if let Some(hi) = max
+                        && hi < lo
+                    {
+                        return Ok(numbers::nothing());
+                    }
+                    let cap = self.opts.limits.automaton_states as u64 / 16;
+                    if lo.max(max.unwrap_or(0)) > cap {
+                        return Err(SchemaError::Limit {
+                            pointer: ptr.to_string(),
+                            what: "string length bound",
+                            got: lo.max(max.unwrap_or(0)) as usize,
+                            max: cap as usize,
+                        });
+                    }
+                    Expr::repeat(any_char, lo as u32, max.map(|x| x as u32))
+                } else {
+                    Expr::repeat(any_char, 0, None)
+                }
+            }
+        };
+        Ok(Expr::seq(vec![lit("\""), body, lit("\"")]))
+    }
+
+    /// Integer bounds from `minimum` / `maximum` / exclusive forms (draft 4 booleans and draft 6
+    /// numbers) and integer `format`s. `None` bound = open. Errors if a bound is not a number.
+    fn bounds(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Bounds, SchemaError> {
+        let num = |k: &str| m.get(k).and_then(Value::as_f64);
+        let mut b = Bounds::default();
+        if let Some(x) = num("minimum") {
+            b.lo = Some((x, m.get("exclusiveMinimum") == Some(&Value::Bool(true))));
+        }
+        if let Some(x) = num("maximum") {
+            b.hi = Some((x, m.get("exclusiveMaximum") == Some(&Value::Bool(true))));
+        }
+        if let Some(x) = num("exclusiveMinimum")
+            && b.lo.is_none_or(|(l, _)| x >= l)
+        {
+            b.lo = Some((x, true));
+        }
+        if let Some(x) = num("exclusiveMaximum")
+            && b.hi.is_none_or(|(h, _)| x <= h)
+        {
+            b.hi = Some((x, true));
+        }
+        for k in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
+            if let Some(v) = m.get(k)
+                && !v.is_number()
+                && !v.is_boolean()
+            {
+                return Err(SchemaError::Invalid { pointer: format!("{ptr}/{k}"), message: "must be a number".into() });
+            }
+        }
+        Ok(b)
+    }
+
+    fn integer(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let b = self.bounds(m, ptr)?;
+        let mut lo = b.lo.map(|(x, excl)| if excl { x.floor() + 1.0 } else { x.ceil() });
+        let mut hi = b.hi.map(|(x, excl)| if excl { x.ceil() - 1.0 } else { x.floor() });
+        match m.get("format").and_then(Value::as_str) {
+            Some("int32") => {
+                lo = Some(lo.unwrap_or(f64::MIN).max(i32::MIN as f64));
+                hi = Some(hi.unwrap_or(f64::MAX).min(i32::MAX as f64));
+            }
+            Some("int64") => {
+                lo = Some(lo.unwrap_or(f64::MIN).max(i64::MIN as f64));
+                hi = Some(hi.unwrap_or(f64::MAX).min(i64::MAX as f64));
+            }
+            _ => {}
+        }
+        if lo.is_none() && hi.is_none() {
+            return Ok(self.any_integer());
+        }
+        self.enforced("minimum");
+        let clamp = |x: f64| -> i64 { x.clamp(-9.0e18, 9.0e18) as i64 };
+        Ok(numbers::int_range(lo.map(clamp), hi.map(clamp)))
+    }
+
+    fn number(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let b = self.bounds(m, ptr)?;
+        if b.lo.is_none() && b.hi.is_none() {
+            return Ok(self.any_number());
+        }
+        let int = |x: f64| x.fract() == 0.0 && x.abs() < 9.0e18;
+        if b.lo.is_some_and(|(x, _)| !int(x)) || b.hi.is_some_and(|(x, _)| !int(x)) {
+            self.unsupported(ptr, "minimum", "non-integer bounds on numbers")?;
+            return Ok(self.any_number());
+        }
+        self.enforced("minimum");
+        Ok(numbers::decimal_range(
+            b.lo.map(|(x, _)| x as i64),
+            b.lo.is_some_and(|(_, e)| e),
+            b.hi.map(|(x, _)| x as i64),
+            b.hi.is_some_and(|(_, e)| e),
+        ))
+    }
+
+    fn object(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let empty = Map::new();
+        let props = m.get("properties").and_then(Value::as_object).unwrap_or(&empty);
+        let required: Vec<&str> = m
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let patterns = m.get("patternProperties").and_then(Value::as_object).unwrap_or(&empty);
+        let additional = match m.get("additionalProperties") {
+            Some(v) => v.clone(),
+            None if self.opts.strict_properties => Value::Bool(false),
+            None => Value::Bool(true),
+        };
+        for k in ["properties", "required", "additionalProperties", "patternProperties"] {
+            if m.contains_key(k) {
+                self.enforced(k);
+            }
+        }
+        let mut names: Vec<String> = Vec::new();
+        let mut members: Vec<(Expr, bool)> = Vec::new();
+        for (name, sub) in props {
+            let value = self.schema(sub, &format!("{ptr}/properties/{}", escape_pointer(name)))?;
+            members.push((
+                self.member(lit(&compact_json(&Value::String(name.clone()))), value),
+                required.contains(&name.as_str()),
+            ));
+            names.push(name.clone());
+        }
+        for r in &required {
+            if !props.contains_key(*r) {
+                // A required property that only additionalProperties describes.
+                let value = self.schema(&additional, &format!("{ptr}/additionalProperties"))?;
+                members.push((self.member(lit(&compact_json(&Value::String(r.to_string()))), value), true));
+                names.push(r.to_string());
+            }
+        }
+        let any_additional = additional == Value::Bool(true) || additional.as_object().is_some_and(|o| o.is_empty());
+        let mut extras: Vec<Expr> = Vec::new();
+        if !patterns.is_empty() {
+            if additional == Value::Bool(false) {
+                for (p, sub) in patterns {
+                    let pp = format!("{ptr}/patternProperties/{}", escape_pointer(p));
+                    let any_char = self.json_char();
+                    let key = match regex_to_expr(p, RegexMode::JsonString { any_char: &any_char }) {
+                        Ok(k) => k,
+                        Err(e) => {
+                            self.unsupported(&pp, "patternProperties", &e)?;
+                            continue;
+                        }
+                    };
+                    let value = self.schema(sub, &pp)?;
+                    extras.push(self.member(Expr::seq(vec![lit("\""), key, lit("\"")]), value));
+                }
+            } else if patterns.values().all(|v| v == &Value::Bool(true) || v.as_object().is_some_and(|o| o.is_empty()))
+                && any_additional
+            {
+                let key = self.key_not_in(&names, ptr)?;
+                let value = self.any_value();
+                extras.push(self.member(key, value));
+            } else {
+                self.unsupported(ptr, "patternProperties", "together with additionalProperties other than false")?;
+            }
+        } else if additional != Value::Bool(false) {
+            let key = self.key_not_in(&names, ptr)?;
+            let value = self.schema(&additional, &format!("{ptr}/additionalProperties"))?;
+            extras.push(self.member(key, value));
+        }
+        let extra = match extras.len() {
+            0 => None,
+            _ => Some(Expr::alt(extras)),
+        };
+        let content = self.members(members, extra);
+        Ok(Expr::seq(vec![self.open("{"), content, self.close("}")]))
+    }
+
+    fn member(&self, key: Expr, value: Expr) -> Expr {
+        Expr::seq(vec![key, self.key_sep(), value])
+    }
+
+    /// Members in order, optional ones skippable, commas only between present ones, then any number
+    /// of `extra` members.
+    fn members(&mut self, members: Vec<(Expr, bool)>, extra: Option<Expr>) -> Expr {
+        let sep = self.item_sep();
+        let n = members.len();
+        // after[i]: members i.. once something was written (each one prefixed by the separator).
+        let mut after: Vec<Expr> = vec![Expr::Empty; n + 1];
+        after[n] = match &extra {
+            Some(e) => Expr::repeat(Expr::seq(vec![sep.clone(), e.clone()]), 0, None),
+            None => Expr::Empty,
+        };
+        for i in (0..n).rev() {
+            let (m, req) = &members[i];
+            let one = Expr::seq(vec![sep.clone(), m.clone()]);
+            let one = if *req { one } else { Expr::optional(one) };
+            after[i] = Expr::seq(vec![one, after[i + 1].clone()]);
+        }
+        // before[i]: members i.. when nothing was written yet. Shared tails become rules so that the
+        // expression stays linear in the number of members.
+        let mut before = match &extra {
+            Some(e) => Expr::optional(Expr::seq(vec![e.clone(), after[n].clone()])),
+            None => Expr::Empty,
+        };
+        for i in (0..n).rev() {
+            let (m, req) = &members[i];
+            let tail =
+                if n - i > 8 { Expr::Rule(self.b.rule("members", after[i + 1].clone())) } else { after[i + 1].clone() };
+            let first = Expr::seq(vec![m.clone(), tail]);
+            before = if *req { first } else { Expr::alt(vec![first, before]) };
+        }
+        before
+    }
+
+    /// A JSON string (with quotes) that is none of `names`.
+    fn key_not_in(&mut self, names: &[String], ptr: &str) -> Result<Expr, SchemaError> {
+        if names.is_empty() {
+            return Ok(self.any_string());
+        }
+        if names
+            .iter()
+            .any(|n| n.chars().count() > 256 || n.chars().any(|c| c == '"' || c == '\\' || (c as u32) < 0x20))
+        {
+            self.unsupported(ptr, "additionalProperties", "property names with escapes or over 256 characters")?;
+            return Ok(self.any_string());
+        }
+        let chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
+        let rest = Expr::seq(vec![Expr::repeat(self.json_char(), 0, None), lit("\"")]);
+        Ok(Expr::seq(vec![lit("\""), self.trie_not(&chars, 0, &rest)]))
+    }
+
+    /// Content + closing quote of strings that, among `names` (all sharing a prefix of `depth` chars),
+    /// match none exactly.
+    fn trie_not(&self, names: &[Vec<char>], depth: usize, rest: &Expr) -> Expr {
+        let mut alts = Vec::new();
+        if !names.iter().any(|n| n.len() == depth) {
+            alts.push(lit("\""));
+        }
+        let mut next: Vec<char> = names.iter().filter(|n| n.len() > depth).map(|n| n[depth]).collect();
+        next.sort_unstable();
+        next.dedup();
+        // A character no name continues with, then anything.
+        let mut excluded: Vec<(char, char)> = vec![('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')];
+        excluded.extend(next.iter().map(|&c| (c, c)));
+        let other = Expr::alt(vec![
+            Expr::CharClass { negated: true, ranges: excluded },
+            Expr::seq(vec![lit("\\"), Expr::Regex(r#"["\\/bfnrt]|u[0-9a-fA-F]{4}"#.into())]),
+        ]);
+        alts.push(Expr::seq(vec![other, rest.clone()]));
+        for c in next {
+            let sub: Vec<Vec<char>> = names.iter().filter(|n| n.len() > depth && n[depth] == c).cloned().collect();
+            alts.push(Expr::seq(vec![lit(&c.to_string()), self.trie_not(&sub, depth + 1, rest)]));
+        }
+        Expr::alt(alts)
+    }
+
+    fn array(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let min = m.get("minItems").and_then(Value::as_u64).unwrap_or(0);
+        let max = m.get("maxItems").and_then(Value::as_u64);
+        for k in ["items", "prefixItems", "minItems", "maxItems", "additionalItems"] {
+            if m.contains_key(k) {
+                self.enforced(k);
+            }
+        }
+        let (prefix_schemas, rest_schema): (Vec<Value>, Option<Value>) = match (m.get("prefixItems"), m.get("items")) {
+            (Some(Value::Array(p)), items) => (p.clone(), Some(items.cloned().unwrap_or(Value::Bool(true)))),
+            (None, Some(Value::Array(p))) => {
+                (p.clone(), Some(m.get("additionalItems").cloned().unwrap_or(Value::Bool(true))))
+            }
+            (_, items) => (Vec::new(), Some(items.cloned().unwrap_or(Value::Bool(true)))),
+        };
+        let rest_schema = rest_schema.filter(|v| v != &Value::Bool(false));
+        let mut prefix = Vec::new();
+        for (i, p) in prefix_schemas.iter().enumerate() {
+            prefix.push(self.schema(p, &format!("{ptr}/prefixItems/{i}"))?);
+        }
+        let rest = match &rest_schema {
+            Some(s) => Some(self.schema(s, &format!("{ptr}/items"))?),
+            None => None,
+        };
+        let cap = 100_000u64;
+        if min > cap || max.is_some_and(|x| x > cap && rest.is_none()) {
+            return Err(SchemaError::Limit {
+                pointer: ptr.to_string(),
+                what: "array length bound",
+                got: min as usize,
+                max: cap as usize,
+            });
+        }
+        let sep = self.item_sep();
+        let k = prefix.len() as u64;
+        // Items after the prefix: count in [min - k, max - k].
+        let tail_min = min.saturating_sub(k);
+        let tail_max = max.map(|x| x.saturating_sub(k));
+        let tail = |first: bool, rest: &Expr| -> Expr {
+            // `first`: nothing written before, so the first item has no separator.
+            let item_sep = Expr::seq(vec![sep.clone(), rest.clone()]);
+            if first {
+                if tail_max == Some(0) {
+                    return Expr::Empty;
+                }
+                let more = Expr::repeat(item_sep, tail_min.saturating_sub(1) as u32, tail_max.map(|x| (x - 1) as u32));
+                let body = Expr::seq(vec![rest.clone(), more]);
+                if tail_min == 0 { Expr::optional(body) } else { body }
+            } else {
+                Expr::repeat(item_sep, tail_min as u32, tail_max.map(|x| x as u32))
+            }
+        };
+        let mut content = match &rest {
+            Some(r) => tail(k == 0, r),
+            None if tail_min > 0 => numbers::nothing(),
+            None => Expr::Empty,
+        };
+        for i in (0..prefix.len()).rev() {
+            let i64_ = i as u64;
+            if max.is_some_and(|x| i64_ >= x) {
+                content = Expr::Empty;
+                continue;
+            }
+            let item = if i == 0 { prefix[i].clone() } else { Expr::seq(vec![sep.clone(), prefix[i].clone()]) };
+            let body = Expr::seq(vec![item, content]);
+            content = if i64_ >= min { Expr::optional(body) } else { body };
+        }
+        Ok(Expr::seq(vec![self.open("["), content, self.close("]")]))
+    }
+
+    /// Whether no instance can match two `oneOf` branches (checked by type, by `const`/`enum`, or by a
+    /// required property with disjoint `const`/`enum` values).
+    fn disjoint(&self, branches: &[Value], ptr: &str) -> bool {
+        let resolved: Vec<Value> =
+            branches.iter().map(|b| self.deref_value(b, ptr).unwrap_or(Value::Bool(true))).collect();
+        for i in 0..resolved.len() {
+            for j in i + 1..resolved.len() {
+                if !pair_disjoint(&resolved[i], &resolved[j]) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+#[derive(Default)]
+struct Bounds {
+    lo: Option<(f64, bool)>,
+    hi: Option<(f64, bool)>,
+}
+
+fn is_keyword(k: &str) -> bool {
+    const KNOWN: &[&str] = &[
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "minItems",
+        "maxItems",
+        "enum",
+        "const",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "nullable",
+    ];
+    KNOWN.contains(&k) || UNSUPPORTED.contains(&k)
+}
+
+fn type_set(v: &Value) -> Option<Vec<&'static str>> {
+    let all = ["null", "boolean", "object", "array", "string", "integer", "number"];
+    if let Some(c) = v.get("const") {
+        return Some(vec![value_type(c)]);
+    }
+    if let Some(e) = v.get("enum").and_then(Value::as_array) {
+        return Some(e.iter().map(value_type).collect());
+    }
+    let t = v.get("type")?;
+    let names: Vec<&str> = match t {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+        _ => return None,
+    };
+    let mut out: Vec<&'static str> = all.iter().copied().filter(|x| names.contains(x)).collect();
+    if out.contains(&"number") {
+        out.push("integer");
+    }
+    if v.get("nullable") == Some(&Value::Bool(true)) {
+        out.push("null");
+    }
+    Some(out)
+}
+
+fn value_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn values_of(v: &Value) -> Option<Vec<&Value>> {
+    if let Some(c) = v.get("const") {
+        return Some(vec![c]);
+    }
+    v.get("enum").and_then(Value::as_array).map(|a| a.iter().collect())
+}
+
+fn pair_disjoint(a: &Value, b: &Value) -> bool {
+    if let (Some(ta), Some(tb)) = (type_set(a), type_set(b)) {
+        let overlap = ta.iter().any(|x| tb.contains(x) || (*x == "integer" && tb.contains(&"number")));
+        if !overlap {
+            return true;
+        }
+    }
+    if let (Some(va), Some(vb)) = (values_of(a), values_of(b)) {
+        return !va.iter().any(|x| vb.contains(x));
+    }
+    // Objects told apart by a property both require, with disjoint const/enum values.
+    let req = |v: &Value| -> Vec<String> {
+        v.get("required")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .unwrap_or_default()
+    };
+    let (ra, rb) = (req(a), req(b));
+    for k in ra.iter().filter(|k| rb.contains(k)) {
+        let (pa, pb) = (&a["properties"][k.as_str()], &b["properties"][k.as_str()]);
+        if let (Some(va), Some(vb)) = (values_of(pa), values_of(pb))
+            && !va.iter().any(|x| vb.contains(x))
+        {
+            return true;
+        }
+    }
+    false
+}
+
+fn type_matches(t: &str, v: &Value) -> bool {
+    match (t, v) {
+        ("null", Value::Null) | ("boolean", Value::Bool(_)) | ("string", Value::String(_)) => true,
+        ("array", Value::Array(_)) | ("object", Value::Object(_)) => true,
+        ("number", Value::Number(_)) => true,
+        ("integer", Value::Number(n)) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+        _ => false,
+    }
+}
+
+/// `json.dumps(v, separators=(",", ":"), ensure_ascii=False)`.
+fn compact_json(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+fn escape_pointer(s: &str) -> String {
+    s.replace('~', "~0").replace('/', "~1")
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16)
+        {
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Minimum and maximum number of characters a string-content expression spells (escapes count as
+/// one character; `None` = unbounded).
+fn char_bounds(e: &Expr) -> (u64, Option<u64>) {
+    match e {
+        Expr::Empty => (0, Some(0)),
+        Expr::Literal(s) => {
+            // An escape sequence spells one character.
+            let n = if s.starts_with('\\') { 1 } else { s.chars().count() as u64 };
+            (n, Some(n))
+        }
+        Expr::CharClass { .. } => (1, Some(1)),
+        Expr::Regex(_) | Expr::Rule(_) => (0, None),
+        Expr::Seq(p) => {
+            p.iter().map(char_bounds).fold((0, Some(0)), |(a, b), (c, d)| (a + c, b.zip(d).map(|(x, y)| x + y)))
+        }
+        Expr::Alt(p) => {
+            let bs: Vec<_> = p.iter().map(char_bounds).collect();
+            let lo = bs.iter().map(|b| b.0).min().unwrap_or(0);
+            let hi = bs.iter().try_fold(0u64, |acc, b| b.1.map(|h| acc.max(h)));
+            (lo, hi)
+        }
+        Expr::Repeat { expr, min, max } => {
+            let (lo, hi) = char_bounds(expr);
+            (lo * *min as u64, hi.zip(*max).map(|(h, m)| h * m as u64).or(if hi == Some(0) { Some(0) } else { None }))
+        }
+    }
 }

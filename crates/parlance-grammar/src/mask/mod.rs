@@ -74,6 +74,8 @@ impl MaskEntry {
 }
 
 type PoolKey = (u64, u32);
+/// Entries under one hash: the full structural key (to rule out collisions) and the entry.
+type PoolBucket = Vec<(Arc<[u32]>, Arc<MaskEntry>)>;
 
 /// Cross-grammar pool of mask entries for one vocabulary, keyed by structural key and state.
 #[derive(Debug, Default)]
@@ -83,7 +85,7 @@ pub(crate) struct MaskPool {
 
 #[derive(Debug, Default)]
 struct PoolInner {
-    map: HashMap<PoolKey, Vec<(Arc<[u32]>, Arc<MaskEntry>)>>,
+    map: HashMap<PoolKey, PoolBucket>,
     bytes: usize,
     len: usize,
 }
