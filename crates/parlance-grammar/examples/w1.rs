@@ -250,6 +250,9 @@ fn main() {
             items.push(res);
             continue;
         }
+        if only.is_some() {
+            eprintln!("states {} compile {:?} first mask {:?}", compiled.num_states(), t1 - t0, t2 - t1);
+        }
         res["compile_us"] = json!(us(t1 - t0));
         res["ttfm_us"] = json!(us(t2 - t0));
         let (mut valid, mut step_us, mut mask_us) = (Vec::new(), Vec::new(), Vec::new());

@@ -68,6 +68,8 @@ pub struct CompiledGrammar {
     names: Vec<String>,
     keys: Vec<OnceLock<(u64, Arc<[u32]>)>>,
     pub(crate) local: Vec<Vec<OnceLock<Arc<MaskEntry>>>>,
+    /// Per rule, the byte-transition SCC of every state (computed on first use).
+    sccs: Vec<OnceLock<Vec<u32>>>,
 }
 
 impl CompiledGrammar {
@@ -100,6 +102,11 @@ impl CompiledGrammar {
     #[allow(dead_code)]
     pub(crate) fn rule_name(&self, rule: u32) -> &str {
         &self.names[rule as usize]
+    }
+
+    /// Byte-transition SCC ids of `rule`'s states.
+    pub(crate) fn sccs(&self, rule: u32) -> &[u32] {
+        self.sccs[rule as usize].get_or_init(|| self.tables.rules[rule as usize].byte_sccs())
     }
 
     /// The structural key of `rule`: its automaton and every automaton it reaches, rules renumbered
@@ -213,9 +220,14 @@ struct Inliner<'a> {
     recursive: Vec<bool>,
     /// Expanded body and its size per rule, once computed; `None` while in progress.
     memo: Vec<Option<Option<(Expr, usize)>>>,
+    /// Number of references to each rule in the grammar.
+    uses: Vec<usize>,
     /// Current depth of nested expansions; deep chains stay references (bounded native recursion).
     depth: usize,
 }
+
+/// Rules referenced more than once are inlined only up to this size.
+const INLINE_SHARED_MAX: usize = 1_500;
 
 /// Rule chains deeper than this are not inlined further.
 const INLINE_DEPTH: usize = 48;
@@ -244,7 +256,9 @@ impl Inliner<'_> {
                 self.depth += 1;
                 let (body, size) = self.expanded(r);
                 self.depth -= 1;
-                if size <= INLINE_MAX { body } else { e.clone() }
+                // Big rules used in several places stay shared instead of being copied.
+                let limit = if self.uses[r] <= 1 { INLINE_MAX } else { INLINE_SHARED_MAX };
+                if size <= limit { body } else { e.clone() }
             }
             Expr::Seq(p) => Expr::Seq(p.iter().map(|x| self.expand(x)).collect()),
             Expr::Alt(p) => Expr::Alt(p.iter().map(|x| self.expand(x)).collect()),
@@ -261,7 +275,10 @@ fn compile(
     deadline: Instant,
 ) -> Result<CompiledGrammar, CompileError> {
     let n = g.rules().len();
-    let mut inl = Inliner { g, recursive: recursive_rules(g), memo: vec![None; n], depth: 0 };
+    let mut inl = Inliner { g, recursive: recursive_rules(g), memo: vec![None; n], uses: vec![0; n], depth: 0 };
+    for r in g.rules() {
+        r.expr.for_each_rule(&mut |id| inl.uses[id.index()] += 1);
+    }
     // Expand every rule that stays a rule: the start rule and whatever the expansions still reference.
     let start = g.start().index();
     let mut kept: Vec<usize> = vec![start];
@@ -318,7 +335,8 @@ fn compile(
     let nullable = nullable_rules(&rules);
     let local = rules.iter().map(|a| (0..a.len()).map(|_| OnceLock::new()).collect()).collect();
     let keys = (0..rules.len()).map(|_| OnceLock::new()).collect();
-    Ok(CompiledGrammar { vocab, tables: Tables { rules, nullable, start: 0 }, limits, names, keys, local })
+    let sccs = (0..rules.len()).map(|_| OnceLock::new()).collect();
+    Ok(CompiledGrammar { vocab, tables: Tables { rules, nullable, start: 0 }, limits, names, keys, local, sccs })
 }
 
 /// Rules with at least one complete derivation.

@@ -6,11 +6,14 @@
 //! breadth-first numbering so that equal automata get equal [`Automaton::encode`] output, the basis of
 //! the structural hash that lets grammars share token-mask cache entries.
 
+use crate::earley::ItemHasher;
 use crate::grammar::Expr;
 use crate::regex::{RegexMode, regex_to_expr};
 use regex_syntax::utf8::Utf8Sequences;
-use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::time::Instant;
+
+type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<ItemHasher>>;
 
 /// Marks a missing transition.
 pub(crate) const DEAD: u32 = u32::MAX;
@@ -37,6 +40,8 @@ pub(crate) struct Automaton {
     scannable: Vec<bool>,
     /// Per state, the bytes that lead back to the same state (used to accept whole trie subtrees).
     self_loop: Vec<[u64; 4]>,
+    /// Per state, whether every multi-byte UTF-8 character leads back to the same state.
+    char_loop: Vec<bool>,
 }
 
 impl Automaton {
@@ -76,6 +81,14 @@ impl Automaton {
         (0..4).all(|i| bytes[i] & !l[i] == 0)
     }
 
+    /// Whether every token of a trie subtree with these bytes, all of it well-formed UTF-8, leads from
+    /// `state` back to `state`: its ASCII bytes loop and so does every multi-byte character.
+    #[inline]
+    pub(crate) fn loops_on_chars(&self, state: u32, bytes: &[u64; 4], utf8_tail: bool) -> bool {
+        let l = &self.self_loop[state as usize];
+        utf8_tail && self.char_loop[state as usize] && bytes[0] & !l[0] == 0 && bytes[1] & !l[1] == 0
+    }
+
     /// Rewrites rule references through `map` (rules not in the map are dropped as dead edges).
     pub(crate) fn remap_rules(&mut self, map: &dyn Fn(u32) -> Option<u32>) {
         for edges in &mut self.rule_edges {
@@ -92,9 +105,157 @@ impl Automaton {
     /// Canonical encoding of the structure: states with byte ranges, rule edges (rule ids passed
     /// through `rule_index`) and finality.
     pub(crate) fn encode(&self, rule_index: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) {
+        // Byte ranges over which the class is constant, computed once.
+        let mut runs: Vec<(u32, u32, usize)> = Vec::new();
+        for b in 0..256usize {
+            let c = self.classes[b] as usize;
+            match runs.last_mut() {
+                Some(r) if r.2 == c => r.1 = b as u32,
+                _ => runs.push((b as u32, b as u32, c)),
+            }
+        }
         out.push(self.len() as u32);
-        for s in 0..self.len() as u32 {
-            out.push(self.finals[s as usize] as u32);
+        for s in 0..self.len() {
+            out.push(self.finals[s] as u32);
+            let row = &self.trans[s * self.nclasses..(s + 1) * self.nclasses];
+            let mut cur: Option<(u32, u32, u32)> = None;
+            for &(lo, hi, c) in &runs {
+                let t = row[c];
+                match &mut cur {
+                    Some(x) if x.2 == t => x.1 = hi,
+                    _ => {
+                        if let Some((a, b, t)) = cur
+                            && t != DEAD
+                        {
+                            out.extend([a, b, t]);
+                        }
+                        cur = Some((lo, hi, t));
+                    }
+                }
+            }
+            if let Some((a, b, t)) = cur
+                && t != DEAD
+            {
+                out.extend([a, b, t]);
+            }
+            out.push(u32::MAX - 1);
+            for &(r, t) in self.rule_edges(s as u32) {
+                out.extend([rule_index(r), t]);
+            }
+            out.push(u32::MAX - 2);
+        }
+    }
+
+    /// Whether every multi-byte UTF-8 character read from `state` returns to `state`.
+    fn loops_on_all_multibyte(&self, state: u32) -> bool {
+        if self.self_loop[state as usize][0] == 0 && self.self_loop[state as usize][1] == 0 {
+            return false;
+        }
+        let lo = char::from_u32(0x80).expect("valid");
+        let hi = char::from_u32(0x10FFFF).expect("valid");
+        for seq in Utf8Sequences::new(lo, hi) {
+            let mut cur = vec![state];
+            for r in seq.as_slice() {
+                let mut next = Vec::new();
+                for &s in &cur {
+                    for b in r.start..=r.end {
+                        let t = self.next(s, b);
+                        if t == DEAD {
+                            return false;
+                        }
+                        if !next.contains(&t) {
+                            next.push(t);
+                        }
+                    }
+                }
+                cur = next;
+            }
+            if cur != [state] {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Strongly connected component of every state over byte transitions (iterative Tarjan).
+    pub(crate) fn byte_sccs(&self) -> Vec<u32> {
+        let n = self.len();
+        let succ = |v: usize| -> Vec<u32> {
+            let mut out: Vec<u32> =
+                (0..self.nclasses).map(|c| self.trans[v * self.nclasses + c]).filter(|&t| t != DEAD).collect();
+            out.sort_unstable();
+            out.dedup();
+            out
+        };
+        let mut index = vec![u32::MAX; n];
+        let mut low = vec![0u32; n];
+        let mut on_stack = vec![false; n];
+        let mut comp = vec![u32::MAX; n];
+        let mut stack = Vec::new();
+        let mut next = 0u32;
+        let mut ncomp = 0u32;
+        for root in 0..n {
+            if index[root] != u32::MAX {
+                continue;
+            }
+            let mut call: Vec<(usize, Vec<u32>, usize)> = vec![(root, succ(root), 0)];
+            index[root] = next;
+            low[root] = next;
+            next += 1;
+            stack.push(root);
+            on_stack[root] = true;
+            while let Some((v, ss, ci)) = call.last_mut() {
+                let v = *v;
+                if *ci < ss.len() {
+                    let w = ss[*ci] as usize;
+                    *ci += 1;
+                    if index[w] == u32::MAX {
+                        index[w] = next;
+                        low[w] = next;
+                        next += 1;
+                        stack.push(w);
+                        on_stack[w] = true;
+                        let sw = succ(w);
+                        call.push((w, sw, 0));
+                    } else if on_stack[w] {
+                        low[v] = low[v].min(index[w]);
+                    }
+                } else {
+                    call.pop();
+                    if let Some((p, _, _)) = call.last() {
+                        low[*p] = low[*p].min(low[v]);
+                    }
+                    if low[v] == index[v] {
+                        while let Some(w) = stack.pop() {
+                            on_stack[w] = false;
+                            comp[w] = ncomp;
+                            if w == v {
+                                break;
+                            }
+                        }
+                        ncomp += 1;
+                    }
+                }
+            }
+        }
+        comp
+    }
+
+    /// Canonical encoding of the component `scc` seen from `state`: states numbered breadth-first
+    /// from `state`, byte transitions inside the component by number, leaving ones as "exit". `None`
+    /// when the component is trivial or larger than `max`.
+    pub(crate) fn component_key(&self, state: u32, sccs: &[u32], max: usize) -> Option<Vec<u32>> {
+        const EXIT: u32 = u32::MAX - 1;
+        let c = sccs[state as usize];
+        let mut order: Vec<u32> = vec![state];
+        let mut num: std::collections::HashMap<u32, u32> = std::collections::HashMap::from([(state, 0)]);
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < order.len() {
+            if order.len() > max {
+                return None;
+            }
+            let s = order[i];
             let mut b = 0usize;
             while b < 256 {
                 let t = self.next(s, b as u8);
@@ -102,17 +263,25 @@ impl Automaton {
                 while e + 1 < 256 && self.next(s, (e + 1) as u8) == t {
                     e += 1;
                 }
-                if t != DEAD {
-                    out.extend([b as u32, e as u32, t]);
-                }
+                let code = if t == DEAD {
+                    DEAD
+                } else if sccs[t as usize] != c {
+                    EXIT
+                } else {
+                    let len = num.len() as u32;
+                    *num.entry(t).or_insert_with(|| {
+                        order.push(t);
+                        len
+                    })
+                };
+                out.extend([b as u32, e as u32, code]);
                 b = e + 1;
             }
-            out.push(u32::MAX - 1);
-            for &(r, t) in self.rule_edges(s) {
-                out.extend([rule_index(r), t]);
-            }
             out.push(u32::MAX - 2);
+            i += 1;
         }
+        let trivial = order.len() == 1 && !out.chunks(3).any(|x| x.len() == 3 && x[2] == 0);
+        if trivial { None } else { Some(out) }
     }
 
     /// Removes states that cannot reach a final state (after rule edges to unproductive rules were
@@ -381,9 +550,18 @@ fn determinize(
     let nclasses = reps.len();
     let mut mark = vec![0u32; edges.len()];
     let mut stamp = 1u32;
+    // Subsets are keyed by their important states only (those with byte or rule edges, and the end
+    // state): subsets that differ only in pure-epsilon states behave the same, and merging them here
+    // is what keeps automata small without a minimization pass.
+    let important: Vec<bool> = edges
+        .iter()
+        .enumerate()
+        .map(|(i, es)| i as u32 == end || es.iter().any(|(l, _)| !matches!(l, Label::Eps)))
+        .collect();
     let mut init = vec![start];
     closure(edges, &mut init, &mut mark, stamp);
-    let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+    init.retain(|&s| important[s as usize]);
+    let mut ids: HashMap<Vec<u32>, u32> = HashMap::default();
     let mut sets: Vec<Vec<u32>> = vec![init.clone()];
     ids.insert(init, 0);
     let mut trans: Vec<u32> = Vec::new();
@@ -420,6 +598,7 @@ fn determinize(
             targets.sort_unstable();
             targets.dedup();
             closure(edges, &mut targets, &mut mark, stamp);
+            targets.retain(|&s| important[s as usize]);
             if let Some(&id) = ids.get(&targets) {
                 return Ok(id);
             }
@@ -503,96 +682,163 @@ impl Dfa {
         Some(self)
     }
 
-    /// Moore partition refinement; skipped (the automaton stays correct, only larger) when it would
-    /// take too many rounds on a large automaton.
+    /// Hopcroft's partition refinement (Hopcroft 1971), over byte classes and rule symbols, with an
+    /// implicit dead state making the automaton complete.
+    // Parallel tables indexed by block and symbol: index loops on purpose.
+    #[allow(clippy::needless_range_loop)]
     fn minimize(self, deadline: Instant) -> Result<Dfa, BuildError> {
         let n = self.len();
-        let mut block: Vec<u32> = self.finals.iter().map(|&f| f as u32).collect();
-        let mut count = 0usize;
-        let budget = 20_000_000usize;
-        let mut work = 0usize;
-        let mut sig: Vec<u32> = Vec::new();
-        loop {
-            let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
-            let mut next = vec![0u32; n];
-            for s in 0..n {
-                sig.clear();
-                sig.push(block[s]);
-                for c in 0..self.nclasses {
-                    let t = self.trans[s * self.nclasses + c];
-                    sig.push(if t == DEAD { DEAD } else { block[t as usize] });
-                }
-                for &(r, t) in &self.rule_edges[s] {
-                    sig.extend([r, block[t as usize]]);
-                }
-                let len = ids.len() as u32;
-                next[s] = *ids.entry(sig.clone()).or_insert(len);
-            }
-            work += n * (self.nclasses + 2);
-            let new_count = ids.len();
-            block = next;
-            if new_count == count {
-                break;
-            }
-            count = new_count;
-            if work > budget {
-                return Ok(self);
-            }
-            if Instant::now() > deadline {
-                return Err(BuildError::Timeout);
-            }
-        }
-        if count == n {
+        if n <= 1 {
             return Ok(self);
         }
+        let dead = n as u32;
+        let mut rules: Vec<u32> = self.rule_edges.iter().flatten().map(|&(r, _)| r).collect();
+        rules.sort_unstable();
+        rules.dedup();
+        let nsym = self.nclasses + rules.len();
+        let delta = |s: usize, a: usize| -> u32 {
+            if s == n {
+                return dead;
+            }
+            if a < self.nclasses {
+                let t = self.trans[s * self.nclasses + a];
+                if t == DEAD { dead } else { t }
+            } else {
+                let r = rules[a - self.nclasses];
+                self.rule_edges[s].iter().find(|e| e.0 == r).map_or(dead, |e| e.1)
+            }
+        };
+        // Inverse transitions, per symbol, in CSR form.
+        let total = n + 1;
+        let mut inv_start = vec![0u32; nsym * (total + 1)];
+        let mut inv: Vec<u32> = vec![0; nsym * total];
+        for a in 0..nsym {
+            let base = a * (total + 1);
+            for s in 0..total {
+                inv_start[base + delta(s, a) as usize + 1] += 1;
+            }
+            for t in 0..total {
+                inv_start[base + t + 1] += inv_start[base + t];
+            }
+            let mut fill: Vec<u32> = inv_start[base..base + total].to_vec();
+            for s in 0..total {
+                let t = delta(s, a) as usize;
+                inv[a * total + fill[t] as usize] = s as u32;
+                fill[t] += 1;
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(BuildError::Timeout);
+        }
+        let mut block: Vec<u32> = (0..total).map(|s| if s < n && self.finals[s] { 0 } else { 1 }).collect();
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(), Vec::new()];
+        for s in 0..total {
+            members[block[s] as usize].push(s as u32);
+        }
+        if members[0].is_empty() || members[1].is_empty() {
+            members.retain(|m| !m.is_empty());
+            for (i, m) in members.iter().enumerate() {
+                for &s in m {
+                    block[s as usize] = i as u32;
+                }
+            }
+        }
+        let mut in_work: Vec<Vec<bool>> = vec![vec![false; nsym]; members.len()];
+        let mut work: Vec<(u32, u32)> = Vec::new();
+        let smallest = (0..members.len()).min_by_key(|&b| members[b].len()).expect("a block");
+        for a in 0..nsym {
+            work.push((smallest as u32, a as u32));
+            in_work[smallest][a] = true;
+        }
+        let mut touched: Vec<u32> = Vec::new();
+        let mut hit: Vec<Vec<u32>> = vec![Vec::new(); members.len()];
+        let mut rounds = 0usize;
+        while let Some((b, a)) = work.pop() {
+            in_work[b as usize][a as usize] = false;
+            rounds += 1;
+            if rounds % 4096 == 0 && Instant::now() > deadline {
+                return Err(BuildError::Timeout);
+            }
+            let a = a as usize;
+            // States with an `a`-transition into block b.
+            for &t in &members[b as usize].clone() {
+                let base = a * (total + 1);
+                let (lo, hi) = (inv_start[base + t as usize] as usize, inv_start[base + t as usize + 1] as usize);
+                for &s in &inv[a * total + lo..a * total + hi] {
+                    let y = block[s as usize] as usize;
+                    if hit[y].is_empty() {
+                        touched.push(y as u32);
+                    }
+                    hit[y].push(s);
+                }
+            }
+            for &y in &touched {
+                let y = y as usize;
+                let xs = std::mem::take(&mut hit[y]);
+                if xs.len() == members[y].len() {
+                    continue;
+                }
+                // Split y into (y \ X) kept as y and (y ∩ X) as a new block.
+                let z = members.len();
+                for &s in &xs {
+                    block[s as usize] = z as u32;
+                }
+                let (inside, outside): (Vec<u32>, Vec<u32>) =
+                    members[y].iter().partition(|&&s| block[s as usize] == z as u32);
+                members[y] = outside;
+                members.push(inside);
+                hit.push(Vec::new());
+                in_work.push(vec![false; nsym]);
+                for c in 0..nsym {
+                    if in_work[y][c] {
+                        in_work[z][c] = true;
+                        work.push((z as u32, c as u32));
+                    } else {
+                        let small = if members[z].len() <= members[y].len() { z } else { y };
+                        in_work[small][c] = true;
+                        work.push((small as u32, c as u32));
+                    }
+                }
+            }
+            touched.clear();
+        }
+        let count_all = members.len();
+        if count_all == total {
+            return Ok(self);
+        }
+        // Renumber live blocks (drop the dead state's block), start state first.
+        let dead_block = block[n];
+        let mut new_id = vec![u32::MAX; count_all];
+        let mut next = 0u32;
+        new_id[block[0] as usize] = next;
+        next += 1;
+        for s in 1..n {
+            let b = block[s] as usize;
+            if new_id[b] == u32::MAX && b as u32 != dead_block {
+                new_id[b] = next;
+                next += 1;
+            }
+        }
+        let count = next as usize;
+        let map = |t: u32| -> u32 {
+            if t == DEAD || block[t as usize] == dead_block { DEAD } else { new_id[block[t as usize] as usize] }
+        };
         let mut trans = vec![DEAD; count * self.nclasses];
         let mut rule_edges = vec![Vec::new(); count];
         let mut finals = vec![false; count];
         for s in 0..n {
-            let b = block[s] as usize;
+            let b = new_id[block[s] as usize];
+            if b == u32::MAX {
+                continue;
+            }
+            let b = b as usize;
             finals[b] = self.finals[s];
             for c in 0..self.nclasses {
-                let t = self.trans[s * self.nclasses + c];
-                trans[b * self.nclasses + c] = if t == DEAD { DEAD } else { block[t as usize] };
+                trans[b * self.nclasses + c] = map(self.trans[s * self.nclasses + c]);
             }
-            rule_edges[b] = self.rule_edges[s].iter().map(|&(r, t)| (r, block[t as usize])).collect();
+            rule_edges[b] = self.rule_edges[s].iter().map(|&(r, t)| (r, map(t))).filter(|e| e.1 != DEAD).collect();
         }
-        // Keep the start state first.
-        let mut d = Dfa { classes: self.classes, nclasses: self.nclasses, trans, rule_edges, finals };
-        let start = block[0];
-        if start != 0 {
-            d.swap_states(0, start);
-        }
-        Ok(d)
-    }
-
-    fn swap_states(&mut self, a: u32, b: u32) {
-        let nc = self.nclasses;
-        let sw = |t: u32| {
-            if t == a {
-                b
-            } else if t == b {
-                a
-            } else {
-                t
-            }
-        };
-        for t in &mut self.trans {
-            if *t != DEAD {
-                *t = sw(*t);
-            }
-        }
-        for es in &mut self.rule_edges {
-            for e in es.iter_mut() {
-                e.1 = sw(e.1);
-            }
-        }
-        let (a, b) = (a as usize, b as usize);
-        for c in 0..nc {
-            self.trans.swap(a * nc + c, b * nc + c);
-        }
-        self.rule_edges.swap(a, b);
-        self.finals.swap(a, b);
+        Ok(Dfa { classes: self.classes, nclasses: self.nclasses, trans, rule_edges, finals })
     }
 
     /// Breadth-first renumbering from the start state (bytes in order, then rule edges), dropping
@@ -622,11 +868,11 @@ impl Dfa {
         }
         let m = queue.len();
         // Recompute byte classes: bytes with identical columns over the kept states.
-        let mut col_ids: HashMap<Vec<u32>, u8> = HashMap::new();
+        let mut col_ids: HashMap<Vec<u32>, u8> = HashMap::default();
         let mut classes = [0u8; 256];
         let mut cols: Vec<Vec<u32>> = Vec::new();
-        for (b, class) in classes.iter_mut().enumerate() {
-            let c = self.classes[b] as usize;
+        let mut old_to_new = vec![0u8; self.nclasses];
+        for (c, new) in old_to_new.iter_mut().enumerate() {
             let col: Vec<u32> = queue
                 .iter()
                 .map(|&s| {
@@ -639,7 +885,10 @@ impl Dfa {
                 cols.push(col);
                 next
             });
-            *class = id;
+            *new = id;
+        }
+        for (b, class) in classes.iter_mut().enumerate() {
+            *class = old_to_new[self.classes[b] as usize];
         }
         let nclasses = cols.len();
         let mut trans = vec![DEAD; m * nclasses];
@@ -675,7 +924,7 @@ impl Dfa {
                 }
             }
         }
-        Automaton {
+        let mut a = Automaton {
             classes: self.classes,
             nclasses: self.nclasses,
             trans: self.trans,
@@ -683,7 +932,10 @@ impl Dfa {
             finals: self.finals,
             scannable,
             self_loop,
-        }
+            char_loop: Vec::new(),
+        };
+        a.char_loop = (0..n as u32).map(|s| a.loops_on_all_multibyte(s)).collect();
+        a
     }
 }
 

@@ -880,33 +880,43 @@ impl<'a> Compiler<'a> {
             return Ok(self.any_string());
         }
         let chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
+        // Two sets of prefixes over the trie of names, then one shared tail each: prefixes that are no
+        // name but end the key, and prefixes that leave the trie (followed by any characters).
         let rest = Expr::seq(vec![Expr::repeat(self.json_char(), 0, None), lit("\"")]);
-        Ok(Expr::seq(vec![lit("\""), self.trie_not(&chars, 0, &rest)]))
+        let (ends, leaves) = self.trie_not(&chars, 0);
+        let mut alts = vec![Expr::seq(vec![leaves, rest])];
+        if let Some(ends) = ends {
+            alts.push(Expr::seq(vec![ends, lit("\"")]));
+        }
+        Ok(Expr::seq(vec![lit("\""), Expr::alt(alts)]))
     }
 
-    /// Content + closing quote of strings that, among `names` (all sharing a prefix of `depth` chars),
-    /// match none exactly.
-    fn trie_not(&self, names: &[Vec<char>], depth: usize, rest: &Expr) -> Expr {
-        let mut alts = Vec::new();
+    /// For names sharing a prefix of `depth` characters: (prefixes from here that end at no name,
+    /// prefixes from here that leave the trie with one character no name continues with).
+    fn trie_not(&self, names: &[Vec<char>], depth: usize) -> (Option<Expr>, Expr) {
+        let mut ends = Vec::new();
         if !names.iter().any(|n| n.len() == depth) {
-            alts.push(lit("\""));
+            ends.push(Expr::Empty);
         }
         let mut next: Vec<char> = names.iter().filter(|n| n.len() > depth).map(|n| n[depth]).collect();
         next.sort_unstable();
         next.dedup();
-        // A character no name continues with, then anything.
         let mut excluded: Vec<(char, char)> = vec![('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')];
         excluded.extend(next.iter().map(|&c| (c, c)));
-        let other = Expr::alt(vec![
+        let mut leaves = vec![Expr::alt(vec![
             Expr::CharClass { negated: true, ranges: excluded },
             Expr::seq(vec![lit("\\"), Expr::Regex(r#"["\\/bfnrt]|u[0-9a-fA-F]{4}"#.into())]),
-        ]);
-        alts.push(Expr::seq(vec![other, rest.clone()]));
+        ])];
         for c in next {
             let sub: Vec<Vec<char>> = names.iter().filter(|n| n.len() > depth && n[depth] == c).cloned().collect();
-            alts.push(Expr::seq(vec![lit(&c.to_string()), self.trie_not(&sub, depth + 1, rest)]));
+            let (e, l) = self.trie_not(&sub, depth + 1);
+            if let Some(e) = e {
+                ends.push(Expr::seq(vec![lit(&c.to_string()), e]));
+            }
+            leaves.push(Expr::seq(vec![lit(&c.to_string()), l]));
         }
-        Expr::alt(alts)
+        let ends = if ends.is_empty() { None } else { Some(Expr::alt(ends)) };
+        (ends, Expr::alt(leaves))
     }
 
     fn array(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {

@@ -86,6 +86,8 @@ pub(crate) struct MaskPool {
 #[derive(Debug, Default)]
 struct PoolInner {
     map: HashMap<PoolKey, PoolBucket>,
+    /// Per component shape: trie nodes whose whole subtree stays inside the component.
+    components: HashMap<Vec<u32>, Arc<PosBits>>,
     bytes: usize,
     len: usize,
 }
@@ -104,6 +106,20 @@ impl MaskPool {
         v.iter().find(|(k, _)| Arc::ptr_eq(k, &key.1) || **k == *key.1).map(|(_, e)| e.clone())
     }
 
+    fn component(&self, key: &[u32]) -> Option<Arc<PosBits>> {
+        self.inner.lock().ok()?.components.get(key).cloned()
+    }
+
+    fn insert_component(&self, key: Vec<u32>, flags: Arc<PosBits>) {
+        let Ok(mut p) = self.inner.lock() else { return };
+        let add = flags.0.len() * 8 + key.len() * 4;
+        if p.bytes + add > POOL_MAX_BYTES {
+            return;
+        }
+        p.bytes += add;
+        p.components.insert(key, flags);
+    }
+
     fn insert(&self, key: &(u64, Arc<[u32]>), state: u32, entry: Arc<MaskEntry>) {
         let Ok(mut p) = self.inner.lock() else { return };
         let add = entry.bytes() + key.1.len() / 8;
@@ -116,8 +132,9 @@ impl MaskPool {
     }
 }
 
-/// Bitset over trie positions, used while an entry is computed.
-struct PosBits(Vec<u64>);
+/// Bitset over trie positions or trie nodes.
+#[derive(Debug)]
+pub(crate) struct PosBits(Vec<u64>);
 
 impl PosBits {
     fn new(n: usize) -> PosBits {
@@ -138,6 +155,9 @@ impl PosBits {
             lo += 1;
         }
     }
+    fn set(&mut self, p: u32) {
+        self.0[p as usize / 64] |= 1 << (p % 64);
+    }
     fn get(&self, p: u32) -> bool {
         self.0[p as usize / 64] >> (p % 64) & 1 == 1
     }
@@ -153,7 +173,11 @@ pub(crate) fn entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<Arc<Ma
     let e = match g.vocab.pool.get(key, state) {
         Some(e) => e,
         None => {
-            let e = Arc::new(compute_entry(&g.tables, &g.vocab, rule, state, g.limits.earley_set_items)?);
+            let t = std::time::Instant::now();
+            let e = Arc::new(compute_entry(g, rule, state)?);
+            if std::env::var_os("PARLANCE_TRACE_MASK").is_some() {
+                eprintln!("entry {rule}/{state}: {:?} uncertain {}", t.elapsed(), e.uncertain.len());
+            }
             g.vocab.pool.insert(key, state, e.clone());
             e
         }
@@ -161,28 +185,139 @@ pub(crate) fn entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<Arc<Ma
     Ok(slot.get_or_init(|| e).clone())
 }
 
-/// Walks the whole trie from item `(rule, state)` alone.
-fn compute_entry(
-    tables: &Tables,
-    vocab: &TokenVocab,
-    rule: u32,
-    state: u32,
-    max_items: usize,
-) -> Result<MaskEntry, SetLimit> {
-    let mut parser = Earley::new(tables, Item { rule, state, origin: ROOT_ORIGIN }, max_items)?;
+/// Components (strongly connected byte-transition regions, such as the inside of a JSON string)
+/// larger than this are not shared.
+const COMPONENT_MAX: usize = 256;
+
+/// Classifies every token for item `(rule, state)`. While the path stays on automaton states that
+/// predict nothing, the walk is a plain DFA walk; below a state with rule references an Earley parser
+/// rooted at that state takes over for the subtree.
+///
+/// Component sharing: the tokens that stay inside the start state's component depend only on the
+/// component's shape, so the first walk from a component records, per trie node, whether its whole
+/// subtree stays inside; walks from any state with an isomorphic component skip those subtrees.
+fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry, SetLimit> {
+    let (tables, vocab) = (&g.tables, &*g.vocab);
+    let max_items = g.limits.earley_set_items;
+    let a = &tables.rules[rule as usize];
     let nodes = vocab.nodes();
     let mut accepted = PosBits::new(vocab.sorted_len());
     let mut uncertain: Vec<u32> = Vec::new();
-    // done[d]: the root item completed somewhere on the current path, at or before depth d.
-    let mut done: Vec<bool> = vec![parser.root_done(0)];
+    if !a.rule_edges(state).is_empty() {
+        let mut parser = Earley::new(tables, Item { rule, state, origin: ROOT_ORIGIN }, max_items)?;
+        let done0 = parser.root_done(0);
+        earley_walk(tables, vocab, &mut parser, 0, done0, &mut accepted, &mut uncertain)?;
+        return Ok(make_entry(vocab, &accepted, uncertain));
+    }
+    let sccs = g.sccs(rule);
+    let comp = sccs[state as usize];
+    let key = a.component_key(state, sccs, COMPONENT_MAX);
+    let flags = key.as_ref().and_then(|k| vocab.pool.component(k));
+    let recording = key.is_some() && flags.is_none();
+    let n = if recording { nodes.len() } else { 0 };
+    let (mut alive_in_k, mut subtree_ok) = (PosBits::new(n), PosBits::new(n));
+    let mut states = vec![state];
+    let mut done = vec![a.is_final(state)];
+    let mut in_k = vec![true];
     let mut i = 1;
     while i < nodes.len() {
         let node = &nodes[i];
-        let depth = node.depth as usize;
+        let d = node.depth as usize;
+        states.truncate(d);
+        done.truncate(d);
+        in_k.truncate(d);
+        let t = states[d - 1];
+        if in_k[d - 1] && flags.as_ref().is_some_and(|f| f.get(i as u32)) {
+            accepted.set_range(node.lo, node.hi);
+            i = node.end as usize;
+            continue;
+        }
+        if a.loops_on_all(t, &node.bytes) || a.loops_on_chars(t, &node.bytes, node.utf8_tail) {
+            accepted.set_range(node.lo, node.hi);
+            if recording && in_k[d - 1] {
+                subtree_ok.set(i as u32);
+            }
+            i = node.end as usize;
+            continue;
+        }
+        let u = a.next(t, node.byte);
+        if u == crate::automaton::DEAD {
+            if done[d - 1] {
+                uncertain.extend(node.lo..node.hi);
+            }
+            i = node.end as usize;
+            continue;
+        }
+        accepted.set_range(node.lo, node.here);
+        if !a.rule_edges(u).is_empty() {
+            let mut parser = Earley::new(tables, Item { rule, state: u, origin: ROOT_ORIGIN }, max_items)?;
+            let done0 = done[d - 1] || parser.root_done(0);
+            earley_walk(tables, vocab, &mut parser, i, done0, &mut accepted, &mut uncertain)?;
+            i = node.end as usize;
+            continue;
+        }
+        let ink = in_k[d - 1] && sccs[u as usize] == comp;
+        if recording && ink {
+            alive_in_k.set(i as u32);
+        }
+        states.push(u);
+        done.push(done[d - 1] || a.is_final(u));
+        in_k.push(ink);
+        i += 1;
+    }
+    if recording && let Some(key) = key {
+        // flag(n): the whole subtree of n stays inside the component.
+        let mut flag = PosBits::new(nodes.len());
+        for j in (1..nodes.len()).rev() {
+            let ok = subtree_ok.get(j as u32)
+                || (alive_in_k.get(j as u32) && {
+                    let mut c = j + 1;
+                    let mut all = true;
+                    while c < nodes[j].end as usize {
+                        if !flag.get(c as u32) {
+                            all = false;
+                            break;
+                        }
+                        c = nodes[c].end as usize;
+                    }
+                    all
+                });
+            if ok {
+                flag.set(j as u32);
+            }
+        }
+        vocab.pool.insert_component(key, Arc::new(flag));
+    }
+    Ok(make_entry(vocab, &accepted, uncertain))
+}
+
+/// Earley walk over the subtree of trie node `top` (the whole trie for node 0); `parser` is positioned
+/// after `top`'s bytes. `done0`: the root item completed at or before `top`.
+fn earley_walk(
+    tables: &Tables,
+    vocab: &TokenVocab,
+    parser: &mut Earley,
+    top: usize,
+    done0: bool,
+    accepted: &mut PosBits,
+    uncertain: &mut Vec<u32>,
+) -> Result<(), SetLimit> {
+    let nodes = vocab.nodes();
+    let base = nodes[top].depth as usize;
+    let end = nodes[top].end as usize;
+    // done[k]: the root item completed somewhere on the current path, at or before relative depth k.
+    let mut done: Vec<bool> = vec![done0];
+    let mut i = top + 1;
+    while i < end {
+        let node = &nodes[i];
+        let depth = node.depth as usize - base;
         parser.truncate(depth);
         done.truncate(depth);
         let set = parser.last();
-        if set.iter().any(|it| tables.rules[it.rule as usize].loops_on_all(it.state, &node.bytes)) {
+        if set.iter().any(|it| {
+            let a = &tables.rules[it.rule as usize];
+            a.loops_on_all(it.state, &node.bytes) || a.loops_on_chars(it.state, &node.bytes, node.utf8_tail)
+        }) {
             // Every byte below loops on one item of this set: the whole subtree is accepted.
             accepted.set_range(node.lo, node.hi);
             i = node.end as usize;
@@ -199,28 +334,41 @@ fn compute_entry(
         accepted.set_range(node.lo, node.here);
         i += 1;
     }
-    Ok(make_entry(vocab, &accepted, uncertain))
+    Ok(())
 }
 
 fn make_entry(vocab: &TokenVocab, accepted: &PosBits, uncertain: Vec<u32>) -> MaskEntry {
     let n = vocab.sorted_len();
     let count: usize = accepted.0.iter().map(|w| w.count_ones() as usize).sum();
     let small = vocab.len() / 48;
+    // Positions whose bit equals `want`, visiting only the words that hold any.
+    let positions = |want: bool| {
+        let mut out = Vec::new();
+        for (w, &word) in accepted.0.iter().enumerate() {
+            let mut bits = if want { word } else { !word };
+            while bits != 0 {
+                let p = w * 64 + bits.trailing_zeros() as usize;
+                if p >= n {
+                    break;
+                }
+                out.push(vocab.id_at(p as u32));
+                bits &= bits - 1;
+            }
+        }
+        out
+    };
     let accepted = if count <= small {
-        let mut ids: Vec<u32> = (0..n as u32).filter(|&p| accepted.get(p)).map(|p| vocab.id_at(p)).collect();
+        let mut ids = positions(true);
         ids.sort_unstable();
         Accepted::Ids(ids)
     } else if n - count <= small {
-        let mut ids: Vec<u32> = (0..n as u32).filter(|&p| !accepted.get(p)).map(|p| vocab.id_at(p)).collect();
+        let mut ids = positions(false);
         ids.sort_unstable();
         Accepted::AllExcept(ids)
     } else {
         let mut bits = vec![0u32; vocab.mask_words()];
-        for p in 0..n as u32 {
-            if accepted.get(p) {
-                let id = vocab.id_at(p);
-                bits[id as usize / 32] |= 1 << (id % 32);
-            }
+        for id in positions(true) {
+            bits[id as usize / 32] |= 1 << (id % 32);
         }
         Accepted::Bits(bits)
     };

@@ -41,6 +41,9 @@ pub(crate) struct TrieNode {
     pub(crate) hi: u32,
     /// Bytes on edges in this subtree, including this node's own byte.
     pub(crate) bytes: [u64; 4],
+    /// Every token in the subtree, read from this node's byte on, is well-formed UTF-8 (complete
+    /// characters only).
+    pub(crate) utf8_tail: bool,
 }
 
 /// A tokenizer's vocabulary as the engine needs it.
@@ -168,6 +171,7 @@ fn build_trie(tokens: &[Vec<u8>], sorted: &[u32]) -> Vec<TrieNode> {
                     here: here as u32,
                     hi: hi as u32,
                     bytes: own,
+                    utf8_tail: true,
                 });
                 stack.push(Task::Exit { node });
                 // Children in reverse so that they are entered in byte order.
@@ -188,6 +192,11 @@ fn build_trie(tokens: &[Vec<u8>], sorted: &[u32]) -> Vec<TrieNode> {
                 nodes[node].end = nodes.len() as u32;
             }
         }
+    }
+    // Whether each token is well-formed UTF-8 from byte k on, for every k.
+    for n in nodes.iter_mut().skip(1) {
+        let k = n.depth as usize - 1;
+        n.utf8_tail = (n.lo..n.hi).all(|p| std::str::from_utf8(&bytes_of(p as usize)[k..]).is_ok());
     }
     // Bytes below each node, bottom-up: a node's subtree is `node+1..end`.
     for n in (0..nodes.len()).rev() {
