@@ -226,6 +226,10 @@ struct Inliner<'a> {
     depth: usize,
 }
 
+/// An automaton built with inlined callees may have at most this many states; past it, the rule is
+/// rebuilt with its callees kept as rules.
+const INLINE_STATES: usize = 20_000;
+
 /// Rules referenced more than once are inlined only up to this size.
 const INLINE_SHARED_MAX: usize = 1_500;
 
@@ -279,44 +283,57 @@ fn compile(
     for r in g.rules() {
         r.expr.for_each_rule(&mut |id| inl.uses[id.index()] += 1);
     }
-    // Expand every rule that stays a rule: the start rule and whatever the expansions still reference.
+    // Build every rule that stays a rule: the start rule and whatever the bodies still reference.
+    // A rule is first built with its callees inlined; if that automaton grows past the inlining
+    // budget, it is rebuilt from its own body and its callees become rules of their own.
     let start = g.start().index();
     let mut kept: Vec<usize> = vec![start];
     let mut new_id: HashMap<usize, u32> = HashMap::from([(start, 0)]);
-    let mut bodies: Vec<Expr> = Vec::new();
+    let mut rules: Vec<Automaton> = Vec::new();
+    let mut total = 0usize;
+    let inline_budget = limits.automaton_states.min(INLINE_STATES);
     let mut i = 0;
     while i < kept.len() {
         if Instant::now() > deadline {
             return Err(CompileError::Timeout(limits.compile_time));
         }
+        let name = &g.rules()[kept[i]].name;
         let (body, _) = inl.expanded(kept[i]);
-        body.for_each_rule(&mut |RuleId(r)| {
-            let r = r as usize;
-            if let std::collections::hash_map::Entry::Vacant(v) = new_id.entry(r) {
-                v.insert(kept.len() as u32);
-                kept.push(r);
-            }
-        });
-        bodies.push(body);
-        i += 1;
-    }
-    let names: Vec<String> = kept.iter().map(|&r| g.rules()[r].name.clone()).collect();
-    let map = |r: u32| new_id.get(&(r as usize)).copied();
-    let mut rules = Vec::with_capacity(kept.len());
-    let mut total = 0usize;
-    for (i, body) in bodies.iter().enumerate() {
-        let a = automaton::build(body, &map, limits.automaton_states, deadline)
-            .map_err(|e| build_err(&names[i], e, &limits))?;
+        let attempt = |body: &Expr, budget: usize, kept: &mut Vec<usize>, new_id: &mut HashMap<usize, u32>| {
+            body.for_each_rule(&mut |RuleId(r)| {
+                let r = r as usize;
+                if let std::collections::hash_map::Entry::Vacant(v) = new_id.entry(r) {
+                    v.insert(kept.len() as u32);
+                    kept.push(r);
+                }
+            });
+            let map = |r: u32| new_id.get(&(r as usize)).copied();
+            automaton::build(body, &map, budget, deadline)
+        };
+        let raw = &g.rules()[kept[i]].expr;
+        let budget = if body == *raw { limits.automaton_states } else { inline_budget };
+        let a = match attempt(&body, budget, &mut kept, &mut new_id) {
+            Err(BuildError::Limit(..)) if body != *raw => attempt(raw, limits.automaton_states, &mut kept, &mut new_id),
+            other => other,
+        }
+        .map_err(|e| build_err(name, e, &limits))?;
         total += a.len();
         if total > limits.total_states {
             return Err(CompileError::Limit {
-                rule: names[i].clone(),
+                rule: name.clone(),
                 what: "total automaton states",
                 got: total,
                 max: limits.total_states,
             });
         }
         rules.push(a);
+        i += 1;
+    }
+    let names: Vec<String> = kept.iter().map(|&r| g.rules()[r].name.clone()).collect();
+    let trace = std::env::var_os("PARLANCE_TRACE_COMPILE").is_some();
+    if trace {
+        let sizes: Vec<usize> = rules.iter().map(Automaton::len).collect();
+        eprintln!("automata built: {sizes:?}");
     }
     let productive = productive_rules(&rules);
     if !productive[0] {

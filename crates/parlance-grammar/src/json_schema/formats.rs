@@ -8,6 +8,22 @@ const DATE: &str = r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
 const TIME: &str = r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
 const IPV4_PART: &str = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
 
+/// Formats that common validators (Python and Rust `jsonschema`) assert but this module does not
+/// implement: ignoring them would accept strings those validators reject, so they are errors. Any
+/// other unknown format is an annotation, as the specification says.
+pub(crate) const CHECKED_ELSEWHERE: &[&str] = &[
+    "uri-template",
+    "iri",
+    "iri-reference",
+    "idn-email",
+    "idn-hostname",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+    "color",
+    "duration",
+];
+
 /// The anchored regex for `format`, or `None` if the format is unknown.
 pub(crate) fn format_regex(format: &str) -> Option<String> {
     let ipv4 = format!(r"{IPV4_PART}(\.{IPV4_PART}){{3}}");

@@ -560,8 +560,16 @@ impl<'a> Compiler<'a> {
                 "string" => self.string(m, ptr)?,
                 "integer" => self.integer(m, ptr)?,
                 "number" => self.number(m, ptr)?,
-                "object" => self.object(m, ptr)?,
-                "array" => self.array(m, ptr)?,
+                // Objects and arrays are rules: the compiler inlines them, or keeps them apart when
+                // inlining would make one automaton too large.
+                "object" => {
+                    let e = self.object(m, ptr)?;
+                    Expr::Rule(self.b.rule(&rule_name(ptr), e))
+                }
+                "array" => {
+                    let e = self.array(m, ptr)?;
+                    Expr::Rule(self.b.rule(&rule_name(ptr), e))
+                }
                 other => {
                     return Err(SchemaError::Invalid {
                         pointer: ptr.to_string(),
@@ -626,6 +634,13 @@ impl<'a> Compiler<'a> {
                 Ok(e) => content = Some(e),
                 Err(e) => self.unsupported(&format!("{ptr}/pattern"), "pattern", &e)?,
             }
+        }
+        if let Some(f) = m.get("format").and_then(Value::as_str)
+            && formats::format_regex(f).is_none()
+            && formats::CHECKED_ELSEWHERE.contains(&f)
+        {
+            // Validators check this format, so ignoring it would accept invalid strings.
+            self.unsupported(&format!("{ptr}/format"), "format", &format!("format {f:?} is not implemented"))?;
         }
         if let Some(f) = m.get("format").and_then(Value::as_str)
             && let Some(re) = formats::format_regex(f)
@@ -836,32 +851,32 @@ impl<'a> Compiler<'a> {
 
     /// Members in order, optional ones skippable, commas only between present ones, then any number
     /// of `extra` members.
+    ///
+    /// `after[i]` (members `i..` once something was written, each prefixed by the separator) is a rule
+    /// referring to `after[i + 1]`, and the "nothing written yet" chain refers to those rules, so the
+    /// grammar stays linear in the number of members; the compiler inlines the small ones.
     fn members(&mut self, members: Vec<(Expr, bool)>, extra: Option<Expr>) -> Expr {
         let sep = self.item_sep();
         let n = members.len();
-        // after[i]: members i.. once something was written (each one prefixed by the separator).
-        let mut after: Vec<Expr> = vec![Expr::Empty; n + 1];
-        after[n] = match &extra {
+        let tail = match &extra {
             Some(e) => Expr::repeat(Expr::seq(vec![sep.clone(), e.clone()]), 0, None),
             None => Expr::Empty,
         };
-        for i in (0..n).rev() {
+        let mut after: Vec<Expr> = vec![Expr::Empty; n + 1];
+        after[n] = if n > 0 { Expr::Rule(self.b.rule("members", tail)) } else { tail };
+        for i in (1..n).rev() {
             let (m, req) = &members[i];
             let one = Expr::seq(vec![sep.clone(), m.clone()]);
             let one = if *req { one } else { Expr::optional(one) };
-            after[i] = Expr::seq(vec![one, after[i + 1].clone()]);
+            after[i] = Expr::Rule(self.b.rule("members", Expr::seq(vec![one, after[i + 1].clone()])));
         }
-        // before[i]: members i.. when nothing was written yet. Shared tails become rules so that the
-        // expression stays linear in the number of members.
         let mut before = match &extra {
             Some(e) => Expr::optional(Expr::seq(vec![e.clone(), after[n].clone()])),
             None => Expr::Empty,
         };
         for i in (0..n).rev() {
             let (m, req) = &members[i];
-            let tail =
-                if n - i > 8 { Expr::Rule(self.b.rule("members", after[i + 1].clone())) } else { after[i + 1].clone() };
-            let first = Expr::seq(vec![m.clone(), tail]);
+            let first = Expr::seq(vec![m.clone(), after[i + 1].clone()]);
             before = if *req { first } else { Expr::alt(vec![first, before]) };
         }
         before
@@ -1094,6 +1109,32 @@ fn pair_disjoint(a: &Value, b: &Value) -> bool {
     if let (Some(va), Some(vb)) = (values_of(a), values_of(b)) {
         return !va.iter().any(|x| vb.contains(x));
     }
+    let only = |v: &Value, t: &str| type_set(v).is_some_and(|ts| ts.iter().all(|x| *x == t));
+    // Strings with disjoint length ranges.
+    if only(a, "string") && only(b, "string") {
+        let range = |v: &Value| {
+            (v.get("minLength").and_then(Value::as_u64).unwrap_or(0), v.get("maxLength").and_then(Value::as_u64))
+        };
+        let ((alo, ahi), (blo, bhi)) = (range(a), range(b));
+        if ahi.is_some_and(|h| h < blo) || bhi.is_some_and(|h| h < alo) {
+            return true;
+        }
+    }
+    // Objects where one requires a property that the other, closed, does not allow.
+    if only(a, "object") && only(b, "object") {
+        let forbids = |closed: &Value, open: &Value| {
+            closed.get("additionalProperties") == Some(&Value::Bool(false))
+                && closed.get("patternProperties").is_none()
+                && open.get("required").and_then(Value::as_array).is_some_and(|r| {
+                    r.iter()
+                        .filter_map(Value::as_str)
+                        .any(|k| closed.get("properties").and_then(|p| p.get(k)).is_none())
+                })
+        };
+        if forbids(a, b) || forbids(b, a) {
+            return true;
+        }
+    }
     // Objects told apart by a property both require, with disjoint const/enum values.
     let req = |v: &Value| -> Vec<String> {
         v.get("required")
@@ -1126,6 +1167,12 @@ fn type_matches(t: &str, v: &Value) -> bool {
 /// `json.dumps(v, separators=(",", ":"), ensure_ascii=False)`.
 fn compact_json(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_default()
+}
+
+/// A rule name from the last segment of a JSON pointer.
+fn rule_name(ptr: &str) -> String {
+    let last = ptr.rsplit('/').next().unwrap_or("");
+    if last.is_empty() || last == "#" { "value".into() } else { last.chars().take(40).collect() }
 }
 
 fn escape_pointer(s: &str) -> String {
