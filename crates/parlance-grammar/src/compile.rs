@@ -1,6 +1,6 @@
 //! `CompiledGrammar`: a grammar lowered to automata for one vocabulary, shared by all its matchers.
 //!
-//! Compilation inlines non-recursive rules (so most JSON Schemas become one automaton and their masks
+//! Compilation inlines non-recursive rules (see `automaton::build`) (so most JSON Schemas become one automaton and their masks
 //! need no context), builds one minimized automaton per remaining rule, drops references to rules
 //! that can never complete (recursion without a base case), and computes nullable rules. The
 //! token-mask cache entries are filled lazily per `(rule, state)` and shared across grammars through
@@ -8,7 +8,7 @@
 
 use crate::automaton::{self, Automaton, BuildError, DEAD};
 use crate::earley::Tables;
-use crate::grammar::{Expr, Grammar, GrammarError, RuleId};
+use crate::grammar::{Grammar, GrammarError};
 use crate::json_schema::SchemaError;
 use crate::limits::Limits;
 use crate::mask::MaskEntry;
@@ -56,8 +56,9 @@ pub enum CompileError {
     EmptyLanguage(String),
 }
 
-/// Expanded rules larger than this (in expression nodes) stay rules instead of being inlined.
-const INLINE_MAX: usize = 20_000;
+/// An automaton built with inlined callees may have at most this many states; past it, the rule is
+/// rebuilt with its callees kept as rules.
+const INLINE_STATES: usize = 20_000;
 
 /// A grammar compiled for one vocabulary. Shared (`Arc`) by every [`crate::Matcher`] that uses it.
 #[derive(Debug)]
@@ -215,105 +216,52 @@ fn recursive_rules(g: &Grammar) -> Vec<bool> {
     rec
 }
 
-struct Inliner<'a> {
-    g: &'a Grammar,
-    recursive: Vec<bool>,
-    /// Expanded body and its size per rule, once computed; `None` while in progress.
-    memo: Vec<Option<Option<(Expr, usize)>>>,
-    /// Number of references to each rule in the grammar.
-    uses: Vec<usize>,
-    /// Current depth of nested expansions; deep chains stay references (bounded native recursion).
-    depth: usize,
-}
-
-/// An automaton built with inlined callees may have at most this many states; past it, the rule is
-/// rebuilt with its callees kept as rules.
-const INLINE_STATES: usize = 20_000;
-
-/// Rules referenced more than once are inlined only up to this size.
-const INLINE_SHARED_MAX: usize = 1_500;
-
-/// Rule chains deeper than this are not inlined further.
-const INLINE_DEPTH: usize = 48;
-
-impl Inliner<'_> {
-    /// The rule's body with inlinable references replaced by their bodies.
-    fn expanded(&mut self, r: usize) -> (Expr, usize) {
-        if let Some(Some(done)) = &self.memo[r] {
-            return done.clone();
-        }
-        self.memo[r] = Some(None);
-        let e = self.g.rules()[r].expr.clone();
-        let e = self.expand(&e);
-        let size = e.size();
-        self.memo[r] = Some(Some((e.clone(), size)));
-        (e, size)
-    }
-
-    fn expand(&mut self, e: &Expr) -> Expr {
-        match e {
-            Expr::Rule(id) => {
-                let r = id.index();
-                if self.recursive[r] || matches!(self.memo[r], Some(None)) || self.depth >= INLINE_DEPTH {
-                    return e.clone();
-                }
-                self.depth += 1;
-                let (body, size) = self.expanded(r);
-                self.depth -= 1;
-                // Big rules used in several places stay shared instead of being copied.
-                let limit = if self.uses[r] <= 1 { INLINE_MAX } else { INLINE_SHARED_MAX };
-                if size <= limit { body } else { e.clone() }
-            }
-            Expr::Seq(p) => Expr::Seq(p.iter().map(|x| self.expand(x)).collect()),
-            Expr::Alt(p) => Expr::Alt(p.iter().map(|x| self.expand(x)).collect()),
-            Expr::Repeat { expr, min, max } => Expr::Repeat { expr: Box::new(self.expand(expr)), min: *min, max: *max },
-            other => other.clone(),
-        }
-    }
-}
-
 fn compile(
     vocab: Arc<TokenVocab>,
     g: &Grammar,
     limits: Limits,
     deadline: Instant,
 ) -> Result<CompiledGrammar, CompileError> {
-    let n = g.rules().len();
-    let mut inl = Inliner { g, recursive: recursive_rules(g), memo: vec![None; n], uses: vec![0; n], depth: 0 };
-    for r in g.rules() {
-        r.expr.for_each_rule(&mut |id| inl.uses[id.index()] += 1);
-    }
-    // Build every rule that stays a rule: the start rule and whatever the bodies still reference.
-    // A rule is first built with its callees inlined; if that automaton grows past the inlining
-    // budget, it is rebuilt from its own body and its callees become rules of their own.
+    let recursive = recursive_rules(g);
+    // Build every rule that stays a rule: the start rule and whatever the automata still reference.
+    // A rule is first built with its non-recursive callees inlined; if that automaton grows past the
+    // inlining budget, it is rebuilt with rule-reference edges and its callees become rules.
     let start = g.start().index();
-    let mut kept: Vec<usize> = vec![start];
-    let mut new_id: HashMap<usize, u32> = HashMap::from([(start, 0)]);
+    let ids = std::cell::RefCell::new((vec![start], HashMap::from([(start, 0u32)])));
     let mut rules: Vec<Automaton> = Vec::new();
     let mut total = 0usize;
     let inline_budget = limits.automaton_states.min(INLINE_STATES);
+    let inline_body = |r: u32| (!recursive[r as usize]).then(|| &g.rules()[r as usize].expr);
+    let no_inline = |_: u32| None;
+    let map = |r: u32| {
+        let mut ids = ids.borrow_mut();
+        let (kept, new_id) = &mut *ids;
+        let next = kept.len() as u32;
+        Some(*new_id.entry(r as usize).or_insert_with(|| {
+            kept.push(r as usize);
+            next
+        }))
+    };
     let mut i = 0;
-    while i < kept.len() {
+    while i < ids.borrow().0.len() {
         if Instant::now() > deadline {
             return Err(CompileError::Timeout(limits.compile_time));
         }
-        let name = &g.rules()[kept[i]].name;
-        let (body, _) = inl.expanded(kept[i]);
-        let attempt = |body: &Expr, budget: usize, kept: &mut Vec<usize>, new_id: &mut HashMap<usize, u32>| {
-            body.for_each_rule(&mut |RuleId(r)| {
-                let r = r as usize;
-                if let std::collections::hash_map::Entry::Vacant(v) = new_id.entry(r) {
-                    v.insert(kept.len() as u32);
-                    kept.push(r);
+        let rule = ids.borrow().0[i];
+        let name = &g.rules()[rule].name;
+        let body = &g.rules()[rule].expr;
+        let before = ids.borrow().0.len();
+        let a = match automaton::build(body, &map, &inline_body, inline_budget, deadline) {
+            Err(BuildError::Limit(..)) => {
+                // Forget the rules the failed attempt referenced.
+                let mut guard = ids.borrow_mut();
+                let (kept, new_id) = &mut *guard;
+                for r in kept.drain(before..) {
+                    new_id.remove(&r);
                 }
-            });
-            let map = |r: u32| new_id.get(&(r as usize)).copied();
-            automaton::build(body, &map, budget, deadline)
-        };
-        let raw = &g.rules()[kept[i]].expr;
-        let budget = if body == *raw { limits.automaton_states } else { inline_budget };
-        let a = match attempt(&body, budget, &mut kept, &mut new_id) {
-            Err(BuildError::Limit(..)) if body != *raw => attempt(raw, limits.automaton_states, &mut kept, &mut new_id),
+                drop(guard);
+                automaton::build(body, &map, &no_inline, limits.automaton_states, deadline)
+            }
             other => other,
         }
         .map_err(|e| build_err(name, e, &limits))?;
@@ -329,6 +277,7 @@ fn compile(
         rules.push(a);
         i += 1;
     }
+    let kept = ids.into_inner().0;
     let names: Vec<String> = kept.iter().map(|&r| g.rules()[r].name.clone()).collect();
     let trace = std::env::var_os("PARLANCE_TRACE_COMPILE").is_some();
     if trace {

@@ -316,8 +316,16 @@ struct Nfa<'a> {
     max_states: usize,
     deadline: Instant,
     regex_depth: usize,
-    _p: std::marker::PhantomData<&'a ()>,
+    /// Bodies of rules to inline (`None`: keep a rule-reference edge).
+    inline: &'a dyn Fn(u32) -> Option<&'a Expr>,
+    /// Inlined rule fragments by (rule, continuation state): a rule inlined twice in front of the same
+    /// continuation is built once.
+    shared: std::collections::HashMap<(u32, u32), u32>,
+    inline_depth: usize,
 }
+
+/// Inlining nested deeper than this keeps rule-reference edges (bounded native recursion).
+const INLINE_DEPTH: usize = 48;
 
 impl Nfa<'_> {
     fn new_state(&mut self) -> Result<u32, BuildError> {
@@ -366,6 +374,7 @@ impl Nfa<'_> {
             merged = comp;
         }
         let end = self.new_state()?;
+        let mut suffixes: std::collections::HashMap<Vec<(u8, u8)>, u32> = std::collections::HashMap::new();
         for (a, b) in merged {
             // Surrogates are not characters; clip them out so `char::from_u32` always succeeds.
             let pieces = [(a, b.min(0xD7FF)), (a.max(0xE000), b)];
@@ -375,11 +384,23 @@ impl Nfa<'_> {
                     continue;
                 }
                 for seq in Utf8Sequences::new(a, b) {
+                    // Sequences share their continuation-byte suffixes (`[80-BF]` tails): one state
+                    // per distinct suffix keeps classes small.
+                    let ranges: Vec<(u8, u8)> = seq.as_slice().iter().map(|r| (r.start, r.end)).collect();
                     let mut cur = from;
-                    let n = seq.as_slice().len();
-                    for (i, r) in seq.as_slice().iter().enumerate() {
-                        let to = if i + 1 == n { end } else { self.new_state()? };
-                        self.edge(cur, Label::Bytes(r.start, r.end), to);
+                    for i in 0..ranges.len() {
+                        let (lo, hi) = ranges[i];
+                        let to = if i + 1 == ranges.len() {
+                            end
+                        } else if let Some(&t) = suffixes.get(&ranges[i + 1..]) {
+                            self.edge(cur, Label::Bytes(lo, hi), t);
+                            break;
+                        } else {
+                            let t = self.new_state()?;
+                            suffixes.insert(ranges[i + 1..].to_vec(), t);
+                            t
+                        };
+                        self.edge(cur, Label::Bytes(lo, hi), to);
                         cur = to;
                     }
                 }
@@ -388,8 +409,69 @@ impl Nfa<'_> {
         Ok(end)
     }
 
-    /// Builds `e` starting at `from`; returns the end state.
+    /// Builds `e` from `from` and returns its end state.
     fn build(&mut self, e: &Expr, from: u32, rule_map: &dyn Fn(u32) -> Option<u32>) -> Result<u32, BuildError> {
+        let end = self.new_state()?;
+        self.build_k(e, from, end, rule_map)?;
+        Ok(end)
+    }
+
+    /// Builds `e` from `from` with its end joined to the continuation state `k`. Sequences are built
+    /// back to front so that every part knows its continuation, and an inlined rule is built once per
+    /// continuation: the chains of optional object members stay linear instead of being copied.
+    fn build_k(
+        &mut self,
+        e: &Expr,
+        from: u32,
+        k: u32,
+        rule_map: &dyn Fn(u32) -> Option<u32>,
+    ) -> Result<(), BuildError> {
+        match e {
+            Expr::Seq(parts) if !parts.is_empty() => {
+                let mut next = k;
+                for (i, p) in parts.iter().enumerate().rev() {
+                    let start = if i == 0 { from } else { self.new_state()? };
+                    self.build_k(p, start, next, rule_map)?;
+                    next = start;
+                }
+                Ok(())
+            }
+            Expr::Alt(parts) => {
+                for p in parts {
+                    let s = self.fresh_from(from)?;
+                    self.build_k(p, s, k, rule_map)?;
+                }
+                Ok(())
+            }
+            Expr::Rule(r) if self.inline_depth < INLINE_DEPTH => match (self.inline)(r.0) {
+                Some(body) => {
+                    if let Some(&start) = self.shared.get(&(r.0, k)) {
+                        self.edge(from, Label::Eps, start);
+                        return Ok(());
+                    }
+                    let start = self.fresh_from(from)?;
+                    self.shared.insert((r.0, k), start);
+                    self.inline_depth += 1;
+                    let res = self.build_k(body, start, k, rule_map);
+                    self.inline_depth -= 1;
+                    res
+                }
+                None => {
+                    let end = self.build_plain(e, from, rule_map)?;
+                    self.edge(end, Label::Eps, k);
+                    Ok(())
+                }
+            },
+            _ => {
+                let end = self.build_plain(e, from, rule_map)?;
+                self.edge(end, Label::Eps, k);
+                Ok(())
+            }
+        }
+    }
+
+    /// Builds `e` starting at `from`; returns the end state.
+    fn build_plain(&mut self, e: &Expr, from: u32, rule_map: &dyn Fn(u32) -> Option<u32>) -> Result<u32, BuildError> {
         match e {
             Expr::Empty => Ok(from),
             Expr::Literal(s) => {
@@ -403,6 +485,14 @@ impl Nfa<'_> {
             }
             Expr::CharClass { negated, ranges } => self.chars(from, *negated, ranges),
             Expr::Rule(r) => {
+                if self.inline_depth < INLINE_DEPTH
+                    && let Some(body) = (self.inline)(r.0)
+                {
+                    self.inline_depth += 1;
+                    let end = self.build(body, from, rule_map);
+                    self.inline_depth -= 1;
+                    return end;
+                }
                 let to = self.new_state()?;
                 // A rule that can never match leaves `to` unreachable.
                 if let Some(id) = rule_map(r.0) {
@@ -476,22 +566,46 @@ struct Dfa {
 
 /// Builds the minimized automaton of `expr`. `rule_map` maps grammar rule ids to automaton rule ids
 /// (`None`: the reference can never match).
-pub(crate) fn build(
+pub(crate) fn build<'a>(
     expr: &Expr,
     rule_map: &dyn Fn(u32) -> Option<u32>,
+    inline: &'a dyn Fn(u32) -> Option<&'a Expr>,
     max_states: usize,
     deadline: Instant,
 ) -> Result<Automaton, BuildError> {
-    let mut nfa = Nfa { edges: Vec::new(), max_states, deadline, regex_depth: 0, _p: std::marker::PhantomData };
+    let mut nfa = Nfa {
+        edges: Vec::new(),
+        max_states,
+        deadline,
+        regex_depth: 0,
+        inline,
+        shared: std::collections::HashMap::new(),
+        inline_depth: 0,
+    };
+    let trace = std::env::var_os("PARLANCE_TRACE_COMPILE").is_some();
+    let t = Instant::now();
     let start = nfa.new_state()?;
     let end = nfa.build(expr, start, rule_map)?;
+    let t1 = t.elapsed();
     let dfa = determinize(&nfa.edges, start, end, max_states, deadline)?;
+    let t2 = t.elapsed();
+    let pre = dfa.len();
     let dfa = match dfa.trim() {
         Some(d) => d,
         None => return Ok(empty_automaton()),
     };
     let dfa = dfa.minimize(deadline)?;
-    Ok(dfa.canonical().into_automaton())
+    let t3 = t.elapsed();
+    let a = dfa.canonical().into_automaton();
+    if trace {
+        eprintln!(
+            "  nfa {} {t1:?}, dfa {pre} {t2:?}, min {t3:?}, final {} {:?}",
+            nfa.edges.len(),
+            a.len(),
+            t.elapsed()
+        );
+    }
+    Ok(a)
 }
 
 /// An automaton whose language is empty (a rule that can never match).
@@ -761,7 +875,7 @@ impl Dfa {
             }
             let a = a as usize;
             // States with an `a`-transition into block b.
-            for &t in &members[b as usize].clone() {
+            for &t in &members[b as usize] {
                 let base = a * (total + 1);
                 let (lo, hi) = (inv_start[base + t as usize] as usize, inv_start[base + t as usize + 1] as usize);
                 for &s in &inv[a * total + lo..a * total + hi] {
@@ -948,7 +1062,7 @@ mod tests {
     fn automaton(text: &str) -> Automaton {
         let g = Grammar::parse(text).expect("parses");
         let deadline = Instant::now() + Duration::from_secs(5);
-        build(&g.rules()[0].expr, &|r| Some(r), 100_000, deadline).expect("builds")
+        build(&g.rules()[0].expr, &|r| Some(r), &|_| None, 100_000, deadline).expect("builds")
     }
 
     fn matches(a: &Automaton, s: &[u8]) -> bool {

@@ -87,18 +87,6 @@ impl Expr {
         Expr::repeat(expr, 0, Some(1))
     }
 
-    /// Number of nodes, used to bound inlining.
-    pub(crate) fn size(&self) -> usize {
-        match self {
-            Expr::Seq(p) | Expr::Alt(p) => 1 + p.iter().map(Expr::size).sum::<usize>(),
-            Expr::Repeat { expr, min, max } => {
-                let copies = max.unwrap_or(*min).max(*min).max(1) as usize;
-                1 + expr.size().saturating_mul(copies.min(1 << 20))
-            }
-            _ => 1,
-        }
-    }
-
     /// Calls `f` on every rule this expression references.
     pub(crate) fn for_each_rule(&self, f: &mut impl FnMut(RuleId)) {
         match self {
