@@ -16,7 +16,7 @@ pub struct Limits {
     pub total_states: usize,
     /// Maximum items in one Earley set. Default: 100,000.
     pub earley_set_items: usize,
-    /// Maximum nesting depth of schemas, `$ref` chains and grammar expressions. Default: 64.
+    /// Maximum nesting depth of schemas, `$ref` chains and grammar expressions. Default: 32.
     pub recursion_depth: usize,
     /// Maximum number of bytes [`crate::Matcher::forced_bytes`] returns. Default: 1,024.
     pub forced_bytes: usize,
@@ -29,7 +29,7 @@ impl Default for Limits {
             automaton_states: 200_000,
             total_states: 2_000_000,
             earley_set_items: 100_000,
-            recursion_depth: 64,
+            recursion_depth: 32,
             forced_bytes: 1024,
         }
     }

@@ -74,10 +74,17 @@ fn top(hir: &Hir, json: bool, any: Option<&Expr>) -> Result<Expr, String> {
 }
 
 fn branch(hir: &Hir, json: bool, any: Option<&Expr>) -> Result<Expr, String> {
-    let mut parts: Vec<&Hir> = match hir.kind() {
-        HirKind::Concat(parts) => parts.iter().collect(),
-        _ => vec![hir],
-    };
+    // Groups inside the top-level sequence are inlined so that `(^abc$)` and `^(a)(b)$` show their
+    // anchors at the ends.
+    let mut parts: Vec<&Hir> = Vec::new();
+    let mut stack = vec![hir];
+    while let Some(h) = stack.pop() {
+        match h.kind() {
+            HirKind::Concat(ps) => stack.extend(ps.iter().rev()),
+            HirKind::Capture(c) if matches!(c.sub.kind(), HirKind::Concat(_) | HirKind::Look(_)) => stack.push(&c.sub),
+            _ => parts.push(h),
+        }
+    }
     let is_start = |h: &Hir| matches!(h.kind(), HirKind::Look(Look::Start));
     let is_end = |h: &Hir| matches!(h.kind(), HirKind::Look(Look::End));
     let mut anchored_start = false;

@@ -349,6 +349,78 @@ impl Nfa<'_> {
         Ok(s)
     }
 
+    /// Splices the product automaton of `base ∩ and ∖ not` in from `from`; returns its end state.
+    fn restrict(&mut self, from: u32, base: &Expr, and: &[Expr], not: &[Expr]) -> Result<u32, BuildError> {
+        let no_rules = |_: u32| -> Option<u32> { None };
+        let part = |e: &Expr, nfa: &Nfa<'_>| -> Result<Automaton, BuildError> {
+            let mut refs = false;
+            e.for_each_rule(&mut |_| refs = true);
+            if refs {
+                return Err(BuildError::Regex("rule references inside a restriction".into()));
+            }
+            build(e, &no_rules, &|_| None, nfa.max_states, nfa.deadline)
+        };
+        let mut parts = vec![part(base, self)?];
+        for e in and {
+            parts.push(part(e, self)?);
+        }
+        let n_and = parts.len();
+        for e in not {
+            parts.push(part(e, self)?);
+        }
+        let accepting = |t: &[u32]| {
+            t[..n_and].iter().zip(&parts).all(|(&s, a)| a.is_final(s))
+                && t[n_and..].iter().zip(&parts[n_and..]).all(|(&s, a)| s == DEAD || !a.is_final(s))
+        };
+        let start: Vec<u32> = vec![0; parts.len()];
+        let mut ids: std::collections::HashMap<Vec<u32>, u32> = std::collections::HashMap::new();
+        let mut tuples = vec![start.clone()];
+        ids.insert(start, 0);
+        let mut trans: Vec<Vec<(u8, u8, u32)>> = Vec::new();
+        let mut i = 0;
+        while i < tuples.len() {
+            if tuples.len() > self.max_states {
+                return Err(BuildError::Limit("automaton states", tuples.len(), self.max_states));
+            }
+            let t = tuples[i].clone();
+            let mut row: Vec<(u8, u8, u32)> = Vec::new();
+            for b in 0..=255u8 {
+                let next: Vec<u32> =
+                    t.iter().zip(&parts).map(|(&s, a)| if s == DEAD { DEAD } else { a.next(s, b) }).collect();
+                if next[..n_and].contains(&DEAD) {
+                    continue;
+                }
+                let len = tuples.len() as u32;
+                let id = *ids.entry(next.clone()).or_insert_with(|| {
+                    tuples.push(next);
+                    len
+                });
+                match row.last_mut() {
+                    Some(last) if last.2 == id && last.1 as u32 + 1 == b as u32 => last.1 = b,
+                    _ => row.push((b, b, id)),
+                }
+            }
+            trans.push(row);
+            i += 1;
+        }
+        let end = self.new_state()?;
+        let base_state = self.edges.len() as u32;
+        for _ in 0..tuples.len() {
+            self.new_state()?;
+        }
+        self.edge(from, Label::Eps, base_state);
+        for (i, row) in trans.iter().enumerate() {
+            let s = base_state + i as u32;
+            for &(lo, hi, t) in row {
+                self.edge(s, Label::Bytes(lo, hi), base_state + t);
+            }
+            if accepting(&tuples[i]) {
+                self.edge(s, Label::Eps, end);
+            }
+        }
+        Ok(end)
+    }
+
     fn chars(&mut self, from: u32, negated: bool, ranges: &[(char, char)]) -> Result<u32, BuildError> {
         let mut rs: Vec<(u32, u32)> = ranges.iter().map(|&(a, b)| (a as u32, b as u32)).collect();
         rs.sort_unstable();
@@ -542,6 +614,7 @@ impl Nfa<'_> {
                     }
                 }
             }
+            Expr::Restrict { base, and, not } => self.restrict(from, base, and, not),
             Expr::Regex(pattern) => {
                 if self.regex_depth > 4 {
                     return Err(BuildError::Regex("regex nested in regex".into()));
@@ -606,6 +679,19 @@ pub(crate) fn build<'a>(
         );
     }
     Ok(a)
+}
+
+/// Whether the rule-free expression `e` matches `text` exactly (`None` if it cannot be built).
+pub(crate) fn matches(e: &Expr, text: &[u8], deadline: Instant) -> Option<bool> {
+    let a = build(e, &|_| None, &|_| None, 100_000, deadline).ok()?;
+    let mut s = 0;
+    for &b in text {
+        s = a.next(s, b);
+        if s == DEAD {
+            return Some(false);
+        }
+    }
+    Some(a.is_final(s))
 }
 
 /// An automaton whose language is empty (a rule that can never match).

@@ -53,6 +53,17 @@ pub enum Expr {
     },
     /// A regular expression in `regex-syntax` syntax, matched against the whole terminal (anchored).
     Regex(String),
+    /// Strings of `base` that also match every expression in `and` and none in `not`. All parts must
+    /// be regular (no rule references). Built as a product automaton; the text syntax has no form for
+    /// it (the printer writes `(base & a & !b)`, which the parser does not read).
+    Restrict {
+        /// The language restricted.
+        base: Box<Expr>,
+        /// Languages intersected with it.
+        and: Vec<Expr>,
+        /// Languages removed from it.
+        not: Vec<Expr>,
+    },
 }
 
 impl Expr {
@@ -93,6 +104,10 @@ impl Expr {
             Expr::Rule(r) => f(*r),
             Expr::Seq(p) | Expr::Alt(p) => p.iter().for_each(|e| e.for_each_rule(f)),
             Expr::Repeat { expr, .. } => expr.for_each_rule(f),
+            Expr::Restrict { base, and, not } => {
+                base.for_each_rule(f);
+                and.iter().chain(not).for_each(|e| e.for_each_rule(f));
+            }
             _ => {}
         }
     }

@@ -53,6 +53,19 @@ fn print_expr(g: &Grammar, e: &Expr, ctx: Context, f: &mut fmt::Formatter<'_>) -
             f.write_char(']')
         }
         Expr::Rule(r) => f.write_str(&g.rules[r.index()].name),
+        Expr::Restrict { base, and, not } => {
+            f.write_char('(')?;
+            print_expr(g, base, Context::Atom, f)?;
+            for a in and {
+                f.write_str(" & ")?;
+                print_expr(g, a, Context::Atom, f)?;
+            }
+            for n in not {
+                f.write_str(" & !")?;
+                print_expr(g, n, Context::Atom, f)?;
+            }
+            f.write_char(')')
+        }
         Expr::Regex(r) => {
             f.write_char('/')?;
             let mut prev_backslash = false;

@@ -17,6 +17,7 @@ mod formats;
 mod merge;
 mod numbers;
 
+use crate::automaton;
 use crate::grammar::{Expr, Grammar, GrammarBuilder, RuleId};
 use crate::limits::Limits;
 use crate::regex::{RegexMode, regex_to_expr};
@@ -246,6 +247,33 @@ impl<'a> Compiler<'a> {
         }
     }
 
+    /// What follows the backslash of a JSON escape.
+    fn escape_tail() -> Expr {
+        Expr::alt(vec![
+            Expr::CharClass {
+                negated: false,
+                ranges: vec![
+                    ('"', '"'),
+                    ('\\', '\\'),
+                    ('/', '/'),
+                    ('b', 'b'),
+                    ('f', 'f'),
+                    ('n', 'n'),
+                    ('r', 'r'),
+                    ('t', 't'),
+                ],
+            },
+            Expr::seq(vec![
+                lit("u"),
+                Expr::repeat(
+                    Expr::CharClass { negated: false, ranges: vec![('0', '9'), ('a', 'f'), ('A', 'F')] },
+                    4,
+                    Some(4),
+                ),
+            ]),
+        ])
+    }
+
     /// One JSON string character (raw or escaped).
     fn json_char(&self) -> Expr {
         Expr::alt(vec![
@@ -284,11 +312,29 @@ impl<'a> Compiler<'a> {
     }
 
     fn any_number(&self) -> Expr {
-        Expr::Regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?".into())
+        let digits = || Expr::CharClass { negated: false, ranges: vec![('0', '9')] };
+        Expr::seq(vec![
+            self.any_integer(),
+            Expr::optional(Expr::seq(vec![lit("."), Expr::repeat(digits(), 1, None)])),
+            Expr::optional(Expr::seq(vec![
+                Expr::CharClass { negated: false, ranges: vec![('E', 'E'), ('e', 'e')] },
+                Expr::optional(Expr::CharClass { negated: false, ranges: vec![('+', '+'), ('-', '-')] }),
+                Expr::repeat(digits(), 1, None),
+            ])),
+        ])
     }
 
     fn any_integer(&self) -> Expr {
-        Expr::Regex(r"-?(0|[1-9][0-9]*)".into())
+        Expr::seq(vec![
+            Expr::optional(lit("-")),
+            Expr::alt(vec![
+                lit("0"),
+                Expr::seq(vec![
+                    Expr::CharClass { negated: false, ranges: vec![('1', '9')] },
+                    Expr::repeat(Expr::CharClass { negated: false, ranges: vec![('0', '9')] }, 0, None),
+                ]),
+            ]),
+        ])
     }
 
     /// The rule for any JSON value (recursive), created once.
@@ -525,8 +571,10 @@ impl<'a> Compiler<'a> {
             let trivial = match k.as_str() {
                 "uniqueItems" => v == &Value::Bool(false),
                 "minProperties" => {
+                    // Up to one is enforced by `object` (a non-empty object); more only if required
+                    // properties already guarantee it.
                     let req = m.get("required").and_then(Value::as_array).map_or(0, Vec::len);
-                    v.as_u64().is_some_and(|n| n as usize <= req) || v.as_u64() == Some(0)
+                    v.as_u64().is_some_and(|n| n as usize <= req.max(1))
                 }
                 "multipleOf" => v.as_f64() == Some(1.0) && m.get("type").and_then(Value::as_str) == Some("integer"),
                 _ => false,
@@ -627,11 +675,12 @@ impl<'a> Compiler<'a> {
         let min = m.get("minLength").and_then(Value::as_u64);
         let max = m.get("maxLength").and_then(Value::as_u64);
         let any_char = self.json_char();
-        let mut content: Option<Expr> = None;
+        // Regular constraints on the content; more than one are intersected.
+        let mut parts: Vec<Expr> = Vec::new();
         if let Some(p) = m.get("pattern").and_then(Value::as_str) {
             self.enforced("pattern");
-            match regex_to_expr(p, RegexMode::JsonString { any_char: &any_char }) {
-                Ok(e) => content = Some(e),
+            match json_regex(p, &any_char) {
+                Ok(e) => parts.push(e),
                 Err(e) => self.unsupported(&format!("{ptr}/pattern"), "pattern", &e)?,
             }
         }
@@ -645,51 +694,47 @@ impl<'a> Compiler<'a> {
         if let Some(f) = m.get("format").and_then(Value::as_str)
             && let Some(re) = formats::format_regex(f)
         {
-            if content.is_some() {
-                self.unsupported(&format!("{ptr}/format"), "format", "together with pattern")?;
-            } else {
-                self.enforced("format");
-                content = Some(
-                    regex_to_expr(&re, RegexMode::JsonString { any_char: &any_char })
-                        .map_err(|e| SchemaError::Invalid { pointer: ptr.to_string(), message: e })?,
-                );
-            }
+            self.enforced("format");
+            parts.push(
+                json_regex(&re, &any_char)
+                    .map_err(|e| SchemaError::Invalid { pointer: ptr.to_string(), message: e })?,
+            );
         }
-        let body = match content {
-            Some(c) => {
-                if min.is_some_and(|n| n > 0) || max.is_some() {
-                    let (lo, hi) = char_bounds(&c);
-                    let ok = min.is_none_or(|n| lo >= n) && max.is_none_or(|n| hi.is_some_and(|h| h <= n));
-                    if !ok {
-                        self.unsupported(ptr, "maxLength", "minLength/maxLength together with pattern or format")?;
-                    } else {
-                        self.enforced("maxLength");
-                    }
-                }
-                c
+        let length = if min.is_some() || max.is_some() {
+            self.enforced("minLength");
+            let lo = min.unwrap_or(0);
+            if let Some(hi) = max
+                && hi < lo
+            {
+                return Ok(numbers::nothing());
             }
-            None => {
-                if min.is_some() || max.is_some() {
-                    self.enforced("minLength");
-                    let lo = min.unwrap_or(0);
-                    if let Some(hi) = max
-                        && hi < lo
-                    {
-                        return Ok(numbers::nothing());
-                    }
-                    let cap = self.opts.limits.automaton_states as u64 / 16;
-                    if lo.max(max.unwrap_or(0)) > cap {
-                        return Err(SchemaError::Limit {
-                            pointer: ptr.to_string(),
-                            what: "string length bound",
-                            got: lo.max(max.unwrap_or(0)) as usize,
-                            max: cap as usize,
-                        });
-                    }
-                    Expr::repeat(any_char, lo as u32, max.map(|x| x as u32))
-                } else {
-                    Expr::repeat(any_char, 0, None)
-                }
+            let cap = self.opts.limits.automaton_states as u64 / 16;
+            if lo.max(max.unwrap_or(0)) > cap {
+                return Err(SchemaError::Limit {
+                    pointer: ptr.to_string(),
+                    what: "string length bound",
+                    got: lo.max(max.unwrap_or(0)) as usize,
+                    max: cap as usize,
+                });
+            }
+            Some(Expr::repeat(any_char.clone(), lo as u32, max.map(|x| x as u32)))
+        } else {
+            None
+        };
+        let body = match (parts.len(), length) {
+            (0, None) => Expr::repeat(any_char, 0, None),
+            (0, Some(l)) => l,
+            (1, None) => parts.pop().expect("one part"),
+            (_, length) => {
+                // Skip the length automaton when the pattern already implies the bounds.
+                let length = length.filter(|_| {
+                    let (lo, hi) = char_bounds(&parts[0]);
+                    !(min.is_none_or(|n| lo >= n) && max.is_none_or(|n| hi.is_some_and(|h| h <= n)))
+                });
+                let mut all = parts.into_iter().chain(length);
+                let base = all.next().expect("at least one part");
+                let and: Vec<Expr> = all.collect();
+                if and.is_empty() { base } else { Expr::Restrict { base: Box::new(base), and, not: Vec::new() } }
             }
         };
         Ok(Expr::seq(vec![lit("\""), body, lit("\"")]))
@@ -788,10 +833,35 @@ impl<'a> Compiler<'a> {
                 self.enforced(k);
             }
         }
+        // Pattern keys: content expressions, compiled first because declared properties whose names
+        // match a pattern must satisfy that pattern's schema too.
+        let any_char = self.json_char();
+        let mut pattern_keys: Vec<(Expr, &Value, String)> = Vec::new();
+        for (p, sub) in patterns {
+            let pp = format!("{ptr}/patternProperties/{}", escape_pointer(p));
+            match json_regex(p, &any_char) {
+                Ok(k) => pattern_keys.push((k, sub, pp)),
+                Err(e) => self.unsupported(&pp, "patternProperties", &e)?,
+            }
+        }
+        let content_of = |name: &str| {
+            let quoted = compact_json(&Value::String(name.to_string()));
+            quoted[1..quoted.len() - 1].to_string()
+        };
         let mut names: Vec<String> = Vec::new();
         let mut members: Vec<(Expr, bool)> = Vec::new();
         for (name, sub) in props {
-            let value = self.schema(sub, &format!("{ptr}/properties/{}", escape_pointer(name)))?;
+            let mut sub = sub.clone();
+            for (k, psub, _) in &pattern_keys {
+                let trivial = **psub == Value::Bool(true) || psub.as_object().is_some_and(|o| o.is_empty());
+                if !trivial && automaton::matches(k, content_of(name).as_bytes(), self.deadline).unwrap_or(true) {
+                    match merge::merge(&sub, psub) {
+                        Ok(v) => sub = v,
+                        Err(kw) => self.unsupported(ptr, &kw, "property schema and matching patternProperties")?,
+                    }
+                }
+            }
+            let value = self.schema(&sub, &format!("{ptr}/properties/{}", escape_pointer(name)))?;
             members.push((
                 self.member(lit(&compact_json(&Value::String(name.clone()))), value),
                 required.contains(&name.as_str()),
@@ -806,31 +876,24 @@ impl<'a> Compiler<'a> {
                 names.push(r.to_string());
             }
         }
-        let any_additional = additional == Value::Bool(true) || additional.as_object().is_some_and(|o| o.is_empty());
         let mut extras: Vec<Expr> = Vec::new();
-        if !patterns.is_empty() {
-            if additional == Value::Bool(false) {
-                for (p, sub) in patterns {
-                    let pp = format!("{ptr}/patternProperties/{}", escape_pointer(p));
-                    let any_char = self.json_char();
-                    let key = match regex_to_expr(p, RegexMode::JsonString { any_char: &any_char }) {
-                        Ok(k) => k,
-                        Err(e) => {
-                            self.unsupported(&pp, "patternProperties", &e)?;
-                            continue;
-                        }
-                    };
-                    let value = self.schema(sub, &pp)?;
-                    extras.push(self.member(Expr::seq(vec![lit("\""), key, lit("\"")]), value));
-                }
-            } else if patterns.values().all(|v| v == &Value::Bool(true) || v.as_object().is_some_and(|o| o.is_empty()))
-                && any_additional
-            {
-                let key = self.key_not_in(&names, ptr)?;
-                let value = self.any_value();
-                extras.push(self.member(key, value));
-            } else {
-                self.unsupported(ptr, "patternProperties", "together with additionalProperties other than false")?;
+        if !pattern_keys.is_empty() {
+            let name_contents: Vec<Expr> = names.iter().map(|n| lit(&content_of(n))).collect();
+            let any = Expr::repeat(any_char.clone(), 0, None);
+            for (i, (k, sub, pp)) in pattern_keys.iter().enumerate() {
+                // Keys matching two patterns would have to satisfy both schemas: they are left out.
+                let mut not = name_contents.clone();
+                not.extend(pattern_keys.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, (o, _, _))| o.clone()));
+                let key = Expr::Restrict { base: Box::new(any.clone()), and: vec![k.clone()], not };
+                let value = self.schema(sub, pp)?;
+                extras.push(self.member(Expr::seq(vec![lit("\""), key, lit("\"")]), value));
+            }
+            if additional != Value::Bool(false) {
+                let mut not = name_contents;
+                not.extend(pattern_keys.iter().map(|(k, _, _)| k.clone()));
+                let key = Expr::Restrict { base: Box::new(any), and: Vec::new(), not };
+                let value = self.schema(&additional, &format!("{ptr}/additionalProperties"))?;
+                extras.push(self.member(Expr::seq(vec![lit("\""), key, lit("\"")]), value));
             }
         } else if additional != Value::Bool(false) {
             let key = self.key_not_in(&names, ptr)?;
@@ -841,7 +904,11 @@ impl<'a> Compiler<'a> {
             0 => None,
             _ => Some(Expr::alt(extras)),
         };
-        let content = self.members(members, extra);
+        let non_empty = m.get("minProperties").and_then(Value::as_u64).is_some_and(|n| n >= 1);
+        if non_empty {
+            self.enforced("minProperties");
+        }
+        let content = self.members(members, extra, non_empty);
         Ok(Expr::seq(vec![self.open("{"), content, self.close("}")]))
     }
 
@@ -855,7 +922,7 @@ impl<'a> Compiler<'a> {
     /// `after[i]` (members `i..` once something was written, each prefixed by the separator) is a rule
     /// referring to `after[i + 1]`, and the "nothing written yet" chain refers to those rules, so the
     /// grammar stays linear in the number of members; the compiler inlines the small ones.
-    fn members(&mut self, members: Vec<(Expr, bool)>, extra: Option<Expr>) -> Expr {
+    fn members(&mut self, members: Vec<(Expr, bool)>, extra: Option<Expr>, non_empty: bool) -> Expr {
         let sep = self.item_sep();
         let n = members.len();
         let tail = match &extra {
@@ -871,7 +938,9 @@ impl<'a> Compiler<'a> {
             after[i] = Expr::Rule(self.b.rule("members", Expr::seq(vec![one, after[i + 1].clone()])));
         }
         let mut before = match &extra {
+            Some(e) if non_empty => Expr::seq(vec![e.clone(), after[n].clone()]),
             Some(e) => Expr::optional(Expr::seq(vec![e.clone(), after[n].clone()])),
+            None if non_empty => numbers::nothing(),
             None => Expr::Empty,
         };
         for i in (0..n).rev() {
@@ -920,7 +989,7 @@ impl<'a> Compiler<'a> {
         excluded.extend(next.iter().map(|&c| (c, c)));
         let mut leaves = vec![Expr::alt(vec![
             Expr::CharClass { negated: true, ranges: excluded },
-            Expr::seq(vec![lit("\\"), Expr::Regex(r#"["\\/bfnrt]|u[0-9a-fA-F]{4}"#.into())]),
+            Expr::seq(vec![lit("\\"), Self::escape_tail()]),
         ])];
         for c in next {
             let sub: Vec<Vec<char>> = names.iter().filter(|n| n.len() > depth && n[depth] == c).cloned().collect();
@@ -1169,6 +1238,25 @@ fn compact_json(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
+/// `regex_to_expr` in JSON-string mode, memoized process-wide: formats and common patterns recur
+/// across schemas, and parsing them is a visible part of compile time.
+fn json_regex(pattern: &str, any_char: &Expr) -> Result<Expr, String> {
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Result<Expr, String>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().ok().and_then(|c| c.get(pattern).cloned()) {
+        return hit;
+    }
+    let r = regex_to_expr(pattern, RegexMode::JsonString { any_char });
+    if let Ok(mut c) = cache.lock() {
+        if c.len() > 4096 {
+            c.clear();
+        }
+        c.insert(pattern.to_string(), r.clone());
+    }
+    r
+}
+
 /// A rule name from the last segment of a JSON pointer.
 fn rule_name(ptr: &str) -> String {
     let last = ptr.rsplit('/').next().unwrap_or("");
@@ -1210,6 +1298,7 @@ fn char_bounds(e: &Expr) -> (u64, Option<u64>) {
         }
         Expr::CharClass { .. } => (1, Some(1)),
         Expr::Regex(_) | Expr::Rule(_) => (0, None),
+        Expr::Restrict { base, .. } => char_bounds(base),
         Expr::Seq(p) => {
             p.iter().map(char_bounds).fold((0, Some(0)), |(a, b), (c, d)| (a + c, b.zip(d).map(|(x, y)| x + y)))
         }

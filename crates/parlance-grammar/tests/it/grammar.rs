@@ -32,7 +32,8 @@ fn generate(g: &Grammar, e: &Expr, rng: &mut Rng, depth: usize, out: &mut String
                 generate(g, expr, rng, depth + 1, out);
             }
         }
-        Expr::Regex(_) => panic!("generator does not expand regexes"),
+        Expr::Regex(_) | Expr::Restrict { .. } => panic!("generator does not expand regexes or restrictions"),
+        _ => panic!("unknown expression"),
     }
 }
 

@@ -80,6 +80,31 @@ fn arrays_strings_numbers_and_enums() {
 }
 
 #[test]
+fn pattern_properties_and_intersected_string_constraints() {
+    check(
+        json!({"type": "object", "properties": {"x_1": {"type": "integer"}},
+               "patternProperties": {"^x_": {"type": "integer", "maximum": 5}, "^s": {"type": "string"}}}),
+        &[r#"{"x_1":3}"#, r#"{"x_2":4,"sa":"q","other":[1]}"#, r#"{"zz":true}"#],
+        &[r#"{"x_1":7}"#, r#"{"x_2":"a"}"#, r#"{"sa":1}"#],
+    );
+    check(
+        json!({"type": "object", "patternProperties": {"^[a-z]+$": {"type": "null"}}, "additionalProperties": false}),
+        &[r#"{"ab":null}"#, r#"{}"#],
+        &[r#"{"Ab":null}"#, r#"{"ab":1}"#],
+    );
+    check(
+        json!({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3}),
+        &[r#""abc""#, r#""a""#],
+        &[r#""abcd""#, r#""ab1""#, "\"\""],
+    );
+    check(
+        json!({"type": "string", "format": "date", "pattern": "^2024"}),
+        &[r#""2024-01-02""#],
+        &[r#""2023-01-02""#, r#""2024""#],
+    );
+}
+
+#[test]
 fn combinators_and_references() {
     check(
         json!({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]}),
