@@ -58,7 +58,7 @@ pub enum CompileError {
 
 /// An automaton built with inlined callees may have at most this many states; past it, the rule is
 /// rebuilt with its callees kept as rules.
-const INLINE_STATES: usize = 20_000;
+const INLINE_STATES: usize = 100_000;
 
 /// A grammar compiled for one vocabulary. Shared (`Arc`) by every [`crate::Matcher`] that uses it.
 #[derive(Debug)]
@@ -103,6 +103,12 @@ impl CompiledGrammar {
     #[allow(dead_code)]
     pub(crate) fn rule_name(&self, rule: u32) -> &str {
         &self.names[rule as usize]
+    }
+
+    /// Number of states of `rule`'s automaton (an upper bound on what pooling it would cost is the
+    /// whole grammar, but the rule itself dominates in practice).
+    pub(crate) fn pool_size(&self, rule: u32) -> usize {
+        self.tables.rules[rule as usize].len()
     }
 
     /// Byte-transition SCC ids of `rule`'s states.
@@ -279,11 +285,6 @@ fn compile(
     }
     let kept = ids.into_inner().0;
     let names: Vec<String> = kept.iter().map(|&r| g.rules()[r].name.clone()).collect();
-    let trace = std::env::var_os("PARLANCE_TRACE_COMPILE").is_some();
-    if trace {
-        let sizes: Vec<usize> = rules.iter().map(Automaton::len).collect();
-        eprintln!("automata built: {sizes:?}");
-    }
     let productive = productive_rules(&rules);
     if !productive[0] {
         return Err(CompileError::EmptyLanguage(names[0].clone()));

@@ -38,15 +38,8 @@ impl CompiledGrammar {
         schema: &serde_json::Value,
         options: &JsonSchemaOptions,
     ) -> Result<(CompiledGrammar, SchemaReport), CompileError> {
-        let t = std::time::Instant::now();
         let (grammar, report) = json_schema_to_grammar(schema, options)?;
-        if std::env::var_os("PARLANCE_TRACE_COMPILE").is_some() {
-            eprintln!("schema -> grammar: {:?}, {} rules", t.elapsed(), grammar.rules().len());
-        }
         let g = CompiledGrammar::with_limits(vocab, &grammar, options.limits.clone())?;
-        if std::env::var_os("PARLANCE_TRACE_COMPILE").is_some() {
-            eprintln!("compiled: {:?}", t.elapsed());
-        }
         Ok((g, report))
     }
 }

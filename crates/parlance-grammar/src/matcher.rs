@@ -49,6 +49,7 @@ pub struct Matcher {
     steps: Vec<Option<usize>>,
     terminated: bool,
     candidates: Vec<u32>,
+    scratch: Vec<u64>,
 }
 
 impl Matcher {
@@ -59,7 +60,14 @@ impl Matcher {
             Item { rule: grammar.tables.start, state: 0, origin: ROOT_ORIGIN },
             grammar.limits.earley_set_items,
         )?;
-        Ok(Matcher { grammar, parser, steps: Vec::new(), terminated: false, candidates: Vec::new() })
+        Ok(Matcher {
+            grammar,
+            parser,
+            steps: Vec::new(),
+            terminated: false,
+            candidates: Vec::new(),
+            scratch: Vec::new(),
+        })
     }
 
     /// The grammar this matcher follows.
@@ -83,6 +91,7 @@ impl Matcher {
         let mask = &mut mask[..need];
         self.candidates.clear();
         let mut seen: Vec<(u32, u32)> = Vec::new();
+        let mut uncertain: Vec<Arc<crate::mask::MaskEntry>> = Vec::new();
         for it in self.parser.last() {
             let a = &g.tables.rules[it.rule as usize];
             if !a.is_scannable(it.state) {
@@ -95,18 +104,39 @@ impl Matcher {
             let e = entry(g, it.rule, it.state)?;
             e.or_into(mask, vocab.normal_mask());
             // The root item has no parent: tokens that need one are rejected outright.
-            if !is_root {
+            if !is_root && !e.uncertain.is_empty() {
                 seen.push((it.rule, it.state));
-                self.candidates.extend_from_slice(&e.uncertain);
+                uncertain.push(e);
             }
         }
-        if !self.candidates.is_empty() {
-            self.candidates.sort_unstable();
-            self.candidates.dedup();
-            self.candidates.retain(|&p| {
+        if !uncertain.is_empty() {
+            // Union of the (sorted) uncertain lists: a single list is used as is; several are merged
+            // through a bitset over trie positions, which also sorts and deduplicates them.
+            let accepted = |p: u32| {
                 let id = vocab.id_at(p);
-                mask[id as usize / 32] >> (id % 32) & 1 == 0
-            });
+                mask[id as usize / 32] >> (id % 32) & 1 == 1
+            };
+            if uncertain.len() == 1 {
+                self.candidates.extend(uncertain[0].uncertain.iter().copied().filter(|&p| !accepted(p)));
+            } else {
+                self.scratch.clear();
+                self.scratch.resize(vocab.sorted_len().div_ceil(64), 0);
+                for e in &uncertain {
+                    for &p in &e.uncertain {
+                        self.scratch[p as usize / 64] |= 1 << (p % 64);
+                    }
+                }
+                for (w, &word) in self.scratch.iter().enumerate() {
+                    let mut bits = word;
+                    while bits != 0 {
+                        let p = (w * 64) as u32 + bits.trailing_zeros();
+                        bits &= bits - 1;
+                        if !accepted(p) {
+                            self.candidates.push(p);
+                        }
+                    }
+                }
+            }
             check_candidates(&g.tables, vocab, &mut self.parser, &self.candidates, mask)?;
         }
         if self.parser.is_accepting() {

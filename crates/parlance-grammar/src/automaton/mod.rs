@@ -655,29 +655,15 @@ pub(crate) fn build<'a>(
         shared: std::collections::HashMap::new(),
         inline_depth: 0,
     };
-    let trace = std::env::var_os("PARLANCE_TRACE_COMPILE").is_some();
-    let t = Instant::now();
     let start = nfa.new_state()?;
     let end = nfa.build(expr, start, rule_map)?;
-    let t1 = t.elapsed();
     let dfa = determinize(&nfa.edges, start, end, max_states, deadline)?;
-    let t2 = t.elapsed();
-    let pre = dfa.len();
     let dfa = match dfa.trim() {
         Some(d) => d,
         None => return Ok(empty_automaton()),
     };
     let dfa = dfa.minimize(deadline)?;
-    let t3 = t.elapsed();
     let a = dfa.canonical().into_automaton();
-    if trace {
-        eprintln!(
-            "  nfa {} {t1:?}, dfa {pre} {t2:?}, min {t3:?}, final {} {:?}",
-            nfa.edges.len(),
-            a.len(),
-            t.elapsed()
-        );
-    }
     Ok(a)
 }
 
@@ -769,18 +755,18 @@ fn determinize(
     let mut finals = Vec::new();
     let mut by_class: Vec<Vec<u32>> = vec![Vec::new(); nclasses];
     let mut by_rule: Vec<(u32, u32)> = Vec::new();
+    let mut buf: Vec<u32> = Vec::new();
     let mut i = 0;
     while i < sets.len() {
         if i % 1024 == 0 && Instant::now() > deadline {
             return Err(BuildError::Timeout);
         }
-        let set = sets[i].clone();
-        finals.push(set.binary_search(&end).is_ok());
+        finals.push(sets[i].binary_search(&end).is_ok());
         for v in &mut by_class {
             v.clear();
         }
         by_rule.clear();
-        for &s in &set {
+        for &s in &sets[i] {
             for &(l, t) in &edges[s as usize] {
                 match l {
                     Label::Eps => {}
@@ -793,30 +779,35 @@ fn determinize(
                 }
             }
         }
-        let mut target_of = |mut targets: Vec<u32>, sets: &mut Vec<Vec<u32>>| -> Result<u32, BuildError> {
+        let mut target_of = |targets: &[u32], sets: &mut Vec<Vec<u32>>| -> Result<u32, BuildError> {
             stamp += 1;
-            targets.sort_unstable();
-            targets.dedup();
-            closure(edges, &mut targets, &mut mark, stamp);
-            targets.retain(|&s| important[s as usize]);
-            if let Some(&id) = ids.get(&targets) {
+            buf.clear();
+            buf.extend_from_slice(targets);
+            buf.sort_unstable();
+            buf.dedup();
+            closure(edges, &mut buf, &mut mark, stamp);
+            buf.retain(|&s| important[s as usize]);
+            if let Some(&id) = ids.get(buf.as_slice()) {
                 return Ok(id);
             }
             if sets.len() >= max_states {
                 return Err(BuildError::Limit("automaton states", sets.len() + 1, max_states));
             }
             let id = sets.len() as u32;
-            ids.insert(targets.clone(), id);
-            sets.push(targets);
+            ids.insert(buf.clone(), id);
+            sets.push(buf.clone());
             Ok(id)
         };
-        for targets in &by_class {
-            if targets.is_empty() {
-                trans.push(DEAD);
+        for (c, targets) in by_class.iter().enumerate() {
+            let t = if targets.is_empty() {
+                DEAD
+            } else if c > 0 && *targets == by_class[c - 1] {
+                // Neighbouring classes often lead to the same NFA states.
+                *trans.last().expect("previous class")
             } else {
-                let t = target_of(targets.clone(), &mut sets)?;
-                trans.push(t);
-            }
+                target_of(targets, &mut sets)?
+            };
+            trans.push(t);
         }
         by_rule.sort_unstable();
         let mut redges = Vec::new();
@@ -828,7 +819,7 @@ fn determinize(
                 targets.push(by_rule[j].1);
                 j += 1;
             }
-            let t = target_of(targets, &mut sets)?;
+            let t = target_of(&targets, &mut sets)?;
             redges.push((r, t));
         }
         rule_edges.push(redges);

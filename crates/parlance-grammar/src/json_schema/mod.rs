@@ -520,7 +520,8 @@ impl<'a> Compiler<'a> {
             self.enforced("allOf");
             let mut base = m.clone();
             base.remove("allOf");
-            let mut acc = Value::Object(base);
+            // Subschemas first, then the siblings: properties keep the order in which they are written.
+            let mut acc = Value::Bool(true);
             for (i, sub) in all.iter().enumerate() {
                 let sub_ptr = format!("{ptr}/allOf/{i}");
                 let sub = self.deref_value(sub, &sub_ptr)?;
@@ -528,6 +529,10 @@ impl<'a> Compiler<'a> {
                     Ok(v) => acc = v,
                     Err(k) => self.unsupported(&sub_ptr, &k, "cannot be merged in allOf")?,
                 }
+            }
+            match merge::merge(&acc, &Value::Object(base)) {
+                Ok(v) => acc = v,
+                Err(k) => self.unsupported(ptr, &k, "cannot be merged with allOf")?,
             }
             return self.schema(&acc, ptr);
         }
@@ -539,9 +544,21 @@ impl<'a> Compiler<'a> {
                     message: format!("{kw} must be an array"),
                 });
             };
+            let mut rewritten: Option<Vec<Value>> = None;
             if kw == "oneOf" && !self.disjoint(branches, ptr) {
-                self.unsupported(ptr, "oneOf", "branches may overlap (only provably disjoint oneOf is exact)")?;
+                // Branches that each require properties: an instance matching branch i matches no
+                // other branch j if some property j requires (and i does not) is absent. Each branch
+                // becomes "branch i, an object, with one such property of every other branch absent"
+                // (one alternative per choice). Sound: it only accepts instances matching exactly one
+                // branch, though it may reject some where j fails for another reason.
+                match self.one_of_by_required(branches, ptr)? {
+                    Some(out) => rewritten = Some(out),
+                    None => {
+                        self.unsupported(ptr, "oneOf", "branches may overlap (only provably disjoint oneOf is exact)")?
+                    }
+                }
             }
+            let branches: &Vec<Value> = rewritten.as_ref().unwrap_or(branches);
             self.enforced(kw);
             let mut siblings = m.clone();
             siblings.remove(kw);
@@ -1071,6 +1088,70 @@ impl<'a> Compiler<'a> {
             content = if i64_ >= min { Expr::optional(body) } else { body };
         }
         Ok(Expr::seq(vec![self.open("["), content, self.close("]")]))
+    }
+
+    /// The `oneOf` rewrite by required properties (see `object_schema`), or `None` if a branch does not
+    /// require anything or the alternatives would be too many.
+    fn one_of_by_required(&self, branches: &[Value], ptr: &str) -> Result<Option<Vec<Value>>, SchemaError> {
+        let mut resolved = Vec::new();
+        for b in branches {
+            let b = self.deref_value(b, ptr)?;
+            let req: Vec<String> = b
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                .unwrap_or_default();
+            if req.is_empty() || !b.is_object() {
+                return Ok(None);
+            }
+            resolved.push((b, req));
+        }
+        let mut out = Vec::new();
+        for (i, (b, req)) in resolved.iter().enumerate() {
+            // For every other branch, the properties that may be absent to rule it out.
+            let mut choices: Vec<Vec<String>> = Vec::new();
+            let mut impossible = false;
+            for (j, (_, other)) in resolved.iter().enumerate() {
+                if j == i {
+                    continue;
+                }
+                let c: Vec<String> = other.iter().filter(|k| !req.contains(k)).cloned().collect();
+                if c.is_empty() {
+                    impossible = true; // branch i implies branch j
+                    break;
+                }
+                choices.push(c);
+            }
+            if impossible {
+                continue;
+            }
+            let mut combos: Vec<Vec<String>> = vec![Vec::new()];
+            for c in &choices {
+                let mut next = Vec::new();
+                for combo in &combos {
+                    for k in c {
+                        let mut x = combo.clone();
+                        if !x.contains(k) {
+                            x.push(k.clone());
+                        }
+                        next.push(x);
+                    }
+                }
+                combos = next;
+                if combos.len() > 64 {
+                    return Ok(None);
+                }
+            }
+            for forbid in combos {
+                let props: Map<String, Value> = forbid.into_iter().map(|k| (k, Value::Bool(false))).collect();
+                let extra = serde_json::json!({"type": "object", "properties": props});
+                match merge::merge(b, &extra) {
+                    Ok(v) => out.push(v),
+                    Err(_) => return Ok(None),
+                }
+            }
+        }
+        Ok(Some(out))
     }
 
     /// Whether no instance can match two `oneOf` branches (checked by type, by `const`/`enum`, or by a

@@ -169,21 +169,25 @@ pub(crate) fn entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<Arc<Ma
     if let Some(e) = slot.get() {
         return Ok(e.clone());
     }
-    let key = g.key(rule);
-    let e = match g.vocab.pool.get(key, state) {
+    // Large automata are whole schemas, unlikely to recur: their entries stay local and their (costly)
+    // structural key is never computed.
+    let pooled = g.pool_size(rule) <= POOL_MAX_STATES;
+    let key = pooled.then(|| g.key(rule));
+    let e = match key.and_then(|k| g.vocab.pool.get(k, state)) {
         Some(e) => e,
         None => {
-            let t = std::time::Instant::now();
             let e = Arc::new(compute_entry(g, rule, state)?);
-            if std::env::var_os("PARLANCE_TRACE_MASK").is_some() {
-                eprintln!("entry {rule}/{state}: {:?} uncertain {}", t.elapsed(), e.uncertain.len());
+            if let Some(k) = key {
+                g.vocab.pool.insert(k, state, e.clone());
             }
-            g.vocab.pool.insert(key, state, e.clone());
             e
         }
     };
     Ok(slot.get_or_init(|| e).clone())
 }
+
+/// Rules whose automata (with the rules they reach) exceed this many states are not pooled.
+const POOL_MAX_STATES: usize = 4_000;
 
 /// Components (strongly connected byte-transition regions, such as the inside of a JSON string)
 /// larger than this are not shared.
@@ -205,8 +209,9 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry
     let mut uncertain: Vec<u32> = Vec::new();
     if !a.rule_edges(state).is_empty() {
         let mut parser = Earley::new(tables, Item { rule, state, origin: ROOT_ORIGIN }, max_items)?;
-        let done0 = parser.root_done(0);
-        earley_walk(tables, vocab, &mut parser, 0, done0, &mut accepted, &mut uncertain)?;
+        // Completing before the first byte is not "uncertain": the chart's closure has already
+        // advanced the parents, whose own entries cover those tokens.
+        earley_walk(tables, vocab, &mut parser, 0, false, &mut accepted, &mut uncertain)?;
         return Ok(make_entry(vocab, &accepted, uncertain));
     }
     let sccs = g.sccs(rule);
@@ -217,7 +222,8 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry
     let n = if recording { nodes.len() } else { 0 };
     let (mut alive_in_k, mut subtree_ok) = (PosBits::new(n), PosBits::new(n));
     let mut states = vec![state];
-    let mut done = vec![a.is_final(state)];
+    // See above: completion before the first byte is covered by the parents' entries.
+    let mut done = vec![false];
     let mut in_k = vec![true];
     let mut i = 1;
     while i < nodes.len() {

@@ -124,6 +124,18 @@ fn combinators_and_references() {
         &[r#"{"next":{"w":1}}"#],
     );
     check(json!({"oneOf": [{"type": "string"}, {"type": "integer"}]}), &[r#""s""#, "3"], &["true"]);
+    check(
+        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+               "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+        &[r#"{"a":1}"#, r#"{"b":2,"c":3}"#],
+        &[r#"{"a":1,"b":2}"#, r#"{}"#, r#"{"c":3}"#],
+    );
+    check(
+        json!({"type": "object", "properties": {"r": {"type": "number"}, "l": {"type": "number"}, "w": {"type": "number"}},
+               "oneOf": [{"required": ["r"]}, {"required": ["l", "w"]}]}),
+        &[r#"{"r":1}"#, r#"{"l":1,"w":2}"#, r#"{"r":1,"l":2}"#],
+        &[r#"{"r":1,"l":1,"w":2}"#, r#"{"l":1}"#],
+    );
 }
 
 #[test]
