@@ -8,7 +8,7 @@
 
 use crate::automaton::{self, Automaton, BuildError, DEAD};
 use crate::earley::Tables;
-use crate::grammar::{Grammar, GrammarError};
+use crate::grammar::{Expr, Grammar, GrammarError};
 use crate::json_schema::SchemaError;
 use crate::limits::Limits;
 use crate::mask::MaskEntry;
@@ -59,6 +59,9 @@ pub enum CompileError {
 /// An automaton built with inlined callees may have at most this many states; past it, the rule is
 /// rebuilt with its callees kept as rules.
 const INLINE_STATES: usize = 100_000;
+
+/// Time an inlined build may take before the rule is rebuilt with its callees kept as rules.
+const INLINE_TIME: Duration = Duration::from_millis(1500);
 
 /// A grammar compiled for one vocabulary. Shared (`Arc`) by every [`crate::Matcher`] that uses it.
 #[derive(Debug)]
@@ -237,7 +240,10 @@ fn compile(
     let mut rules: Vec<Automaton> = Vec::new();
     let mut total = 0usize;
     let inline_budget = limits.automaton_states.min(INLINE_STATES);
-    let inline_body = |r: u32| (!recursive[r as usize]).then(|| &g.rules()[r as usize].expr);
+    // Rules with long bounded repetitions (a `maxLength: 4096` string) stay rules: copied into every
+    // use they would make one huge automaton.
+    let long: Vec<bool> = g.rules().iter().map(|r| has_long_repeat(&r.expr)).collect();
+    let inline_body = |r: u32| (!recursive[r as usize] && !long[r as usize]).then(|| &g.rules()[r as usize].expr);
     let no_inline = |_: u32| None;
     let map = |r: u32| {
         let mut ids = ids.borrow_mut();
@@ -257,8 +263,9 @@ fn compile(
         let name = &g.rules()[rule].name;
         let body = &g.rules()[rule].expr;
         let before = ids.borrow().0.len();
-        let a = match automaton::build(body, &map, &inline_body, inline_budget, deadline) {
-            Err(BuildError::Limit(..)) => {
+        let attempt_deadline = deadline.min(Instant::now() + INLINE_TIME);
+        let a = match automaton::build(body, &map, &inline_body, inline_budget, attempt_deadline) {
+            Err(BuildError::Limit(..)) | Err(BuildError::Timeout) if Instant::now() < deadline => {
                 // Forget the rules the failed attempt referenced.
                 let mut guard = ids.borrow_mut();
                 let (kept, new_id) = &mut *guard;
@@ -305,6 +312,19 @@ fn compile(
     let sccs = (0..rules.len()).map(|_| OnceLock::new()).collect();
     Ok(CompiledGrammar { vocab, tables: Tables { rules, nullable, start: 0 }, limits, names, keys, local, sccs })
 }
+
+/// Whether `e` holds a bounded repetition with more than [`LONG_REPEAT`] copies.
+fn has_long_repeat(e: &Expr) -> bool {
+    match e {
+        Expr::Repeat { expr, min, max } => max.unwrap_or(*min) > LONG_REPEAT || has_long_repeat(expr),
+        Expr::Seq(p) | Expr::Alt(p) => p.iter().any(has_long_repeat),
+        Expr::Restrict { base, and, not } => has_long_repeat(base) || and.iter().chain(not).any(has_long_repeat),
+        _ => false,
+    }
+}
+
+/// See [`has_long_repeat`].
+const LONG_REPEAT: u32 = 256;
 
 /// Rules with at least one complete derivation.
 fn productive_rules(rules: &[Automaton]) -> Vec<bool> {

@@ -97,6 +97,24 @@ fn branch(hir: &Hir, json: bool, any: Option<&Expr>) -> Result<Expr, String> {
         parts.pop();
         anchored_end = true;
     }
+    // `^(?:$|a$)`: an alternation whose every branch starts (ends) with the anchor.
+    let mut owned: Vec<Hir> = parts.iter().map(|h| (*h).clone()).collect();
+    if !anchored_start
+        && let Some(first) = owned.first()
+        && let Some(stripped) = strip_look(first, Look::Start)
+    {
+        owned[0] = stripped;
+        anchored_start = true;
+    }
+    if !anchored_end
+        && let Some(last) = owned.last()
+        && let Some(stripped) = strip_look(last, Look::End)
+    {
+        let n = owned.len();
+        owned[n - 1] = stripped;
+        anchored_end = true;
+    }
+    let parts: Vec<&Hir> = owned.iter().collect();
     let mut out = Vec::with_capacity(parts.len() + 2);
     if let Some(any) = any
         && !anchored_start
@@ -112,6 +130,25 @@ fn branch(hir: &Hir, json: bool, any: Option<&Expr>) -> Result<Expr, String> {
         out.push(Expr::repeat(any.clone(), 0, None));
     }
     Ok(Expr::seq(out))
+}
+
+/// `h` without the anchor `look` at its start (`Look::Start`) or end (`Look::End`), if every path
+/// through it has the anchor there.
+fn strip_look(h: &Hir, look: Look) -> Option<Hir> {
+    match h.kind() {
+        HirKind::Look(l) if *l == look => Some(Hir::empty()),
+        HirKind::Concat(ps) if !ps.is_empty() => {
+            let mut ps = ps.clone();
+            let i = if look == Look::Start { 0 } else { ps.len() - 1 };
+            ps[i] = strip_look(&ps[i], look)?;
+            Some(Hir::concat(ps))
+        }
+        HirKind::Alternation(ps) => {
+            Some(Hir::alternation(ps.iter().map(|p| strip_look(p, look)).collect::<Option<Vec<_>>>()?))
+        }
+        HirKind::Capture(c) => strip_look(&c.sub, look),
+        _ => None,
+    }
 }
 
 /// The text of `c` inside a JSON string literal, as `json.dumps` writes it.
@@ -209,6 +246,14 @@ mod tests {
         assert_eq!(parts[0], Expr::CharClass { negated: false, ranges: vec![('!', '!'), ('#', '#')] });
         assert_eq!(parts[1], Expr::literal("\\\""));
         assert_eq!(parts[2], Expr::literal("\\\\"));
+    }
+
+    #[test]
+    fn anchors_common_to_all_branches_are_stripped() {
+        let any = Expr::CharClass { negated: true, ranges: Vec::new() };
+        let e = regex_to_expr(r"^$|^\d{1,2}(?:\.\d)?$", RegexMode::JsonString { any_char: &any });
+        assert!(e.is_ok(), "{e:?}");
+        assert!(regex_to_expr("^(?:a$|b)", RegexMode::JsonString { any_char: &any }).is_err());
     }
 
     #[test]

@@ -131,9 +131,6 @@ const UNSUPPORTED: &[&str] = &[
     "multipleOf",
     "minProperties",
     "maxProperties",
-    "dependencies",
-    "dependentRequired",
-    "dependentSchemas",
     "if",
     "then",
     "else",
@@ -164,6 +161,7 @@ pub fn json_schema_to_grammar(
         depth: 0,
         deadline: Instant::now() + options.limits.compile_time,
         nodes: 0,
+        long_strings: HashMap::new(),
     };
     let root = c.b.declare("root");
     let body = c.schema(schema, "#")?;
@@ -188,6 +186,7 @@ struct Compiler<'a> {
     depth: usize,
     deadline: Instant,
     nodes: usize,
+    long_strings: HashMap<(u64, Option<u64>), RuleId>,
 }
 
 /// Upper bound on schema nodes visited (after `allOf` merging), so huge schemas end cleanly.
@@ -510,32 +509,11 @@ impl<'a> Compiler<'a> {
             })?;
             return self.schema(&merged, ptr);
         }
-        if let Some(all) = m.get("allOf") {
-            let Some(all) = all.as_array() else {
-                return Err(SchemaError::Invalid {
-                    pointer: ptr.to_string(),
-                    message: "allOf must be an array".into(),
-                });
-            };
-            self.enforced("allOf");
-            let mut base = m.clone();
-            base.remove("allOf");
-            // Subschemas first, then the siblings: properties keep the order in which they are written.
-            let mut acc = Value::Bool(true);
-            for (i, sub) in all.iter().enumerate() {
-                let sub_ptr = format!("{ptr}/allOf/{i}");
-                let sub = self.deref_value(sub, &sub_ptr)?;
-                match merge::merge(&acc, &sub) {
-                    Ok(v) => acc = v,
-                    Err(k) => self.unsupported(&sub_ptr, &k, "cannot be merged in allOf")?,
-                }
-            }
-            match merge::merge(&acc, &Value::Object(base)) {
-                Ok(v) => acc = v,
-                Err(k) => self.unsupported(ptr, &k, "cannot be merged with allOf")?,
-            }
-            return self.schema(&acc, ptr);
+        if let Some(rewritten) = self.dependencies_as_all_of(m, ptr)? {
+            return self.schema(&rewritten, ptr);
         }
+        // anyOf/oneOf before allOf: distributing the siblings (allOf included) into each branch
+        // consumes one alternative level per step, so merging never loops.
         for kw in ["anyOf", "oneOf"] {
             let Some(branches) = m.get(kw) else { continue };
             let Some(branches) = branches.as_array() else {
@@ -580,6 +558,32 @@ impl<'a> Compiler<'a> {
                 }
             }
             return Ok(Expr::alt(alts));
+        }
+        if let Some(all) = m.get("allOf") {
+            let Some(all) = all.as_array() else {
+                return Err(SchemaError::Invalid {
+                    pointer: ptr.to_string(),
+                    message: "allOf must be an array".into(),
+                });
+            };
+            self.enforced("allOf");
+            let mut base = m.clone();
+            base.remove("allOf");
+            // Subschemas first, then the siblings: properties keep the order in which they are written.
+            let mut acc = Value::Bool(true);
+            for (i, sub) in all.iter().enumerate() {
+                let sub_ptr = format!("{ptr}/allOf/{i}");
+                let sub = self.deref_value(sub, &sub_ptr)?;
+                match merge::merge(&acc, &sub) {
+                    Ok(v) => acc = v,
+                    Err(k) => self.unsupported(&sub_ptr, &k, "cannot be merged in allOf")?,
+                }
+            }
+            match merge::merge(&acc, &Value::Object(base)) {
+                Ok(v) => acc = v,
+                Err(k) => self.unsupported(ptr, &k, "cannot be merged with allOf")?,
+            }
+            return self.schema(&acc, ptr);
         }
         for (k, v) in m {
             if !UNSUPPORTED.contains(&k.as_str()) {
@@ -644,6 +648,54 @@ impl<'a> Compiler<'a> {
             });
         }
         Ok(if alts.is_empty() { numbers::nothing() } else { Expr::alt(alts) })
+    }
+
+    /// `dependencies` / `dependentRequired` / `dependentSchemas` rewritten exactly: "if `a` is present
+    /// then X" is `anyOf: [{a absent}, {a required} ∧ X]`, one such `anyOf` per dependency, under
+    /// `allOf`. `None` if the schema has no dependencies.
+    fn dependencies_as_all_of(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Value>, SchemaError> {
+        let mut deps: Vec<(String, Value)> = Vec::new();
+        for kw in ["dependencies", "dependentRequired", "dependentSchemas"] {
+            let Some(d) = m.get(kw) else { continue };
+            let Some(d) = d.as_object() else {
+                return Err(SchemaError::Invalid {
+                    pointer: format!("{ptr}/{kw}"),
+                    message: "must be an object".into(),
+                });
+            };
+            self.enforced(kw);
+            for (k, v) in d {
+                let then = match v {
+                    Value::Array(names) => serde_json::json!({"required": names}),
+                    other => other.clone(),
+                };
+                deps.push((k.clone(), then));
+            }
+        }
+        if deps.is_empty() {
+            return Ok(None);
+        }
+        if deps.len() > 6 {
+            self.unsupported(ptr, "dependencies", "more than 6 dependencies")?;
+            return Ok(None);
+        }
+        let mut rest = m.clone();
+        for kw in ["dependencies", "dependentRequired", "dependentSchemas"] {
+            rest.remove(kw);
+        }
+        let mut all: Vec<Value> = rest.remove("allOf").and_then(|v| v.as_array().cloned()).unwrap_or_default();
+        for (k, then) in deps {
+            let present = match merge::merge(&serde_json::json!({"required": [k]}), &then) {
+                Ok(v) => v,
+                Err(kw) => {
+                    self.unsupported(ptr, &kw, "in a dependency")?;
+                    continue;
+                }
+            };
+            all.push(serde_json::json!({"anyOf": [{"properties": {k: false}}, present]}));
+        }
+        rest.insert("allOf".into(), Value::Array(all));
+        Ok(Some(Value::Object(rest)))
     }
 
     /// A subschema with a pure `$ref` replaced by its target (for merging).
@@ -740,6 +792,19 @@ impl<'a> Compiler<'a> {
         };
         let body = match (parts.len(), length) {
             (0, None) => Expr::repeat(any_char, 0, None),
+            (0, Some(l)) if max.is_some_and(|x| x > 256) => {
+                // One shared rule per long bound (see `compile`: long repetitions stay rules).
+                let key = (min.unwrap_or(0), max);
+                let id = match self.long_strings.get(&key) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.b.rule("string", Expr::seq(vec![lit("\""), l, lit("\"")]));
+                        self.long_strings.insert(key, id);
+                        id
+                    }
+                };
+                return Ok(Expr::Rule(id));
+            }
             (0, Some(l)) => l,
             (1, None) => parts.pop().expect("one part"),
             (_, length) => {
@@ -819,7 +884,24 @@ impl<'a> Compiler<'a> {
         }
         let int = |x: f64| x.fract() == 0.0 && x.abs() < 9.0e18;
         if b.lo.is_some_and(|(x, _)| !int(x)) || b.hi.is_some_and(|(x, _)| !int(x)) {
-            self.unsupported(ptr, "minimum", "non-integer bounds on numbers")?;
+            // Inclusive, non-negative bounds with fractions: exact by fraction digits.
+            let text = |k: &str| m.get(k).map(|v| v.to_string());
+            let lo = b.lo.filter(|(_, e)| !e).and(text("minimum"));
+            let hi = b.hi.filter(|(_, e)| !e).and(text("maximum"));
+            let lo_ok = b.lo.is_none() || lo.is_some();
+            let hi_ok = b.hi.is_none() || hi.is_some();
+            let lo = lo.map(|t| numbers::split_decimal(&t));
+            let hi = hi.map(|t| numbers::split_decimal(&t));
+            if lo_ok && hi_ok && !matches!(lo, Some(None)) && !matches!(hi, Some(None)) {
+                let lo = lo.flatten();
+                let hi = hi.flatten();
+                // A bound of 0 with a negative side is handled by the integer code path only.
+                if let Some(e) = numbers::fractional_range(lo, hi) {
+                    self.enforced("minimum");
+                    return Ok(e);
+                }
+            }
+            self.unsupported(ptr, "minimum", "non-integer bounds other than inclusive non-negative ones")?;
             return Ok(self.any_number());
         }
         self.enforced("minimum");
@@ -1202,6 +1284,9 @@ fn is_keyword(k: &str) -> bool {
         "exclusiveMinimum",
         "exclusiveMaximum",
         "nullable",
+        "dependencies",
+        "dependentRequired",
+        "dependentSchemas",
     ];
     KNOWN.contains(&k) || UNSUPPORTED.contains(&k)
 }

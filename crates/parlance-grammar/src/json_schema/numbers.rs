@@ -226,6 +226,91 @@ pub(crate) fn decimal_range(lo: Option<i64>, lo_excl: bool, hi: Option<i64>, hi_
     if alts.is_empty() { nothing() } else { Expr::alt(alts) }
 }
 
+/// A non-negative decimal bound split into integer part and fraction digits (no trailing zeros), from
+/// its JSON text. `None` for negative numbers or exponent notation.
+pub(crate) fn split_decimal(text: &str) -> Option<(u64, String)> {
+    if text.starts_with('-') || text.contains(['e', 'E']) {
+        return None;
+    }
+    let (int, frac) = text.split_once('.').unwrap_or((text, ""));
+    Some((int.parse().ok()?, frac.trim_end_matches('0').to_string()))
+}
+
+/// Fraction digits `F` (after the point) with `0.F >= 0.D`; `D` non-empty.
+fn frac_ge(d: &[u8]) -> Expr {
+    let mut alts = Vec::new();
+    for i in 0..d.len() {
+        if d[i] < b'9' {
+            alts.push(Expr::seq(vec![
+                Expr::literal(String::from_utf8_lossy(&d[..i]).into_owned()),
+                digit_class(d[i] + 1, b'9'),
+                Expr::repeat(digit_class(b'0', b'9'), 0, None),
+            ]));
+        }
+    }
+    alts.push(Expr::seq(vec![
+        Expr::literal(String::from_utf8_lossy(d).into_owned()),
+        Expr::repeat(digit_class(b'0', b'9'), 0, None),
+    ]));
+    Expr::seq(vec![Expr::literal("."), Expr::alt(alts)])
+}
+
+/// An optional fraction `F` with `0.F <= 0.D`; `D` non-empty.
+fn frac_le(d: &[u8]) -> Expr {
+    let mut alts = Vec::new();
+    for i in 0..d.len() {
+        if d[i] > b'0' {
+            alts.push(Expr::seq(vec![
+                Expr::literal(String::from_utf8_lossy(&d[..i]).into_owned()),
+                digit_class(b'0', d[i] - 1),
+                Expr::repeat(digit_class(b'0', b'9'), 0, None),
+            ]));
+        }
+    }
+    for i in 1..=d.len() {
+        alts.push(Expr::seq(vec![
+            Expr::literal(String::from_utf8_lossy(&d[..i]).into_owned()),
+            Expr::repeat(Expr::literal("0"), 0, None),
+        ]));
+    }
+    Expr::optional(Expr::seq(vec![Expr::literal("."), Expr::alt(alts)]))
+}
+
+/// Non-negative-bounded decimals `lo <= x <= hi` where a bound may have a fraction: the values with
+/// the bound's integer part and a fraction beyond it, plus the integer-bounded range in between.
+/// `None` when both bounds share their integer part (a two-sided fraction constraint).
+pub(crate) fn fractional_range(lo: Option<(u64, String)>, hi: Option<(u64, String)>) -> Option<Expr> {
+    let mut alts = Vec::new();
+    let lo_int = match &lo {
+        Some((i, f)) if !f.is_empty() => {
+            if hi.as_ref().is_some_and(|(h, _)| h == i) {
+                return None;
+            }
+            alts.push(Expr::seq(vec![uint_range(*i, Some(*i)), frac_ge(f.as_bytes())]));
+            Some(i + 1)
+        }
+        Some((i, _)) => Some(*i),
+        None => None,
+    };
+    let hi_int = match &hi {
+        Some((i, f)) if !f.is_empty() => {
+            alts.push(Expr::seq(vec![uint_range(*i, Some(*i)), frac_le(f.as_bytes())]));
+            // Below the bound's integer part any fraction; at it, handled by the alternative above.
+            Some((*i, true))
+        }
+        Some((i, _)) => Some((*i, false)),
+        None => None,
+    };
+    let lo_i = lo_int.map(|x| x as i64);
+    let middle = match hi_int {
+        Some((h, true)) => decimal_range(lo_i, false, Some(h as i64), true),
+        Some((h, false)) => decimal_range(lo_i, false, Some(h as i64), false),
+        None => decimal_range(lo_i, false, None, false),
+    };
+    alts.push(middle);
+    Some(Expr::alt(alts))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,6 +343,24 @@ mod tests {
             }
             assert!(!accepts(&m, "007") && !accepts(&m, "-0") && !accepts(&m, "1.0"));
         }
+    }
+
+    #[test]
+    fn fractional_bounds_are_exact() {
+        let samples =
+            ["-1.5", "-1", "0", "0.2", "0.25", "0.3", "0.5", "1", "1.49", "1.5", "1.50", "1.51", "2", "2.0", "2.7"];
+        for (lo, hi) in [(Some("0.25"), None), (None, Some("1.5")), (Some("0.25"), Some("2")), (Some("1"), Some("1.5"))]
+        {
+            let e = fractional_range(lo.and_then(split_decimal), hi.and_then(split_decimal)).expect("supported");
+            let m = matcher_for(e);
+            for x in samples {
+                let v: f64 = x.parse().expect("number");
+                let want = lo.is_none_or(|l| v >= l.parse::<f64>().expect("bound"))
+                    && hi.is_none_or(|h| v <= h.parse::<f64>().expect("bound"));
+                assert_eq!(accepts(&m, x), want, "{x} in {lo:?}..={hi:?}");
+            }
+        }
+        assert!(fractional_range(split_decimal("1.2"), split_decimal("1.5")).is_none());
     }
 
     #[test]

@@ -105,6 +105,16 @@ fn pattern_properties_and_intersected_string_constraints() {
 }
 
 #[test]
+fn dependencies_are_exact() {
+    check(
+        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
+               "dependencies": {"a": ["b"], "c": {"properties": {"b": {"maximum": 3}}}}}),
+        &[r#"{}"#, r#"{"b":9}"#, r#"{"a":1,"b":2}"#, r#"{"b":3,"c":1}"#, r#"{"c":1}"#],
+        &[r#"{"a":1}"#, r#"{"b":4,"c":1}"#],
+    );
+}
+
+#[test]
 fn combinators_and_references() {
     check(
         json!({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]}),
