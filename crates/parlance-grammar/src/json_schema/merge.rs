@@ -106,6 +106,8 @@ pub(crate) fn merge(a: &Value, b: &Value) -> Result<Value, String> {
                 continue;
             }
             "title" | "description" | "default" | "examples" | "$comment" | "$schema" | "$id" | "id" => continue,
+            // Two different constants: nothing satisfies both.
+            "const" => return Ok(Value::Bool(false)),
             k if EQUAL_ONLY.contains(&k) => return Err(k.to_string()),
             k => return Err(k.to_string()),
         };

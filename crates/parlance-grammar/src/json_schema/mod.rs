@@ -597,7 +597,8 @@ impl<'a> Compiler<'a> {
                     let req = m.get("required").and_then(Value::as_array).map_or(0, Vec::len);
                     v.as_u64().is_some_and(|n| n as usize <= req.max(1))
                 }
-                "multipleOf" => v.as_f64() == Some(1.0) && m.get("type").and_then(Value::as_str) == Some("integer"),
+                // Enforced by `number` (see `multiple_of`); integers are multiples of 1 already.
+                "multipleOf" => v.as_f64().and_then(multiple_of).is_some(),
                 _ => false,
             };
             if !trivial {
@@ -878,6 +879,17 @@ impl<'a> Compiler<'a> {
     }
 
     fn number(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let base = self.number_bounded(m, ptr)?;
+        Ok(match m.get("multipleOf").and_then(Value::as_f64).and_then(multiple_of) {
+            Some(mult) => {
+                self.enforced("multipleOf");
+                Expr::Restrict { base: Box::new(base), and: vec![mult], not: Vec::new() }
+            }
+            None => base,
+        })
+    }
+
+    fn number_bounded(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
         let b = self.bounds(m, ptr)?;
         if b.lo.is_none() && b.hi.is_none() {
             return Ok(self.any_number());
@@ -1421,6 +1433,28 @@ fn json_regex(pattern: &str, any_char: &Expr) -> Result<Expr, String> {
         c.insert(pattern.to_string(), r.clone());
     }
     r
+}
+
+/// JSON numbers (no exponent) that are multiples of `k`, for `k` = 1 or a power of ten below 1 (at
+/// most that many fraction digits, trailing zeros aside). `None` for other steps.
+fn multiple_of(k: f64) -> Option<Expr> {
+    let n = (0..=9).find(|&n| (k * 10f64.powi(n) - 1.0).abs() < 1e-9)?;
+    let digits = |min: u32, max: Option<u32>| {
+        Expr::repeat(Expr::CharClass { negated: false, ranges: vec![('0', '9')] }, min, max)
+    };
+    let int = Expr::seq(vec![
+        Expr::optional(lit("-")),
+        Expr::alt(vec![
+            lit("0"),
+            Expr::seq(vec![Expr::CharClass { negated: false, ranges: vec![('1', '9')] }, digits(0, None)]),
+        ]),
+    ]);
+    let frac = if n == 0 {
+        Expr::seq(vec![lit("."), Expr::repeat(lit("0"), 1, None)])
+    } else {
+        Expr::seq(vec![lit("."), digits(1, Some(n as u32)), Expr::repeat(lit("0"), 0, None)])
+    };
+    Some(Expr::seq(vec![int, Expr::optional(frac)]))
 }
 
 /// A rule name from the last segment of a JSON pointer.

@@ -72,6 +72,12 @@ fn arrays_strings_numbers_and_enums() {
     check(json!({"type": "string", "format": "date"}), &[r#""2024-02-29""#], &[r#""2024-2-29""#]);
     check(json!({"type": "number", "exclusiveMinimum": 0, "maximum": 1}), &["0.5", "1", "1.0"], &["0", "1.5", "-0.5"]);
     check(
+        json!({"type": "number", "multipleOf": 0.01, "minimum": 0}),
+        &["1", "1.5", "2.25", "3.100"],
+        &["1.005", "-1", "1e2"],
+    );
+    check(json!({"type": "number", "minimum": 0.25, "maximum": 2}), &["0.25", "1.9", "2"], &["0.2", "2.1"]);
+    check(
         json!({"enum": ["a", 1, null, {"k": [true]}]}),
         &[r#""a""#, "1", "null", r#"{"k":[true]}"#],
         &[r#""b""#, "2"],
