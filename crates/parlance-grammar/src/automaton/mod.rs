@@ -899,23 +899,33 @@ impl Dfa {
                 self.rule_edges[s].iter().find(|e| e.0 == r).map_or(dead, |e| e.1)
             }
         };
-        // Inverse transitions, per symbol, in CSR form.
+        // Inverse transitions grouped by target, sorted by symbol. Transitions into the dead state are
+        // left out: the block holding it is never used as a splitter (below), which keeps the work
+        // proportional to the real transitions.
         let total = n + 1;
-        let mut inv_start = vec![0u32; nsym * (total + 1)];
-        let mut inv: Vec<u32> = vec![0; nsym * total];
+        let mut pred_start = vec![0u32; total + 1];
+        let mut count = |t: u32| pred_start[t as usize + 1] += 1;
+        for s in 0..n {
+            for a in 0..nsym {
+                let t = delta(s, a);
+                if t != dead {
+                    count(t);
+                }
+            }
+        }
+        for t in 0..total {
+            pred_start[t + 1] += pred_start[t];
+        }
+        let mut fill: Vec<u32> = pred_start[..total].to_vec();
+        let mut pred: Vec<(u32, u32)> = vec![(0, 0); pred_start[total] as usize];
+        // Filling symbol by symbol keeps each target's list sorted by symbol.
         for a in 0..nsym {
-            let base = a * (total + 1);
-            for s in 0..total {
-                inv_start[base + delta(s, a) as usize + 1] += 1;
-            }
-            for t in 0..total {
-                inv_start[base + t + 1] += inv_start[base + t];
-            }
-            let mut fill: Vec<u32> = inv_start[base..base + total].to_vec();
-            for s in 0..total {
-                let t = delta(s, a) as usize;
-                inv[a * total + fill[t] as usize] = s as u32;
-                fill[t] += 1;
+            for s in 0..n {
+                let t = delta(s, a);
+                if t != dead {
+                    pred[fill[t as usize] as usize] = (a as u32, s as u32);
+                    fill[t as usize] += 1;
+                }
             }
         }
         if Instant::now() > deadline {
@@ -934,18 +944,23 @@ impl Dfa {
                 }
             }
         }
-        let mut in_work: Vec<Vec<bool>> = vec![vec![false; nsym]; members.len()];
+        // in_work[block * nsym + symbol]
+        let mut in_work: Vec<bool> = vec![false; members.len() * nsym];
         let mut work: Vec<(u32, u32)> = Vec::new();
-        let smallest = (0..members.len()).min_by_key(|&b| members[b].len()).expect("a block");
-        for a in 0..nsym {
-            work.push((smallest as u32, a as u32));
-            in_work[smallest][a] = true;
+        // Hopcroft may start from either initial block and push either half of a split; always
+        // choosing the side without the dead state is what lets its transitions be ignored.
+        let first = (0..members.len()).find(|&b| block[n] as usize != b);
+        if let Some(first) = first {
+            for a in 0..nsym {
+                work.push((first as u32, a as u32));
+                in_work[first * nsym + a] = true;
+            }
         }
         let mut touched: Vec<u32> = Vec::new();
         let mut hit: Vec<Vec<u32>> = vec![Vec::new(); members.len()];
         let mut rounds = 0usize;
         while let Some((b, a)) = work.pop() {
-            in_work[b as usize][a as usize] = false;
+            in_work[b as usize * nsym + a as usize] = false;
             rounds += 1;
             if rounds % 4096 == 0 && Instant::now() > deadline {
                 return Err(BuildError::Timeout);
@@ -953,9 +968,10 @@ impl Dfa {
             let a = a as usize;
             // States with an `a`-transition into block b.
             for &t in &members[b as usize] {
-                let base = a * (total + 1);
-                let (lo, hi) = (inv_start[base + t as usize] as usize, inv_start[base + t as usize + 1] as usize);
-                for &s in &inv[a * total + lo..a * total + hi] {
+                let list = &pred[pred_start[t as usize] as usize..pred_start[t as usize + 1] as usize];
+                let lo = list.partition_point(|p| (p.0 as usize) < a);
+                let hi = list.partition_point(|p| (p.0 as usize) <= a);
+                for &(_, s) in &list[lo..hi] {
                     let y = block[s as usize] as usize;
                     if hit[y].is_empty() {
                         touched.push(y as u32);
@@ -979,14 +995,21 @@ impl Dfa {
                 members[y] = outside;
                 members.push(inside);
                 hit.push(Vec::new());
-                in_work.push(vec![false; nsym]);
+                in_work.extend(std::iter::repeat_n(false, nsym));
+                let dead_block = block[n] as usize;
                 for c in 0..nsym {
-                    if in_work[y][c] {
-                        in_work[z][c] = true;
+                    if in_work[y * nsym + c] {
+                        in_work[z * nsym + c] = true;
                         work.push((z as u32, c as u32));
                     } else {
-                        let small = if members[z].len() <= members[y].len() { z } else { y };
-                        in_work[small][c] = true;
+                        let small = if dead_block == z {
+                            y
+                        } else if dead_block == y || members[z].len() <= members[y].len() {
+                            z
+                        } else {
+                            y
+                        };
+                        in_work[small * nsym + c] = true;
                         work.push((small as u32, c as u32));
                     }
                 }
