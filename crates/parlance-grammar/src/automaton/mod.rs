@@ -177,12 +177,18 @@ impl Automaton {
         true
     }
 
-    /// Strongly connected component of every state over byte transitions (iterative Tarjan).
+    /// Strongly connected component of every state over byte transitions, ignoring transitions on
+    /// JSON's structural bytes (iterative Tarjan). The components are the "insides" of strings,
+    /// numbers and whitespace runs, whose token masks the mask cache shares between states; any
+    /// choice of components is correct, this one makes them small and alike.
     pub(crate) fn byte_sccs(&self) -> Vec<u32> {
         let n = self.len();
         let succ = |v: usize| -> Vec<u32> {
-            let mut out: Vec<u32> =
-                (0..self.nclasses).map(|c| self.trans[v * self.nclasses + c]).filter(|&t| t != DEAD).collect();
+            let mut out: Vec<u32> = (0..=255u8)
+                .filter(|b| !b"\",:{}[]".contains(b))
+                .map(|b| self.next(v as u32, b))
+                .filter(|&t| t != DEAD)
+                .collect();
             out.sort_unstable();
             out.dedup();
             out
