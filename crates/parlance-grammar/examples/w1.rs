@@ -294,7 +294,8 @@ fn main() {
     // Summary, as `summarize_items` in run_peers.py.
     let (mut step, mut maskt, mut ttfm, mut comp) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut n_valid, mut n_pass, mut ce, mut inval, mut inval_total, mut items_pass) = (0, 0, 0, 0, 0, 0);
-    let mut per_split: std::collections::BTreeMap<String, (usize, usize, usize)> = Default::default();
+    type Split = (usize, usize, usize, Vec<f64>, Vec<f64>);
+    let mut per_split: std::collections::BTreeMap<String, Split> = Default::default();
     for r in &items {
         let sp = per_split.entry(r["split"].as_str().unwrap_or("?").to_string()).or_default();
         sp.0 += 1;
@@ -303,6 +304,8 @@ fn main() {
             sp.2 += 1;
             continue;
         }
+        sp.3.push(r["ttfm_us"].as_f64().unwrap_or(0.0));
+        sp.4.extend(r["step_us"].as_array().into_iter().flatten().filter_map(Value::as_f64));
         step.extend(r["step_us"].as_array().into_iter().flatten().filter_map(Value::as_f64));
         maskt.extend(r["mask_us"].as_array().into_iter().flatten().filter_map(Value::as_f64));
         ttfm.push(r["ttfm_us"].as_f64().unwrap_or(0.0));
@@ -325,7 +328,17 @@ fn main() {
         "valid_instances": n_valid, "valid_passed": n_pass, "items_all_valid_passed": items_pass,
         "compile_errors": ce, "timeouts": 0, "crashes": 0, "invalid_instances": inval_total,
         "invalidation_errors": inval,
-        "per_split": per_split.iter().map(|(k, v)| (k.clone(), json!({"items": v.0, "pass": v.1, "compile_errors": v.2}))).collect::<serde_json::Map<_, _>>(),
+        "per_split": per_split
+            .iter_mut()
+            .map(|(k, v)| {
+                v.3.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+                v.4.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+                let avg = if v.4.is_empty() { f64::NAN } else { v.4.iter().sum::<f64>() / v.4.len() as f64 };
+                (k.clone(), json!({"items": v.0, "pass": v.1, "compile_errors": v.2, "timeouts": 0,
+                    "ttfm_p50_us": pct(&v.3, 50.0), "tbm_avg_us": (avg * 100.0).round() / 100.0,
+                    "tbm_p99_us": pct(&v.4, 99.0)}))
+            })
+            .collect::<serde_json::Map<_, _>>(),
     });
     println!("{}", serde_json::to_string_pretty(&summary).expect("json"));
     eprintln!("wall {:.1} s, pool entries {}", wall.elapsed().as_secs_f64(), vocab.cached_mask_entries());
