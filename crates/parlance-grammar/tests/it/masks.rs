@@ -99,3 +99,36 @@ fn forced_bytes_follow_the_only_path() {
     assert!(m.accept_bytes(b"}"));
     assert!(m.forced_bytes().is_empty());
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Any walk of allowed tokens, rolled back by any amount, gives back the masks seen on the way.
+    #[test]
+    fn rollback_restores_masks_for_any_walk(choices in proptest::collection::vec(0usize..1000, 1..20), back in 0usize..20) {
+        let vocab = synthetic_vocab();
+        let compiled = compile(&vocab, JSON);
+        let mut m = Matcher::new(compiled).expect("matcher");
+        let mut mask = vec![0u32; vocab.mask_words()];
+        let mut history = Vec::new();
+        for c in choices {
+            m.fill_next_token_bitmask(&mut mask).expect("mask");
+            history.push(mask.clone());
+            let ok: Vec<u32> =
+                (0..vocab.len() as u32).filter(|&t| allowed(&mask, t) && !vocab.eos_ids().contains(&t)).collect();
+            if ok.is_empty() {
+                break;
+            }
+            proptest::prop_assert!(m.accept_token(ok[c % ok.len()]));
+        }
+        if history.len() == m.num_steps() {
+            m.fill_next_token_bitmask(&mut mask).expect("mask");
+            history.push(mask.clone());
+        }
+        let back = back.min(m.num_steps());
+        let target = m.num_steps() - back;
+        m.rollback(back).expect("rollback");
+        m.fill_next_token_bitmask(&mut mask).expect("mask");
+        proptest::prop_assert_eq!(&mask, &history[target]);
+    }
+}
