@@ -1,12 +1,45 @@
 //! The constrained-decoding engine of parlance: grammars, bytes and token ids, nothing of chat.
 //!
-//! This crate will hold the grammar IR and its front ends (EBNF/GBNF, JSON Schema, regex), the per-rule
-//! byte automata, the Earley parser over them, the token vocabulary and trie, the adaptive token-mask
-//! cache, TagDispatch and the `Matcher` that an inference engine drives once per decode step. It is
-//! usable on its own, like llguidance or XGrammar.
+//! Front ends lower into the grammar IR ([`Grammar`]): the EBNF/GBNF text syntax, regex terminals and
+//! JSON Schema ([`json_schema_to_grammar`]). [`CompiledGrammar`] turns the rules into minimized byte
+//! automata for one [`TokenVocab`]; a [`Matcher`] runs an Earley parser over them per sequence and fills
+//! token bitmasks from the adaptive token-mask cache (accepted / rejected / uncertain tokens per
+//! scannable state, computed just in time and shared across grammars by structural key).
 //!
-//! It is empty today: the engine is built in its own issue. The crate exists now so that the workspace
-//! has its final shape and the dependency rule below is enforced from the start.
+//! Where to start reading: `matcher.rs`, then `mask/`, `earley/`, `automaton/`.
 //!
 //! **Invariant:** this crate depends on neither `parlance`, `minijinja` nor `tokenizers`; the chat layer
 //! depends on it, never the other way round.
+//! **Invariant:** `earley` never sees token ids; `mask` is the only module that walks the token trie.
+
+mod automaton;
+mod compile;
+mod earley;
+mod grammar;
+mod json_schema;
+mod limits;
+mod mask;
+mod matcher;
+mod regex;
+mod vocab;
+
+pub use compile::{CompileError, CompiledGrammar};
+pub use grammar::{Expr, Grammar, GrammarBuilder, GrammarError, Rule, RuleId};
+pub use json_schema::{JsonSchemaOptions, SchemaError, SchemaReport, Whitespace, json_schema_to_grammar};
+pub use limits::Limits;
+pub use matcher::{Matcher, MatcherError};
+pub use vocab::{TokenVocab, VocabError};
+
+impl CompiledGrammar {
+    /// Compiles a JSON Schema for `vocab`; also returns which keywords were enforced (and, in lenient
+    /// mode, which were ignored).
+    pub fn from_json_schema(
+        vocab: std::sync::Arc<TokenVocab>,
+        schema: &serde_json::Value,
+        options: &JsonSchemaOptions,
+    ) -> Result<(CompiledGrammar, SchemaReport), CompileError> {
+        let (grammar, report) = json_schema_to_grammar(schema, options)?;
+        let g = CompiledGrammar::with_limits(vocab, &grammar, options.limits.clone())?;
+        Ok((g, report))
+    }
+}

@@ -1,0 +1,1228 @@
+//! Per-rule byte automata: every rule body becomes a minimized DFA over byte classes and rule references.
+//!
+//! Construction: Thompson NFA (byte-range, rule-reference and epsilon edges; characters become UTF-8 byte
+//! sequences through `regex_syntax::utf8`), subset construction over byte classes and rule symbols,
+//! trimming of states that cannot reach a final state, Moore partition refinement, and canonical
+//! breadth-first numbering so that equal automata get equal [`Automaton::encode`] output, the basis of
+//! the structural hash that lets grammars share token-mask cache entries.
+
+use crate::earley::ItemHasher;
+use crate::grammar::Expr;
+use crate::regex::{RegexMode, regex_to_expr};
+use regex_syntax::utf8::Utf8Sequences;
+use std::hash::BuildHasherDefault;
+use std::time::Instant;
+
+type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<ItemHasher>>;
+
+/// Marks a missing transition.
+pub(crate) const DEAD: u32 = u32::MAX;
+
+/// Why an automaton could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BuildError {
+    /// A limit was exceeded: what, how many, the maximum.
+    Limit(&'static str, usize, usize),
+    /// The compile-time budget ran out.
+    Timeout,
+    /// An embedded regex was invalid or unsupported.
+    Regex(String),
+}
+
+/// A deterministic automaton for one rule. State 0 is the start state.
+#[derive(Debug, Clone)]
+pub(crate) struct Automaton {
+    classes: [u8; 256],
+    nclasses: usize,
+    trans: Vec<u32>,
+    rule_edges: Vec<Vec<(u32, u32)>>,
+    finals: Vec<bool>,
+    scannable: Vec<bool>,
+    /// Per state, the bytes that lead back to the same state (used to accept whole trie subtrees).
+    self_loop: Vec<[u64; 4]>,
+    /// Per state, whether every multi-byte UTF-8 character leads back to the same state.
+    char_loop: Vec<bool>,
+}
+
+impl Automaton {
+    /// Number of states.
+    pub(crate) fn len(&self) -> usize {
+        self.finals.len()
+    }
+
+    /// The state reached from `state` on `byte`, or [`DEAD`].
+    #[inline]
+    pub(crate) fn next(&self, state: u32, byte: u8) -> u32 {
+        self.trans[state as usize * self.nclasses + self.classes[byte as usize] as usize]
+    }
+
+    /// Rule-reference edges `(rule, target)` leaving `state`.
+    #[inline]
+    pub(crate) fn rule_edges(&self, state: u32) -> &[(u32, u32)] {
+        &self.rule_edges[state as usize]
+    }
+
+    /// Whether `state` is final.
+    #[inline]
+    pub(crate) fn is_final(&self, state: u32) -> bool {
+        self.finals[state as usize]
+    }
+
+    /// Whether `state` has at least one byte transition.
+    #[inline]
+    pub(crate) fn is_scannable(&self, state: u32) -> bool {
+        self.scannable[state as usize]
+    }
+
+    /// Whether every byte in `bytes` loops on `state`.
+    #[inline]
+    pub(crate) fn loops_on_all(&self, state: u32, bytes: &[u64; 4]) -> bool {
+        let l = &self.self_loop[state as usize];
+        (0..4).all(|i| bytes[i] & !l[i] == 0)
+    }
+
+    /// Whether every token of a trie subtree with these bytes, all of it well-formed UTF-8, leads from
+    /// `state` back to `state`: its ASCII bytes loop and so does every multi-byte character.
+    #[inline]
+    pub(crate) fn loops_on_chars(&self, state: u32, bytes: &[u64; 4], utf8_tail: bool) -> bool {
+        let l = &self.self_loop[state as usize];
+        utf8_tail && self.char_loop[state as usize] && bytes[0] & !l[0] == 0 && bytes[1] & !l[1] == 0
+    }
+
+    /// Rewrites rule references through `map` (rules not in the map are dropped as dead edges).
+    pub(crate) fn remap_rules(&mut self, map: &dyn Fn(u32) -> Option<u32>) {
+        for edges in &mut self.rule_edges {
+            edges.retain_mut(|(r, _)| match map(*r) {
+                Some(n) => {
+                    *r = n;
+                    true
+                }
+                None => false,
+            });
+        }
+    }
+
+    /// Canonical encoding of the structure: states with byte ranges, rule edges (rule ids passed
+    /// through `rule_index`) and finality.
+    pub(crate) fn encode(&self, rule_index: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) {
+        // Byte ranges over which the class is constant, computed once.
+        let mut runs: Vec<(u32, u32, usize)> = Vec::new();
+        for b in 0..256usize {
+            let c = self.classes[b] as usize;
+            match runs.last_mut() {
+                Some(r) if r.2 == c => r.1 = b as u32,
+                _ => runs.push((b as u32, b as u32, c)),
+            }
+        }
+        out.push(self.len() as u32);
+        for s in 0..self.len() {
+            out.push(self.finals[s] as u32);
+            let row = &self.trans[s * self.nclasses..(s + 1) * self.nclasses];
+            let mut cur: Option<(u32, u32, u32)> = None;
+            for &(lo, hi, c) in &runs {
+                let t = row[c];
+                match &mut cur {
+                    Some(x) if x.2 == t => x.1 = hi,
+                    _ => {
+                        if let Some((a, b, t)) = cur
+                            && t != DEAD
+                        {
+                            out.extend([a, b, t]);
+                        }
+                        cur = Some((lo, hi, t));
+                    }
+                }
+            }
+            if let Some((a, b, t)) = cur
+                && t != DEAD
+            {
+                out.extend([a, b, t]);
+            }
+            out.push(u32::MAX - 1);
+            for &(r, t) in self.rule_edges(s as u32) {
+                out.extend([rule_index(r), t]);
+            }
+            out.push(u32::MAX - 2);
+        }
+    }
+
+    /// Whether every multi-byte UTF-8 character read from `state` returns to `state`.
+    fn loops_on_all_multibyte(&self, state: u32) -> bool {
+        if self.self_loop[state as usize][0] == 0 && self.self_loop[state as usize][1] == 0 {
+            return false;
+        }
+        let lo = char::from_u32(0x80).expect("valid");
+        let hi = char::from_u32(0x10FFFF).expect("valid");
+        for seq in Utf8Sequences::new(lo, hi) {
+            let mut cur = vec![state];
+            for r in seq.as_slice() {
+                let mut next = Vec::new();
+                for &s in &cur {
+                    for b in r.start..=r.end {
+                        let t = self.next(s, b);
+                        if t == DEAD {
+                            return false;
+                        }
+                        if !next.contains(&t) {
+                            next.push(t);
+                        }
+                    }
+                }
+                cur = next;
+            }
+            if cur != [state] {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Strongly connected component of every state over byte transitions, ignoring transitions on
+    /// JSON's structural bytes (iterative Tarjan). The components are the "insides" of strings,
+    /// numbers and whitespace runs, whose token masks the mask cache shares between states; any
+    /// choice of components is correct, this one makes them small and alike.
+    pub(crate) fn byte_sccs(&self) -> Vec<u32> {
+        let n = self.len();
+        let succ = |v: usize| -> Vec<u32> {
+            let mut out: Vec<u32> = (0..=255u8)
+                .filter(|b| !b"\",:{}[]".contains(b))
+                .map(|b| self.next(v as u32, b))
+                .filter(|&t| t != DEAD)
+                .collect();
+            out.sort_unstable();
+            out.dedup();
+            out
+        };
+        let mut index = vec![u32::MAX; n];
+        let mut low = vec![0u32; n];
+        let mut on_stack = vec![false; n];
+        let mut comp = vec![u32::MAX; n];
+        let mut stack = Vec::new();
+        let mut next = 0u32;
+        let mut ncomp = 0u32;
+        for root in 0..n {
+            if index[root] != u32::MAX {
+                continue;
+            }
+            let mut call: Vec<(usize, Vec<u32>, usize)> = vec![(root, succ(root), 0)];
+            index[root] = next;
+            low[root] = next;
+            next += 1;
+            stack.push(root);
+            on_stack[root] = true;
+            while let Some((v, ss, ci)) = call.last_mut() {
+                let v = *v;
+                if *ci < ss.len() {
+                    let w = ss[*ci] as usize;
+                    *ci += 1;
+                    if index[w] == u32::MAX {
+                        index[w] = next;
+                        low[w] = next;
+                        next += 1;
+                        stack.push(w);
+                        on_stack[w] = true;
+                        let sw = succ(w);
+                        call.push((w, sw, 0));
+                    } else if on_stack[w] {
+                        low[v] = low[v].min(index[w]);
+                    }
+                } else {
+                    call.pop();
+                    if let Some((p, _, _)) = call.last() {
+                        low[*p] = low[*p].min(low[v]);
+                    }
+                    if low[v] == index[v] {
+                        while let Some(w) = stack.pop() {
+                            on_stack[w] = false;
+                            comp[w] = ncomp;
+                            if w == v {
+                                break;
+                            }
+                        }
+                        ncomp += 1;
+                    }
+                }
+            }
+        }
+        comp
+    }
+
+    /// Canonical encoding of the component `scc` seen from `state`: states numbered breadth-first
+    /// from `state`, byte transitions inside the component by number, leaving ones as "exit". `None`
+    /// when the component is trivial or larger than `max`.
+    pub(crate) fn component_key(&self, state: u32, sccs: &[u32], max: usize) -> Option<Vec<u32>> {
+        const EXIT: u32 = u32::MAX - 1;
+        let c = sccs[state as usize];
+        let mut order: Vec<u32> = vec![state];
+        let mut num: std::collections::HashMap<u32, u32> = std::collections::HashMap::from([(state, 0)]);
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < order.len() {
+            if order.len() > max {
+                return None;
+            }
+            let s = order[i];
+            let mut b = 0usize;
+            while b < 256 {
+                let t = self.next(s, b as u8);
+                let mut e = b;
+                while e + 1 < 256 && self.next(s, (e + 1) as u8) == t {
+                    e += 1;
+                }
+                let code = if t == DEAD {
+                    DEAD
+                } else if sccs[t as usize] != c {
+                    EXIT
+                } else {
+                    let len = num.len() as u32;
+                    *num.entry(t).or_insert_with(|| {
+                        order.push(t);
+                        len
+                    })
+                };
+                out.extend([b as u32, e as u32, code]);
+                b = e + 1;
+            }
+            out.push(u32::MAX - 2);
+            i += 1;
+        }
+        let trivial = order.len() == 1 && !out.chunks(3).any(|x| x.len() == 3 && x[2] == 0);
+        if trivial { None } else { Some(out) }
+    }
+
+    /// Removes states that cannot reach a final state (after rule edges to unproductive rules were
+    /// dropped) and renumbers canonically. Returns `false` if the start state itself is dead.
+    pub(crate) fn retrim(&mut self) -> bool {
+        let dfa = Dfa {
+            classes: self.classes,
+            nclasses: self.nclasses,
+            trans: std::mem::take(&mut self.trans),
+            rule_edges: std::mem::take(&mut self.rule_edges),
+            finals: std::mem::take(&mut self.finals),
+        };
+        match dfa.trim().map(|d| d.canonical()) {
+            Some(d) => {
+                *self = d.into_automaton();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Label {
+    Eps,
+    Bytes(u8, u8),
+    Rule(u32),
+}
+
+struct Nfa<'a> {
+    edges: Vec<Vec<(Label, u32)>>,
+    max_states: usize,
+    deadline: Instant,
+    regex_depth: usize,
+    /// Bodies of rules to inline (`None`: keep a rule-reference edge).
+    inline: &'a dyn Fn(u32) -> Option<&'a Expr>,
+    /// Inlined rule fragments by (rule, continuation state): a rule inlined twice in front of the same
+    /// continuation is built once.
+    shared: std::collections::HashMap<(u32, u32), u32>,
+    inline_depth: usize,
+}
+
+/// Inlining nested deeper than this keeps rule-reference edges (bounded native recursion).
+const INLINE_DEPTH: usize = 48;
+
+impl Nfa<'_> {
+    fn new_state(&mut self) -> Result<u32, BuildError> {
+        if self.edges.len() >= self.max_states {
+            return Err(BuildError::Limit("automaton states", self.edges.len() + 1, self.max_states));
+        }
+        if self.edges.len() % 4096 == 0 && Instant::now() > self.deadline {
+            return Err(BuildError::Timeout);
+        }
+        self.edges.push(Vec::new());
+        Ok(self.edges.len() as u32 - 1)
+    }
+
+    fn edge(&mut self, from: u32, label: Label, to: u32) {
+        self.edges[from as usize].push((label, to));
+    }
+
+    fn fresh_from(&mut self, from: u32) -> Result<u32, BuildError> {
+        let s = self.new_state()?;
+        self.edge(from, Label::Eps, s);
+        Ok(s)
+    }
+
+    /// Splices the product automaton of `base ∩ and ∖ not` in from `from`; returns its end state.
+    fn restrict(&mut self, from: u32, base: &Expr, and: &[Expr], not: &[Expr]) -> Result<u32, BuildError> {
+        let no_rules = |_: u32| -> Option<u32> { None };
+        let part = |e: &Expr, nfa: &Nfa<'_>| -> Result<Automaton, BuildError> {
+            let mut refs = false;
+            e.for_each_rule(&mut |_| refs = true);
+            if refs {
+                return Err(BuildError::Regex("rule references inside a restriction".into()));
+            }
+            build(e, &no_rules, &|_| None, nfa.max_states, nfa.deadline)
+        };
+        let mut parts = vec![part(base, self)?];
+        for e in and {
+            parts.push(part(e, self)?);
+        }
+        let n_and = parts.len();
+        for e in not {
+            parts.push(part(e, self)?);
+        }
+        let accepting = |t: &[u32]| {
+            t[..n_and].iter().zip(&parts).all(|(&s, a)| a.is_final(s))
+                && t[n_and..].iter().zip(&parts[n_and..]).all(|(&s, a)| s == DEAD || !a.is_final(s))
+        };
+        let start: Vec<u32> = vec![0; parts.len()];
+        let mut ids: std::collections::HashMap<Vec<u32>, u32> = std::collections::HashMap::new();
+        let mut tuples = vec![start.clone()];
+        ids.insert(start, 0);
+        let mut trans: Vec<Vec<(u8, u8, u32)>> = Vec::new();
+        let mut i = 0;
+        while i < tuples.len() {
+            if tuples.len() > self.max_states {
+                return Err(BuildError::Limit("automaton states", tuples.len(), self.max_states));
+            }
+            let t = tuples[i].clone();
+            let mut row: Vec<(u8, u8, u32)> = Vec::new();
+            for b in 0..=255u8 {
+                let next: Vec<u32> =
+                    t.iter().zip(&parts).map(|(&s, a)| if s == DEAD { DEAD } else { a.next(s, b) }).collect();
+                if next[..n_and].contains(&DEAD) {
+                    continue;
+                }
+                let len = tuples.len() as u32;
+                let id = *ids.entry(next.clone()).or_insert_with(|| {
+                    tuples.push(next);
+                    len
+                });
+                match row.last_mut() {
+                    Some(last) if last.2 == id && last.1 as u32 + 1 == b as u32 => last.1 = b,
+                    _ => row.push((b, b, id)),
+                }
+            }
+            trans.push(row);
+            i += 1;
+        }
+        let end = self.new_state()?;
+        let base_state = self.edges.len() as u32;
+        for _ in 0..tuples.len() {
+            self.new_state()?;
+        }
+        self.edge(from, Label::Eps, base_state);
+        for (i, row) in trans.iter().enumerate() {
+            let s = base_state + i as u32;
+            for &(lo, hi, t) in row {
+                self.edge(s, Label::Bytes(lo, hi), base_state + t);
+            }
+            if accepting(&tuples[i]) {
+                self.edge(s, Label::Eps, end);
+            }
+        }
+        Ok(end)
+    }
+
+    fn chars(&mut self, from: u32, negated: bool, ranges: &[(char, char)]) -> Result<u32, BuildError> {
+        let mut rs: Vec<(u32, u32)> = ranges.iter().map(|&(a, b)| (a as u32, b as u32)).collect();
+        rs.sort_unstable();
+        let mut merged: Vec<(u32, u32)> = Vec::new();
+        for (a, b) in rs {
+            match merged.last_mut() {
+                Some(last) if a <= last.1.saturating_add(1) => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        if negated {
+            let mut comp = Vec::new();
+            let mut next = 0u32;
+            for (a, b) in merged {
+                if a > next {
+                    comp.push((next, a - 1));
+                }
+                next = b + 1;
+            }
+            if next <= 0x10FFFF {
+                comp.push((next, 0x10FFFF));
+            }
+            merged = comp;
+        }
+        let end = self.new_state()?;
+        let mut suffixes: std::collections::HashMap<Vec<(u8, u8)>, u32> = std::collections::HashMap::new();
+        for (a, b) in merged {
+            // Surrogates are not characters; clip them out so `char::from_u32` always succeeds.
+            let pieces = [(a, b.min(0xD7FF)), (a.max(0xE000), b)];
+            for (a, b) in pieces {
+                let (Some(a), Some(b)) = (char::from_u32(a), char::from_u32(b)) else { continue };
+                if a > b {
+                    continue;
+                }
+                for seq in Utf8Sequences::new(a, b) {
+                    // Sequences share their continuation-byte suffixes (`[80-BF]` tails): one state
+                    // per distinct suffix keeps classes small.
+                    let ranges: Vec<(u8, u8)> = seq.as_slice().iter().map(|r| (r.start, r.end)).collect();
+                    let mut cur = from;
+                    for i in 0..ranges.len() {
+                        let (lo, hi) = ranges[i];
+                        let to = if i + 1 == ranges.len() {
+                            end
+                        } else if let Some(&t) = suffixes.get(&ranges[i + 1..]) {
+                            self.edge(cur, Label::Bytes(lo, hi), t);
+                            break;
+                        } else {
+                            let t = self.new_state()?;
+                            suffixes.insert(ranges[i + 1..].to_vec(), t);
+                            t
+                        };
+                        self.edge(cur, Label::Bytes(lo, hi), to);
+                        cur = to;
+                    }
+                }
+            }
+        }
+        Ok(end)
+    }
+
+    /// Builds `e` from `from` and returns its end state.
+    fn build(&mut self, e: &Expr, from: u32, rule_map: &dyn Fn(u32) -> Option<u32>) -> Result<u32, BuildError> {
+        let end = self.new_state()?;
+        self.build_k(e, from, end, rule_map)?;
+        Ok(end)
+    }
+
+    /// Builds `e` from `from` with its end joined to the continuation state `k`. Sequences are built
+    /// back to front so that every part knows its continuation, and an inlined rule is built once per
+    /// continuation: the chains of optional object members stay linear instead of being copied.
+    fn build_k(
+        &mut self,
+        e: &Expr,
+        from: u32,
+        k: u32,
+        rule_map: &dyn Fn(u32) -> Option<u32>,
+    ) -> Result<(), BuildError> {
+        match e {
+            Expr::Seq(parts) if !parts.is_empty() => {
+                let mut next = k;
+                for (i, p) in parts.iter().enumerate().rev() {
+                    let start = if i == 0 { from } else { self.new_state()? };
+                    self.build_k(p, start, next, rule_map)?;
+                    next = start;
+                }
+                Ok(())
+            }
+            Expr::Alt(parts) => {
+                for p in parts {
+                    let s = self.fresh_from(from)?;
+                    self.build_k(p, s, k, rule_map)?;
+                }
+                Ok(())
+            }
+            Expr::Rule(r) if self.inline_depth < INLINE_DEPTH => match (self.inline)(r.0) {
+                Some(body) => {
+                    if let Some(&start) = self.shared.get(&(r.0, k)) {
+                        self.edge(from, Label::Eps, start);
+                        return Ok(());
+                    }
+                    let start = self.fresh_from(from)?;
+                    self.shared.insert((r.0, k), start);
+                    self.inline_depth += 1;
+                    let res = self.build_k(body, start, k, rule_map);
+                    self.inline_depth -= 1;
+                    res
+                }
+                None => {
+                    let end = self.build_plain(e, from, rule_map)?;
+                    self.edge(end, Label::Eps, k);
+                    Ok(())
+                }
+            },
+            _ => {
+                let end = self.build_plain(e, from, rule_map)?;
+                self.edge(end, Label::Eps, k);
+                Ok(())
+            }
+        }
+    }
+
+    /// Builds `e` starting at `from`; returns the end state.
+    fn build_plain(&mut self, e: &Expr, from: u32, rule_map: &dyn Fn(u32) -> Option<u32>) -> Result<u32, BuildError> {
+        match e {
+            Expr::Empty => Ok(from),
+            Expr::Literal(s) => {
+                let mut cur = from;
+                for &b in s.as_bytes() {
+                    let to = self.new_state()?;
+                    self.edge(cur, Label::Bytes(b, b), to);
+                    cur = to;
+                }
+                Ok(cur)
+            }
+            Expr::CharClass { negated, ranges } => self.chars(from, *negated, ranges),
+            Expr::Rule(r) => {
+                if self.inline_depth < INLINE_DEPTH
+                    && let Some(body) = (self.inline)(r.0)
+                {
+                    self.inline_depth += 1;
+                    let end = self.build(body, from, rule_map);
+                    self.inline_depth -= 1;
+                    return end;
+                }
+                let to = self.new_state()?;
+                // A rule that can never match leaves `to` unreachable.
+                if let Some(id) = rule_map(r.0) {
+                    self.edge(from, Label::Rule(id), to);
+                }
+                Ok(to)
+            }
+            Expr::Seq(parts) => {
+                let mut cur = from;
+                for p in parts {
+                    cur = self.build(p, cur, rule_map)?;
+                }
+                Ok(cur)
+            }
+            Expr::Alt(parts) => {
+                let end = self.new_state()?;
+                for p in parts {
+                    let s = self.fresh_from(from)?;
+                    let e = self.build(p, s, rule_map)?;
+                    self.edge(e, Label::Eps, end);
+                }
+                Ok(end)
+            }
+            Expr::Repeat { expr, min, max } => {
+                let mut cur = from;
+                for _ in 0..*min {
+                    let s = self.fresh_from(cur)?;
+                    cur = self.build(expr, s, rule_map)?;
+                }
+                match max {
+                    None => {
+                        let hub = self.fresh_from(cur)?;
+                        let s = self.fresh_from(hub)?;
+                        let e = self.build(expr, s, rule_map)?;
+                        self.edge(e, Label::Eps, hub);
+                        Ok(hub)
+                    }
+                    Some(max) => {
+                        let end = self.new_state()?;
+                        for _ in *min..*max {
+                            self.edge(cur, Label::Eps, end);
+                            let s = self.fresh_from(cur)?;
+                            cur = self.build(expr, s, rule_map)?;
+                        }
+                        self.edge(cur, Label::Eps, end);
+                        Ok(end)
+                    }
+                }
+            }
+            Expr::Restrict { base, and, not } => self.restrict(from, base, and, not),
+            Expr::Regex(pattern) => {
+                if self.regex_depth > 4 {
+                    return Err(BuildError::Regex("regex nested in regex".into()));
+                }
+                let inner = regex_to_expr(pattern, RegexMode::Terminal).map_err(BuildError::Regex)?;
+                self.regex_depth += 1;
+                let r = self.build(&inner, from, rule_map);
+                self.regex_depth -= 1;
+                r
+            }
+        }
+    }
+}
+
+struct Dfa {
+    classes: [u8; 256],
+    nclasses: usize,
+    trans: Vec<u32>,
+    rule_edges: Vec<Vec<(u32, u32)>>,
+    finals: Vec<bool>,
+}
+
+/// Builds the minimized automaton of `expr`. `rule_map` maps grammar rule ids to automaton rule ids
+/// (`None`: the reference can never match).
+pub(crate) fn build<'a>(
+    expr: &Expr,
+    rule_map: &dyn Fn(u32) -> Option<u32>,
+    inline: &'a dyn Fn(u32) -> Option<&'a Expr>,
+    max_states: usize,
+    deadline: Instant,
+) -> Result<Automaton, BuildError> {
+    let mut nfa = Nfa {
+        edges: Vec::new(),
+        max_states,
+        deadline,
+        regex_depth: 0,
+        inline,
+        shared: std::collections::HashMap::new(),
+        inline_depth: 0,
+    };
+    let start = nfa.new_state()?;
+    let end = nfa.build(expr, start, rule_map)?;
+    let dfa = determinize(&nfa.edges, start, end, max_states, deadline)?;
+    let dfa = match dfa.trim() {
+        Some(d) => d,
+        None => return Ok(empty_automaton()),
+    };
+    let dfa = dfa.minimize(deadline)?;
+    let a = dfa.canonical().into_automaton();
+    Ok(a)
+}
+
+/// Whether the rule-free expression `e` matches `text` exactly (`None` if it cannot be built).
+pub(crate) fn matches(e: &Expr, text: &[u8], deadline: Instant) -> Option<bool> {
+    let a = build(e, &|_| None, &|_| None, 100_000, deadline).ok()?;
+    let mut s = 0;
+    for &b in text {
+        s = a.next(s, b);
+        if s == DEAD {
+            return Some(false);
+        }
+    }
+    Some(a.is_final(s))
+}
+
+/// An automaton whose language is empty (a rule that can never match).
+fn empty_automaton() -> Automaton {
+    Dfa { classes: [0; 256], nclasses: 1, trans: vec![DEAD], rule_edges: vec![Vec::new()], finals: vec![false] }
+        .into_automaton()
+}
+
+fn closure(edges: &[Vec<(Label, u32)>], set: &mut Vec<u32>, mark: &mut [u32], stamp: u32) {
+    let mut i = 0;
+    for &s in set.iter() {
+        mark[s as usize] = stamp;
+    }
+    while i < set.len() {
+        let s = set[i];
+        for &(l, t) in &edges[s as usize] {
+            if matches!(l, Label::Eps) && mark[t as usize] != stamp {
+                mark[t as usize] = stamp;
+                set.push(t);
+            }
+        }
+        i += 1;
+    }
+    set.sort_unstable();
+}
+
+fn determinize(
+    edges: &[Vec<(Label, u32)>],
+    start: u32,
+    end: u32,
+    max_states: usize,
+    deadline: Instant,
+) -> Result<Dfa, BuildError> {
+    // Byte classes: bytes that no range boundary separates behave alike.
+    let mut boundary = [false; 257];
+    boundary[0] = true;
+    boundary[256] = true;
+    for es in edges {
+        for &(l, _) in es {
+            if let Label::Bytes(a, b) = l {
+                boundary[a as usize] = true;
+                boundary[b as usize + 1] = true;
+            }
+        }
+    }
+    let mut classes = [0u8; 256];
+    let mut reps = Vec::new();
+    let mut c: i32 = -1;
+    for b in 0..256 {
+        if boundary[b] {
+            c += 1;
+            reps.push(b as u8);
+        }
+        classes[b] = c as u8;
+    }
+    let nclasses = reps.len();
+    let mut mark = vec![0u32; edges.len()];
+    let mut stamp = 1u32;
+    // Subsets are keyed by their important states only (those with byte or rule edges, and the end
+    // state): subsets that differ only in pure-epsilon states behave the same, and merging them here
+    // is what keeps automata small without a minimization pass.
+    let important: Vec<bool> = edges
+        .iter()
+        .enumerate()
+        .map(|(i, es)| i as u32 == end || es.iter().any(|(l, _)| !matches!(l, Label::Eps)))
+        .collect();
+    let mut init = vec![start];
+    closure(edges, &mut init, &mut mark, stamp);
+    init.retain(|&s| important[s as usize]);
+    let mut ids: HashMap<Vec<u32>, u32> = HashMap::default();
+    let mut sets: Vec<Vec<u32>> = vec![init.clone()];
+    ids.insert(init, 0);
+    let mut trans: Vec<u32> = Vec::new();
+    let mut rule_edges: Vec<Vec<(u32, u32)>> = Vec::new();
+    let mut finals = Vec::new();
+    let mut by_class: Vec<Vec<u32>> = vec![Vec::new(); nclasses];
+    let mut by_rule: Vec<(u32, u32)> = Vec::new();
+    let mut buf: Vec<u32> = Vec::new();
+    let mut i = 0;
+    while i < sets.len() {
+        if i % 1024 == 0 && Instant::now() > deadline {
+            return Err(BuildError::Timeout);
+        }
+        finals.push(sets[i].binary_search(&end).is_ok());
+        for v in &mut by_class {
+            v.clear();
+        }
+        by_rule.clear();
+        for &s in &sets[i] {
+            for &(l, t) in &edges[s as usize] {
+                match l {
+                    Label::Eps => {}
+                    Label::Bytes(a, b) => {
+                        for v in &mut by_class[classes[a as usize] as usize..=classes[b as usize] as usize] {
+                            v.push(t);
+                        }
+                    }
+                    Label::Rule(r) => by_rule.push((r, t)),
+                }
+            }
+        }
+        let mut target_of = |targets: &[u32], sets: &mut Vec<Vec<u32>>| -> Result<u32, BuildError> {
+            stamp += 1;
+            buf.clear();
+            buf.extend_from_slice(targets);
+            buf.sort_unstable();
+            buf.dedup();
+            closure(edges, &mut buf, &mut mark, stamp);
+            buf.retain(|&s| important[s as usize]);
+            if let Some(&id) = ids.get(buf.as_slice()) {
+                return Ok(id);
+            }
+            if sets.len() >= max_states {
+                return Err(BuildError::Limit("automaton states", sets.len() + 1, max_states));
+            }
+            let id = sets.len() as u32;
+            ids.insert(buf.clone(), id);
+            sets.push(buf.clone());
+            Ok(id)
+        };
+        for (c, targets) in by_class.iter().enumerate() {
+            let t = if targets.is_empty() {
+                DEAD
+            } else if c > 0 && *targets == by_class[c - 1] {
+                // Neighbouring classes often lead to the same NFA states.
+                *trans.last().expect("previous class")
+            } else {
+                target_of(targets, &mut sets)?
+            };
+            trans.push(t);
+        }
+        by_rule.sort_unstable();
+        let mut redges = Vec::new();
+        let mut j = 0;
+        while j < by_rule.len() {
+            let r = by_rule[j].0;
+            let mut targets = Vec::new();
+            while j < by_rule.len() && by_rule[j].0 == r {
+                targets.push(by_rule[j].1);
+                j += 1;
+            }
+            let t = target_of(&targets, &mut sets)?;
+            redges.push((r, t));
+        }
+        rule_edges.push(redges);
+        i += 1;
+    }
+    Ok(Dfa { classes, nclasses, trans, rule_edges, finals })
+}
+
+impl Dfa {
+    fn len(&self) -> usize {
+        self.finals.len()
+    }
+
+    /// Drops states that cannot reach a final state. `None` if the start state is among them.
+    fn trim(mut self) -> Option<Dfa> {
+        let n = self.len();
+        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for s in 0..n {
+            for c in 0..self.nclasses {
+                let t = self.trans[s * self.nclasses + c];
+                if t != DEAD {
+                    preds[t as usize].push(s as u32);
+                }
+            }
+            for &(_, t) in &self.rule_edges[s] {
+                preds[t as usize].push(s as u32);
+            }
+        }
+        let mut live = self.finals.clone();
+        let mut stack: Vec<u32> = (0..n as u32).filter(|&s| live[s as usize]).collect();
+        while let Some(s) = stack.pop() {
+            for &p in &preds[s as usize] {
+                if !live[p as usize] {
+                    live[p as usize] = true;
+                    stack.push(p);
+                }
+            }
+        }
+        if !live[0] {
+            return None;
+        }
+        for s in 0..n {
+            for c in 0..self.nclasses {
+                let t = &mut self.trans[s * self.nclasses + c];
+                if *t != DEAD && !live[*t as usize] {
+                    *t = DEAD;
+                }
+            }
+            self.rule_edges[s].retain(|&(_, t)| live[t as usize]);
+        }
+        Some(self)
+    }
+
+    /// Hopcroft's partition refinement (Hopcroft 1971), over byte classes and rule symbols, with an
+    /// implicit dead state making the automaton complete.
+    // Parallel tables indexed by block and symbol: index loops on purpose.
+    #[allow(clippy::needless_range_loop)]
+    fn minimize(self, deadline: Instant) -> Result<Dfa, BuildError> {
+        let n = self.len();
+        if n <= 1 {
+            return Ok(self);
+        }
+        let dead = n as u32;
+        let mut rules: Vec<u32> = self.rule_edges.iter().flatten().map(|&(r, _)| r).collect();
+        rules.sort_unstable();
+        rules.dedup();
+        let nsym = self.nclasses + rules.len();
+        let delta = |s: usize, a: usize| -> u32 {
+            if s == n {
+                return dead;
+            }
+            if a < self.nclasses {
+                let t = self.trans[s * self.nclasses + a];
+                if t == DEAD { dead } else { t }
+            } else {
+                let r = rules[a - self.nclasses];
+                self.rule_edges[s].iter().find(|e| e.0 == r).map_or(dead, |e| e.1)
+            }
+        };
+        // Inverse transitions grouped by target, sorted by symbol. Transitions into the dead state are
+        // left out: the block holding it is never used as a splitter (below), which keeps the work
+        // proportional to the real transitions.
+        let total = n + 1;
+        let mut pred_start = vec![0u32; total + 1];
+        let mut count = |t: u32| pred_start[t as usize + 1] += 1;
+        for s in 0..n {
+            for a in 0..nsym {
+                let t = delta(s, a);
+                if t != dead {
+                    count(t);
+                }
+            }
+        }
+        for t in 0..total {
+            pred_start[t + 1] += pred_start[t];
+        }
+        let mut fill: Vec<u32> = pred_start[..total].to_vec();
+        let mut pred: Vec<(u32, u32)> = vec![(0, 0); pred_start[total] as usize];
+        // Filling symbol by symbol keeps each target's list sorted by symbol.
+        for a in 0..nsym {
+            for s in 0..n {
+                let t = delta(s, a);
+                if t != dead {
+                    pred[fill[t as usize] as usize] = (a as u32, s as u32);
+                    fill[t as usize] += 1;
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(BuildError::Timeout);
+        }
+        let mut block: Vec<u32> = (0..total).map(|s| if s < n && self.finals[s] { 0 } else { 1 }).collect();
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(), Vec::new()];
+        for s in 0..total {
+            members[block[s] as usize].push(s as u32);
+        }
+        if members[0].is_empty() || members[1].is_empty() {
+            members.retain(|m| !m.is_empty());
+            for (i, m) in members.iter().enumerate() {
+                for &s in m {
+                    block[s as usize] = i as u32;
+                }
+            }
+        }
+        // in_work[block * nsym + symbol]
+        let mut in_work: Vec<bool> = vec![false; members.len() * nsym];
+        let mut work: Vec<(u32, u32)> = Vec::new();
+        // Hopcroft may start from either initial block and push either half of a split; always
+        // choosing the side without the dead state is what lets its transitions be ignored.
+        let first = (0..members.len()).find(|&b| block[n] as usize != b);
+        if let Some(first) = first {
+            for a in 0..nsym {
+                work.push((first as u32, a as u32));
+                in_work[first * nsym + a] = true;
+            }
+        }
+        let mut touched: Vec<u32> = Vec::new();
+        let mut hit: Vec<Vec<u32>> = vec![Vec::new(); members.len()];
+        let mut rounds = 0usize;
+        while let Some((b, a)) = work.pop() {
+            in_work[b as usize * nsym + a as usize] = false;
+            rounds += 1;
+            if rounds % 4096 == 0 && Instant::now() > deadline {
+                return Err(BuildError::Timeout);
+            }
+            let a = a as usize;
+            // States with an `a`-transition into block b.
+            for &t in &members[b as usize] {
+                let list = &pred[pred_start[t as usize] as usize..pred_start[t as usize + 1] as usize];
+                let lo = list.partition_point(|p| (p.0 as usize) < a);
+                let hi = list.partition_point(|p| (p.0 as usize) <= a);
+                for &(_, s) in &list[lo..hi] {
+                    let y = block[s as usize] as usize;
+                    if hit[y].is_empty() {
+                        touched.push(y as u32);
+                    }
+                    hit[y].push(s);
+                }
+            }
+            for &y in &touched {
+                let y = y as usize;
+                let xs = std::mem::take(&mut hit[y]);
+                if xs.len() == members[y].len() {
+                    continue;
+                }
+                // Split y into (y \ X) kept as y and (y ∩ X) as a new block.
+                let z = members.len();
+                for &s in &xs {
+                    block[s as usize] = z as u32;
+                }
+                let (inside, outside): (Vec<u32>, Vec<u32>) =
+                    members[y].iter().partition(|&&s| block[s as usize] == z as u32);
+                members[y] = outside;
+                members.push(inside);
+                hit.push(Vec::new());
+                in_work.extend(std::iter::repeat_n(false, nsym));
+                let dead_block = block[n] as usize;
+                for c in 0..nsym {
+                    if in_work[y * nsym + c] {
+                        in_work[z * nsym + c] = true;
+                        work.push((z as u32, c as u32));
+                    } else {
+                        let small = if dead_block == z {
+                            y
+                        } else if dead_block == y || members[z].len() <= members[y].len() {
+                            z
+                        } else {
+                            y
+                        };
+                        in_work[small * nsym + c] = true;
+                        work.push((small as u32, c as u32));
+                    }
+                }
+            }
+            touched.clear();
+        }
+        let count_all = members.len();
+        if count_all == total {
+            return Ok(self);
+        }
+        // Renumber live blocks (drop the dead state's block), start state first.
+        let dead_block = block[n];
+        let mut new_id = vec![u32::MAX; count_all];
+        let mut next = 0u32;
+        new_id[block[0] as usize] = next;
+        next += 1;
+        for s in 1..n {
+            let b = block[s] as usize;
+            if new_id[b] == u32::MAX && b as u32 != dead_block {
+                new_id[b] = next;
+                next += 1;
+            }
+        }
+        let count = next as usize;
+        let map = |t: u32| -> u32 {
+            if t == DEAD || block[t as usize] == dead_block { DEAD } else { new_id[block[t as usize] as usize] }
+        };
+        let mut trans = vec![DEAD; count * self.nclasses];
+        let mut rule_edges = vec![Vec::new(); count];
+        let mut finals = vec![false; count];
+        for s in 0..n {
+            let b = new_id[block[s] as usize];
+            if b == u32::MAX {
+                continue;
+            }
+            let b = b as usize;
+            finals[b] = self.finals[s];
+            for c in 0..self.nclasses {
+                trans[b * self.nclasses + c] = map(self.trans[s * self.nclasses + c]);
+            }
+            rule_edges[b] = self.rule_edges[s].iter().map(|&(r, t)| (r, map(t))).filter(|e| e.1 != DEAD).collect();
+        }
+        Ok(Dfa { classes: self.classes, nclasses: self.nclasses, trans, rule_edges, finals })
+    }
+
+    /// Breadth-first renumbering from the start state (bytes in order, then rule edges), dropping
+    /// unreachable states, with byte classes recomputed from the transitions actually used.
+    fn canonical(self) -> Dfa {
+        let n = self.len();
+        let mut order = vec![DEAD; n];
+        let mut queue = vec![0u32];
+        order[0] = 0;
+        let mut i = 0;
+        while i < queue.len() {
+            let s = queue[i] as usize;
+            for c in 0..self.nclasses {
+                let t = self.trans[s * self.nclasses + c];
+                if t != DEAD && order[t as usize] == DEAD {
+                    order[t as usize] = queue.len() as u32;
+                    queue.push(t);
+                }
+            }
+            for &(_, t) in &self.rule_edges[s] {
+                if order[t as usize] == DEAD {
+                    order[t as usize] = queue.len() as u32;
+                    queue.push(t);
+                }
+            }
+            i += 1;
+        }
+        let m = queue.len();
+        // Recompute byte classes: bytes with identical columns over the kept states.
+        let mut col_ids: HashMap<Vec<u32>, u8> = HashMap::default();
+        let mut classes = [0u8; 256];
+        let mut cols: Vec<Vec<u32>> = Vec::new();
+        let mut old_to_new = vec![0u8; self.nclasses];
+        for (c, new) in old_to_new.iter_mut().enumerate() {
+            let col: Vec<u32> = queue
+                .iter()
+                .map(|&s| {
+                    let t = self.trans[s as usize * self.nclasses + c];
+                    if t == DEAD { DEAD } else { order[t as usize] }
+                })
+                .collect();
+            let next = col_ids.len() as u8;
+            let id = *col_ids.entry(col.clone()).or_insert_with(|| {
+                cols.push(col);
+                next
+            });
+            *new = id;
+        }
+        for (b, class) in classes.iter_mut().enumerate() {
+            *class = old_to_new[self.classes[b] as usize];
+        }
+        let nclasses = cols.len();
+        let mut trans = vec![DEAD; m * nclasses];
+        for (c, col) in cols.iter().enumerate() {
+            for (s, &t) in col.iter().enumerate() {
+                trans[s * nclasses + c] = t;
+            }
+        }
+        let mut rule_edges = Vec::with_capacity(m);
+        let mut finals = Vec::with_capacity(m);
+        for &s in &queue {
+            let mut es: Vec<(u32, u32)> =
+                self.rule_edges[s as usize].iter().map(|&(r, t)| (r, order[t as usize])).collect();
+            es.sort_unstable();
+            rule_edges.push(es);
+            finals.push(self.finals[s as usize]);
+        }
+        Dfa { classes, nclasses, trans, rule_edges, finals }
+    }
+
+    fn into_automaton(self) -> Automaton {
+        let n = self.len();
+        let mut scannable = vec![false; n];
+        let mut self_loop = vec![[0u64; 4]; n];
+        for s in 0..n {
+            for b in 0..256usize {
+                let t = self.trans[s * self.nclasses + self.classes[b] as usize];
+                if t != DEAD {
+                    scannable[s] = true;
+                    if t as usize == s {
+                        self_loop[s][b / 64] |= 1 << (b % 64);
+                    }
+                }
+            }
+        }
+        let mut a = Automaton {
+            classes: self.classes,
+            nclasses: self.nclasses,
+            trans: self.trans,
+            rule_edges: self.rule_edges,
+            finals: self.finals,
+            scannable,
+            self_loop,
+            char_loop: Vec::new(),
+        };
+        a.char_loop = (0..n as u32).map(|s| a.loops_on_all_multibyte(s)).collect();
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::Grammar;
+    use std::time::Duration;
+
+    fn automaton(text: &str) -> Automaton {
+        let g = Grammar::parse(text).expect("parses");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        build(&g.rules()[0].expr, &|r| Some(r), &|_| None, 100_000, deadline).expect("builds")
+    }
+
+    fn matches(a: &Automaton, s: &[u8]) -> bool {
+        let mut st = 0;
+        for &b in s {
+            st = a.next(st, b);
+            if st == DEAD {
+                return false;
+            }
+        }
+        a.is_final(st)
+    }
+
+    #[test]
+    fn literal_alternatives_are_minimized() {
+        let a = automaton(r#"root ::= "ab" | "cb" | "a" "b""#);
+        assert_eq!(a.len(), 3);
+        assert!(matches(&a, b"ab") && matches(&a, b"cb") && !matches(&a, b"a") && !matches(&a, b"bb"));
+    }
+
+    #[test]
+    fn utf8_classes_and_negation() {
+        let a = automaton("root ::= [^a\\u00e9]");
+        assert!(matches(&a, "b".as_bytes()));
+        assert!(matches(&a, "€".as_bytes()));
+        assert!(matches(&a, "😀".as_bytes()));
+        assert!(!matches(&a, "é".as_bytes()));
+        assert!(!matches(&a, b"a"));
+        assert!(!matches(&a, &[0xC3]));
+        assert!(!matches(&a, &[0xED, 0xA0, 0x80]), "surrogates are not characters");
+    }
+
+    #[test]
+    fn bounded_repetition_counts() {
+        let a = automaton("root ::= \"x\"{2,4} \"y\"{3,} [0-9]{0,2}");
+        assert!(matches(&a, b"xxyyy") && matches(&a, b"xxxxyyyyy12"));
+        assert!(
+            !matches(&a, b"xyyy") && !matches(&a, b"xxxxxyyy") && !matches(&a, b"xxyy") && !matches(&a, b"xxyyy123")
+        );
+    }
+
+    #[test]
+    fn regex_terminal() {
+        let a = automaton(r"root ::= /[a-c]+(x|yz)?\d/");
+        assert!(matches(&a, b"abyz7") && matches(&a, b"c1"));
+        assert!(!matches(&a, b"yz7") && !matches(&a, b"ab"));
+    }
+
+    #[test]
+    fn equal_languages_encode_equally() {
+        let (a, b) = (automaton(r#"root ::= "a"+ | "b""#), automaton(r#"root ::= "b" | "a" "a"*"#));
+        let (mut ea, mut eb) = (Vec::new(), Vec::new());
+        a.encode(&mut |r| r, &mut ea);
+        b.encode(&mut |r| r, &mut eb);
+        assert_eq!(ea, eb);
+    }
+}

@@ -1,0 +1,389 @@
+//! `CompiledGrammar`: a grammar lowered to automata for one vocabulary, shared by all its matchers.
+//!
+//! Compilation inlines non-recursive rules (see `automaton::build`) (so most JSON Schemas become one automaton and their masks
+//! need no context), builds one minimized automaton per remaining rule, drops references to rules
+//! that can never complete (recursion without a base case), and computes nullable rules. The
+//! token-mask cache entries are filled lazily per `(rule, state)` and shared across grammars through
+//! the vocabulary's pool, keyed by the structural encoding of the rule and every rule it reaches.
+
+use crate::automaton::{self, Automaton, BuildError, DEAD};
+use crate::earley::Tables;
+use crate::grammar::{Expr, Grammar, GrammarError};
+use crate::json_schema::SchemaError;
+use crate::limits::Limits;
+use crate::mask::MaskEntry;
+use crate::vocab::TokenVocab;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Why a grammar or schema could not be compiled.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompileError {
+    /// The grammar text is invalid.
+    #[error(transparent)]
+    Grammar(#[from] GrammarError),
+    /// The JSON Schema cannot be enforced.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    /// A regex terminal is invalid or unsupported.
+    #[error("rule `{rule}`: {message}")]
+    Regex {
+        /// The rule holding the regex.
+        rule: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A size limit was exceeded.
+    #[error("rule `{rule}`: {what} limit reached ({got} > {max})")]
+    Limit {
+        /// The rule being compiled.
+        rule: String,
+        /// Which limit.
+        what: &'static str,
+        /// The size reached.
+        got: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Compilation took longer than [`Limits::compile_time`].
+    #[error("compilation exceeded the time limit of {0:?}")]
+    Timeout(Duration),
+    /// The start rule can never match anything (e.g. recursion without a base case).
+    #[error("rule `{0}` matches no string (recursion without a base case?)")]
+    EmptyLanguage(String),
+}
+
+/// An automaton built with inlined callees may have at most this many states; past it, the rule is
+/// rebuilt with its callees kept as rules.
+const INLINE_STATES: usize = 100_000;
+
+/// Time an inlined build may take before the rule is rebuilt with its callees kept as rules.
+const INLINE_TIME: Duration = Duration::from_millis(1500);
+
+/// A grammar compiled for one vocabulary. Shared (`Arc`) by every [`crate::Matcher`] that uses it.
+#[derive(Debug)]
+pub struct CompiledGrammar {
+    pub(crate) vocab: Arc<TokenVocab>,
+    pub(crate) tables: Tables,
+    pub(crate) limits: Limits,
+    names: Vec<String>,
+    keys: Vec<OnceLock<(u64, Arc<[u32]>)>>,
+    pub(crate) local: Vec<Vec<OnceLock<Arc<MaskEntry>>>>,
+    /// Per rule, the byte-transition SCC of every state (computed on first use).
+    sccs: Vec<OnceLock<Vec<u32>>>,
+}
+
+impl CompiledGrammar {
+    /// Compiles `grammar` for `vocab` with default [`Limits`].
+    pub fn new(vocab: Arc<TokenVocab>, grammar: &Grammar) -> Result<CompiledGrammar, CompileError> {
+        CompiledGrammar::with_limits(vocab, grammar, Limits::default())
+    }
+
+    /// Compiles `grammar` for `vocab` under `limits`.
+    pub fn with_limits(
+        vocab: Arc<TokenVocab>,
+        grammar: &Grammar,
+        limits: Limits,
+    ) -> Result<CompiledGrammar, CompileError> {
+        let deadline = Instant::now() + limits.compile_time;
+        compile(vocab, grammar, limits, deadline)
+    }
+
+    /// The vocabulary this grammar was compiled for.
+    pub fn vocab(&self) -> &Arc<TokenVocab> {
+        &self.vocab
+    }
+
+    /// Number of automaton states over all rules (a size measure).
+    pub fn num_states(&self) -> usize {
+        self.tables.rules.iter().map(Automaton::len).sum()
+    }
+
+    /// Name of compiled rule `rule` (for diagnostics).
+    #[allow(dead_code)]
+    pub(crate) fn rule_name(&self, rule: u32) -> &str {
+        &self.names[rule as usize]
+    }
+
+    /// Number of states of `rule`'s automaton (an upper bound on what pooling it would cost is the
+    /// whole grammar, but the rule itself dominates in practice).
+    pub(crate) fn pool_size(&self, rule: u32) -> usize {
+        self.tables.rules[rule as usize].len()
+    }
+
+    /// Byte-transition SCC ids of `rule`'s states.
+    pub(crate) fn sccs(&self, rule: u32) -> &[u32] {
+        self.sccs[rule as usize].get_or_init(|| self.tables.rules[rule as usize].byte_sccs())
+    }
+
+    /// The structural key of `rule`: its automaton and every automaton it reaches, rules renumbered
+    /// in order of first reference, so equal sub-grammars get equal keys across grammars.
+    pub(crate) fn key(&self, rule: u32) -> &(u64, Arc<[u32]>) {
+        self.keys[rule as usize].get_or_init(|| {
+            let mut order: Vec<u32> = vec![rule];
+            let mut index: HashMap<u32, u32> = HashMap::from([(rule, 0)]);
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < order.len() {
+                let r = order[i];
+                let mut map = |x: u32| {
+                    let next = index.len() as u32;
+                    *index.entry(x).or_insert_with(|| {
+                        order.push(x);
+                        next
+                    })
+                };
+                self.tables.rules[r as usize].encode(&mut map, &mut out);
+                out.push(u32::MAX - 3 + self.tables.nullable[r as usize] as u32);
+                i += 1;
+            }
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            out.hash(&mut h);
+            (h.finish(), out.into())
+        })
+    }
+}
+
+fn build_err(rule: &str, e: BuildError, limits: &Limits) -> CompileError {
+    match e {
+        BuildError::Limit(what, got, max) => CompileError::Limit { rule: rule.to_string(), what, got, max },
+        BuildError::Timeout => CompileError::Timeout(limits.compile_time),
+        BuildError::Regex(message) => CompileError::Regex { rule: rule.to_string(), message },
+    }
+}
+
+/// Rules that can reach themselves through references.
+fn recursive_rules(g: &Grammar) -> Vec<bool> {
+    let n = g.rules().len();
+    let succ: Vec<Vec<u32>> = g
+        .rules()
+        .iter()
+        .map(|r| {
+            let mut v = Vec::new();
+            r.expr.for_each_rule(&mut |id| v.push(id.0));
+            v.sort_unstable();
+            v.dedup();
+            v
+        })
+        .collect();
+    // Iterative Tarjan: grammars come from untrusted input, so no recursion on their shape.
+    let mut index = vec![u32::MAX; n];
+    let mut low = vec![0u32; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut rec = vec![false; n];
+    let mut next = 0u32;
+    for root in 0..n {
+        if index[root] != u32::MAX {
+            continue;
+        }
+        let mut call: Vec<(usize, usize)> = vec![(root, 0)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut ci)) = call.last_mut() {
+            if *ci < succ[v].len() {
+                let w = succ[v][*ci] as usize;
+                *ci += 1;
+                if index[w] == u32::MAX {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    call.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+            } else {
+                call.pop();
+                if let Some(&(p, _)) = call.last() {
+                    low[p] = low[p].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    let mut comp = Vec::new();
+                    while let Some(w) = stack.pop() {
+                        on_stack[w] = false;
+                        comp.push(w);
+                        if w == v {
+                            break;
+                        }
+                    }
+                    let cyclic = comp.len() > 1 || succ[v].contains(&(v as u32));
+                    for w in comp {
+                        rec[w] = cyclic;
+                    }
+                }
+            }
+        }
+    }
+    rec
+}
+
+fn compile(
+    vocab: Arc<TokenVocab>,
+    g: &Grammar,
+    limits: Limits,
+    deadline: Instant,
+) -> Result<CompiledGrammar, CompileError> {
+    let recursive = recursive_rules(g);
+    // Build every rule that stays a rule: the start rule and whatever the automata still reference.
+    // A rule is first built with its non-recursive callees inlined; if that automaton grows past the
+    // inlining budget, it is rebuilt with rule-reference edges and its callees become rules.
+    let start = g.start().index();
+    let ids = std::cell::RefCell::new((vec![start], HashMap::from([(start, 0u32)])));
+    let mut rules: Vec<Automaton> = Vec::new();
+    let mut total = 0usize;
+    let inline_budget = limits.automaton_states.min(INLINE_STATES);
+    // Rules with long bounded repetitions (a `maxLength: 4096` string) stay rules: copied into every
+    // use they would make one huge automaton.
+    let long: Vec<bool> = g.rules().iter().map(|r| has_long_repeat(&r.expr)).collect();
+    let inline_body = |r: u32| (!recursive[r as usize] && !long[r as usize]).then(|| &g.rules()[r as usize].expr);
+    let no_inline = |_: u32| None;
+    let map = |r: u32| {
+        let mut ids = ids.borrow_mut();
+        let (kept, new_id) = &mut *ids;
+        let next = kept.len() as u32;
+        Some(*new_id.entry(r as usize).or_insert_with(|| {
+            kept.push(r as usize);
+            next
+        }))
+    };
+    let mut i = 0;
+    while i < ids.borrow().0.len() {
+        if Instant::now() > deadline {
+            return Err(CompileError::Timeout(limits.compile_time));
+        }
+        let rule = ids.borrow().0[i];
+        let name = &g.rules()[rule].name;
+        let body = &g.rules()[rule].expr;
+        let before = ids.borrow().0.len();
+        let attempt_deadline = deadline.min(Instant::now() + INLINE_TIME);
+        let a = match automaton::build(body, &map, &inline_body, inline_budget, attempt_deadline) {
+            Err(BuildError::Limit(..)) | Err(BuildError::Timeout) if Instant::now() < deadline => {
+                // Forget the rules the failed attempt referenced.
+                let mut guard = ids.borrow_mut();
+                let (kept, new_id) = &mut *guard;
+                for r in kept.drain(before..) {
+                    new_id.remove(&r);
+                }
+                drop(guard);
+                automaton::build(body, &map, &no_inline, limits.automaton_states, deadline)
+            }
+            other => other,
+        }
+        .map_err(|e| build_err(name, e, &limits))?;
+        total += a.len();
+        if total > limits.total_states {
+            return Err(CompileError::Limit {
+                rule: name.clone(),
+                what: "total automaton states",
+                got: total,
+                max: limits.total_states,
+            });
+        }
+        rules.push(a);
+        i += 1;
+    }
+    let kept = ids.into_inner().0;
+    let names: Vec<String> = kept.iter().map(|&r| g.rules()[r].name.clone()).collect();
+    let productive = productive_rules(&rules);
+    if !productive[0] {
+        return Err(CompileError::EmptyLanguage(names[0].clone()));
+    }
+    if productive.iter().any(|p| !p) {
+        for (i, a) in rules.iter_mut().enumerate() {
+            if productive[i] {
+                a.remap_rules(&|r| productive[r as usize].then_some(r));
+                if !a.retrim() {
+                    return Err(CompileError::EmptyLanguage(names[i].clone()));
+                }
+            }
+        }
+    }
+    let nullable = nullable_rules(&rules);
+    let local = rules.iter().map(|a| (0..a.len()).map(|_| OnceLock::new()).collect()).collect();
+    let keys = (0..rules.len()).map(|_| OnceLock::new()).collect();
+    let sccs = (0..rules.len()).map(|_| OnceLock::new()).collect();
+    Ok(CompiledGrammar { vocab, tables: Tables { rules, nullable, start: 0 }, limits, names, keys, local, sccs })
+}
+
+/// Whether `e` holds a bounded repetition with more than [`LONG_REPEAT`] copies.
+fn has_long_repeat(e: &Expr) -> bool {
+    match e {
+        Expr::Repeat { expr, min, max } => max.unwrap_or(*min) > LONG_REPEAT || has_long_repeat(expr),
+        Expr::Seq(p) | Expr::Alt(p) => p.iter().any(has_long_repeat),
+        Expr::Restrict { base, and, not } => has_long_repeat(base) || and.iter().chain(not).any(has_long_repeat),
+        _ => false,
+    }
+}
+
+/// See [`has_long_repeat`].
+const LONG_REPEAT: u32 = 256;
+
+/// Rules with at least one complete derivation.
+fn productive_rules(rules: &[Automaton]) -> Vec<bool> {
+    let mut productive = vec![false; rules.len()];
+    loop {
+        let mut changed = false;
+        for (i, a) in rules.iter().enumerate() {
+            if !productive[i] && reaches_final(a, &|r| productive[r as usize], true) {
+                productive[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return productive;
+        }
+    }
+}
+
+/// Rules that match the empty string.
+fn nullable_rules(rules: &[Automaton]) -> Vec<bool> {
+    let mut nullable = vec![false; rules.len()];
+    loop {
+        let mut changed = false;
+        for (i, a) in rules.iter().enumerate() {
+            if !nullable[i] && reaches_final(a, &|r| nullable[r as usize], false) {
+                nullable[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return nullable;
+        }
+    }
+}
+
+fn reaches_final(a: &Automaton, rule_ok: &dyn Fn(u32) -> bool, use_bytes: bool) -> bool {
+    let mut seen = vec![false; a.len()];
+    let mut stack = vec![0u32];
+    seen[0] = true;
+    while let Some(s) = stack.pop() {
+        if a.is_final(s) {
+            return true;
+        }
+        let mut push = |t: u32, stack: &mut Vec<u32>| {
+            if t != DEAD && !seen[t as usize] {
+                seen[t as usize] = true;
+                stack.push(t);
+            }
+        };
+        if use_bytes {
+            for b in 0..=255u8 {
+                push(a.next(s, b), &mut stack);
+            }
+        }
+        for &(r, t) in a.rule_edges(s) {
+            if rule_ok(r) {
+                push(t, &mut stack);
+            }
+        }
+    }
+    false
+}

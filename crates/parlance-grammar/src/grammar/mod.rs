@@ -1,0 +1,245 @@
+//! Grammar IR: named rules over literals, character classes, regex terminals and rule references.
+//!
+//! Every front end (the EBNF/GBNF text parser in [`parse`], JSON Schema, callers building grammars by
+//! hand with [`GrammarBuilder`]) lowers into [`Grammar`]; the automaton compiler is its only consumer.
+//! [`Grammar`]'s `Display` prints the text syntax back, so that `parse(print(g)) == g`.
+
+mod parse;
+mod print;
+
+pub use parse::GrammarError;
+
+use std::collections::HashMap;
+
+/// Index of a rule inside one [`Grammar`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleId(pub u32);
+
+impl RuleId {
+    /// The index as `usize`, for indexing rule tables.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One grammar expression. Literals and classes are Unicode text (matched as UTF-8 bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expr {
+    /// Matches the empty string.
+    Empty,
+    /// Matches exactly this text.
+    Literal(String),
+    /// Matches one character in (or, if `negated`, outside) the inclusive ranges.
+    CharClass {
+        /// Whether the class is complemented (`[^...]`); `.` is the negated empty class.
+        negated: bool,
+        /// Inclusive character ranges.
+        ranges: Vec<(char, char)>,
+    },
+    /// Matches the text of another rule.
+    Rule(RuleId),
+    /// Matches its parts one after another.
+    Seq(Vec<Expr>),
+    /// Matches any one of its alternatives.
+    Alt(Vec<Expr>),
+    /// Matches `expr` between `min` and `max` (unbounded if `None`) times.
+    Repeat {
+        /// The repeated expression.
+        expr: Box<Expr>,
+        /// Minimum count.
+        min: u32,
+        /// Maximum count, `None` for unbounded.
+        max: Option<u32>,
+    },
+    /// A regular expression in `regex-syntax` syntax, matched against the whole terminal (anchored).
+    Regex(String),
+    /// Strings of `base` that also match every expression in `and` and none in `not`. All parts must
+    /// be regular (no rule references). Built as a product automaton; the text syntax has no form for
+    /// it (the printer writes `(base & a & !b)`, which the parser does not read).
+    Restrict {
+        /// The language restricted.
+        base: Box<Expr>,
+        /// Languages intersected with it.
+        and: Vec<Expr>,
+        /// Languages removed from it.
+        not: Vec<Expr>,
+    },
+}
+
+impl Expr {
+    /// A literal expression, or [`Expr::Empty`] for the empty string.
+    pub fn literal(text: impl Into<String>) -> Expr {
+        let text = text.into();
+        if text.is_empty() { Expr::Empty } else { Expr::Literal(text) }
+    }
+
+    /// A sequence, flattened to its single element or to [`Expr::Empty`] where possible.
+    pub fn seq(mut parts: Vec<Expr>) -> Expr {
+        parts.retain(|p| *p != Expr::Empty);
+        match parts.len() {
+            0 => Expr::Empty,
+            1 => parts.pop().expect("one element"),
+            _ => Expr::Seq(parts),
+        }
+    }
+
+    /// An alternation, flattened to its single element where possible.
+    pub fn alt(mut parts: Vec<Expr>) -> Expr {
+        if parts.len() == 1 { parts.pop().expect("one element") } else { Expr::Alt(parts) }
+    }
+
+    /// `expr{min,max}`.
+    pub fn repeat(expr: Expr, min: u32, max: Option<u32>) -> Expr {
+        Expr::Repeat { expr: Box::new(expr), min, max }
+    }
+
+    /// `expr?`.
+    pub fn optional(expr: Expr) -> Expr {
+        Expr::repeat(expr, 0, Some(1))
+    }
+
+    /// Calls `f` on every rule this expression references.
+    pub(crate) fn for_each_rule(&self, f: &mut impl FnMut(RuleId)) {
+        match self {
+            Expr::Rule(r) => f(*r),
+            Expr::Seq(p) | Expr::Alt(p) => p.iter().for_each(|e| e.for_each_rule(f)),
+            Expr::Repeat { expr, .. } => expr.for_each_rule(f),
+            Expr::Restrict { base, and, not } => {
+                base.for_each_rule(f);
+                and.iter().chain(not).for_each(|e| e.for_each_rule(f));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A named rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// Rule name, as written in the text syntax (`[A-Za-z0-9_-]+`).
+    pub name: String,
+    /// The rule's body.
+    pub expr: Expr,
+}
+
+/// A context-free grammar: rules plus the start rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grammar {
+    rules: Vec<Rule>,
+    start: RuleId,
+}
+
+impl Grammar {
+    /// Parses the EBNF/GBNF text syntax. The start rule is `root` if defined, else the first rule.
+    pub fn parse(text: &str) -> Result<Grammar, GrammarError> {
+        parse::parse(text)
+    }
+
+    /// A grammar with one rule, `root ::= expr`.
+    pub fn from_expr(expr: Expr) -> Grammar {
+        Grammar { rules: vec![Rule { name: "root".into(), expr }], start: RuleId(0) }
+    }
+
+    /// A grammar matching exactly the regular expression `pattern` (anchored at both ends).
+    pub fn from_regex(pattern: &str) -> Grammar {
+        Grammar::from_expr(Expr::Regex(pattern.to_string()))
+    }
+
+    /// Starts building a grammar rule by rule.
+    pub fn builder() -> GrammarBuilder {
+        GrammarBuilder::default()
+    }
+
+    /// The rules, indexed by [`RuleId`].
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The start rule.
+    pub fn start(&self) -> RuleId {
+        self.start
+    }
+
+    /// The rule with this name, if any.
+    pub fn rule_by_name(&self, name: &str) -> Option<RuleId> {
+        self.rules.iter().position(|r| r.name == name).map(|i| RuleId(i as u32))
+    }
+}
+
+/// Builds a [`Grammar`] from rules declared first and defined later (so they may refer to each other).
+#[derive(Debug, Default)]
+pub struct GrammarBuilder {
+    rules: Vec<Rule>,
+    defined: Vec<bool>,
+    names: HashMap<String, u32>,
+}
+
+impl GrammarBuilder {
+    /// Declares a rule named like `name` (made unique with a numeric suffix) and returns its id.
+    pub fn declare(&mut self, name: &str) -> RuleId {
+        let base: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
+        let base = if base.is_empty() { "r".to_string() } else { base };
+        let mut unique = base.clone();
+        let mut n = 1;
+        while self.names.contains_key(&unique) {
+            n += 1;
+            unique = format!("{base}-{n}");
+        }
+        let id = RuleId(self.rules.len() as u32);
+        self.names.insert(unique.clone(), id.0);
+        self.rules.push(Rule { name: unique, expr: Expr::Empty });
+        self.defined.push(false);
+        id
+    }
+
+    /// Sets the body of a declared rule.
+    pub fn define(&mut self, id: RuleId, expr: Expr) {
+        self.rules[id.index()].expr = expr;
+        self.defined[id.index()] = true;
+    }
+
+    /// Declares and defines a rule in one step.
+    pub fn rule(&mut self, name: &str, expr: Expr) -> RuleId {
+        let id = self.declare(name);
+        self.define(id, expr);
+        id
+    }
+
+    /// Whether the rule has been defined yet.
+    pub fn is_defined(&self, id: RuleId) -> bool {
+        self.defined.get(id.index()).copied().unwrap_or(false)
+    }
+
+    /// Finishes the grammar with `start` as its start rule.
+    pub fn build(self, start: RuleId) -> Result<Grammar, GrammarError> {
+        if let Some(i) = self.defined.iter().position(|d| !d) {
+            return Err(GrammarError::UndefinedRule { name: self.rules[i].name.clone(), line: 0, column: 0 });
+        }
+        if start.index() >= self.rules.len() {
+            return Err(GrammarError::Empty);
+        }
+        Ok(Grammar { rules: self.rules, start })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builder_makes_names_unique() {
+        let mut b = Grammar::builder();
+        let a = b.rule("value", Expr::literal("a"));
+        let c = b.rule("value", Expr::Rule(a));
+        let g = b.build(c).expect("valid");
+        assert_eq!(g.rules()[0].name, "value");
+        assert_eq!(g.rules()[1].name, "value-2");
+    }
+
+    #[test]
+    fn undefined_rule_is_an_error() {
+        let mut b = Grammar::builder();
+        let a = b.declare("a");
+        assert!(b.build(a).is_err());
+    }
+}

@@ -1,0 +1,1516 @@
+//! JSON Schema -> grammar IR, with JSON pointers kept for errors.
+//!
+//! Supported: `type` (also arrays of types), `properties` / `required` / `additionalProperties`
+//! (allowed by default as the spec says; [`JsonSchemaOptions::strict_properties`] closes objects like
+//! XGrammar), `patternProperties`, `items` / `prefixItems` / `additionalItems`, `minItems` /
+//! `maxItems`, `enum` / `const`, `anyOf`, `oneOf` (when its branches are provably disjoint), `allOf`
+//! (merged), `$ref` into the same document (`$defs`, `definitions`, any JSON pointer) including
+//! recursion, string `minLength` / `maxLength` / `pattern` / `format`, integer and number bounds
+//! (exact digit automata for integer bounds), `nullable`. Properties come in the order written.
+//!
+//! A keyword that would constrain the output but is not enforced is an error naming it and its JSON
+//! pointer; [`JsonSchemaOptions::lenient`] turns that into an entry of [`SchemaReport::ignored`].
+//! Annotations (`title`, `description`, `default`, unknown keywords, unknown `format`s, which the
+//! spec defines as annotations) are ignored.
+
+mod formats;
+mod merge;
+mod numbers;
+
+use crate::automaton;
+use crate::grammar::{Expr, Grammar, GrammarBuilder, RuleId};
+use crate::limits::Limits;
+use crate::regex::{RegexMode, regex_to_expr};
+use serde_json::{Map, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::time::Instant;
+
+/// Why a schema cannot be turned into a grammar.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SchemaError {
+    /// A keyword that constrains the output is not supported (here, or in this combination).
+    #[error("{pointer}: unsupported keyword `{keyword}`{detail}")]
+    Unsupported {
+        /// JSON pointer of the schema holding the keyword.
+        pointer: String,
+        /// The keyword.
+        keyword: String,
+        /// More detail, starting with `: ` when present.
+        detail: String,
+    },
+    /// The schema is malformed.
+    #[error("{pointer}: invalid schema: {message}")]
+    Invalid {
+        /// JSON pointer of the offending schema.
+        pointer: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A limit was reached.
+    #[error("{pointer}: {what} limit reached ({got} > {max})")]
+    Limit {
+        /// JSON pointer where it happened.
+        pointer: String,
+        /// Which limit.
+        what: &'static str,
+        /// The size reached.
+        got: usize,
+        /// The limit.
+        max: usize,
+    },
+}
+
+/// Whitespace allowed between JSON tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Whitespace {
+    /// Any JSON whitespace (`[ \t\n\r]*`) between tokens, as JSON allows.
+    #[default]
+    Flexible,
+    /// No whitespace at all (`json.dumps(v, separators=(",", ":"))`).
+    Compact,
+    /// Exactly these separators and no other whitespace.
+    Fixed {
+        /// Between items and between properties, e.g. `", "`.
+        item: String,
+        /// Between a key and its value, e.g. `": "`.
+        key: String,
+    },
+}
+
+/// Options of the JSON Schema compiler.
+#[derive(Debug, Clone, Default)]
+pub struct JsonSchemaOptions {
+    /// Whitespace between tokens. Default: [`Whitespace::Flexible`].
+    pub whitespace: Whitespace,
+    /// Close objects without `additionalProperties` (and arrays without `items`) as XGrammar's strict
+    /// mode does. Default: `false` (the spec: additional properties allowed).
+    pub strict_properties: bool,
+    /// Report unsupported keywords in [`SchemaReport::ignored`] instead of failing. Default: `false`.
+    pub lenient: bool,
+    /// Limits on compile time, size and nesting. Default: [`Limits::default`].
+    pub limits: Limits,
+}
+
+/// What the compiler enforced and what it ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchemaReport {
+    /// Keywords that were enforced somewhere in the schema.
+    pub enforced: BTreeSet<String>,
+    /// `(pointer, keyword)` of constraining keywords ignored because of [`JsonSchemaOptions::lenient`].
+    pub ignored: Vec<(String, String)>,
+}
+
+/// Keywords that only annotate; ignoring them loses nothing.
+const ANNOTATIONS: &[&str] = &[
+    "$schema",
+    "$id",
+    "id",
+    "$comment",
+    "$anchor",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "example",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+    "contentMediaType",
+    "contentEncoding",
+    "definitions",
+    "$defs",
+    "discriminator",
+    "xml",
+    "externalDocs",
+];
+
+/// Keywords that constrain and that this compiler does not implement.
+const UNSUPPORTED: &[&str] = &[
+    "not",
+    "multipleOf",
+    "minProperties",
+    "maxProperties",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "minContains",
+    "maxContains",
+    "propertyNames",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "$dynamicRef",
+    "$recursiveRef",
+    "uniqueItems",
+];
+
+/// Compiles `schema` into a grammar.
+pub fn json_schema_to_grammar(
+    schema: &Value,
+    options: &JsonSchemaOptions,
+) -> Result<(Grammar, SchemaReport), SchemaError> {
+    let mut c = Compiler {
+        root: schema,
+        opts: options,
+        b: Grammar::builder(),
+        refs: HashMap::new(),
+        pending: Vec::new(),
+        any: None,
+        report: SchemaReport::default(),
+        depth: 0,
+        deadline: Instant::now() + options.limits.compile_time,
+        nodes: 0,
+        long_strings: HashMap::new(),
+    };
+    let root = c.b.declare("root");
+    let body = c.schema(schema, "#")?;
+    c.b.define(root, body);
+    while let Some((ptr, id)) = c.pending.pop() {
+        let target = c.resolve(&ptr, &ptr)?.clone();
+        let body = c.schema(&target, &ptr)?;
+        c.b.define(id, body);
+    }
+    let grammar = c.b.build(root).map_err(|e| SchemaError::Invalid { pointer: "#".into(), message: e.to_string() })?;
+    Ok((grammar, c.report))
+}
+
+struct Compiler<'a> {
+    root: &'a Value,
+    opts: &'a JsonSchemaOptions,
+    b: GrammarBuilder,
+    refs: HashMap<String, RuleId>,
+    pending: Vec<(String, RuleId)>,
+    any: Option<RuleId>,
+    report: SchemaReport,
+    depth: usize,
+    deadline: Instant,
+    nodes: usize,
+    long_strings: HashMap<(u64, Option<u64>), RuleId>,
+}
+
+/// Upper bound on schema nodes visited (after `allOf` merging), so huge schemas end cleanly.
+const MAX_NODES: usize = 200_000;
+
+fn lit(s: &str) -> Expr {
+    Expr::literal(s)
+}
+
+impl<'a> Compiler<'a> {
+    fn ws(&self) -> Expr {
+        match &self.opts.whitespace {
+            Whitespace::Flexible => Expr::repeat(
+                Expr::CharClass { negated: false, ranges: vec![(' ', ' '), ('\t', '\n'), ('\r', '\r')] },
+                0,
+                None,
+            ),
+            _ => Expr::Empty,
+        }
+    }
+
+    fn item_sep(&self) -> Expr {
+        match &self.opts.whitespace {
+            Whitespace::Fixed { item, .. } => lit(item),
+            _ => Expr::seq(vec![self.ws(), lit(","), self.ws()]),
+        }
+    }
+
+    fn key_sep(&self) -> Expr {
+        match &self.opts.whitespace {
+            Whitespace::Fixed { key, .. } => lit(key),
+            _ => Expr::seq(vec![self.ws(), lit(":"), self.ws()]),
+        }
+    }
+
+    fn open(&self, c: &str) -> Expr {
+        Expr::seq(vec![lit(c), self.ws()])
+    }
+
+    fn close(&self, c: &str) -> Expr {
+        Expr::seq(vec![self.ws(), lit(c)])
+    }
+
+    fn unsupported(&mut self, pointer: &str, keyword: &str, detail: &str) -> Result<(), SchemaError> {
+        if self.opts.lenient {
+            self.report.ignored.push((pointer.to_string(), keyword.to_string()));
+            Ok(())
+        } else {
+            let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };
+            Err(SchemaError::Unsupported { pointer: pointer.to_string(), keyword: keyword.to_string(), detail })
+        }
+    }
+
+    fn enforced(&mut self, keyword: &str) {
+        if !self.report.enforced.contains(keyword) {
+            self.report.enforced.insert(keyword.to_string());
+        }
+    }
+
+    /// What follows the backslash of a JSON escape.
+    fn escape_tail() -> Expr {
+        Expr::alt(vec![
+            Expr::CharClass {
+                negated: false,
+                ranges: vec![
+                    ('"', '"'),
+                    ('\\', '\\'),
+                    ('/', '/'),
+                    ('b', 'b'),
+                    ('f', 'f'),
+                    ('n', 'n'),
+                    ('r', 'r'),
+                    ('t', 't'),
+                ],
+            },
+            Expr::seq(vec![
+                lit("u"),
+                Expr::repeat(
+                    Expr::CharClass { negated: false, ranges: vec![('0', '9'), ('a', 'f'), ('A', 'F')] },
+                    4,
+                    Some(4),
+                ),
+            ]),
+        ])
+    }
+
+    /// One JSON string character (raw or escaped).
+    fn json_char(&self) -> Expr {
+        Expr::alt(vec![
+            Expr::CharClass { negated: true, ranges: vec![('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')] },
+            Expr::seq(vec![
+                lit("\\"),
+                Expr::alt(vec![
+                    Expr::CharClass {
+                        negated: false,
+                        ranges: vec![
+                            ('"', '"'),
+                            ('\\', '\\'),
+                            ('/', '/'),
+                            ('b', 'b'),
+                            ('f', 'f'),
+                            ('n', 'n'),
+                            ('r', 'r'),
+                            ('t', 't'),
+                        ],
+                    },
+                    Expr::seq(vec![
+                        lit("u"),
+                        Expr::repeat(
+                            Expr::CharClass { negated: false, ranges: vec![('0', '9'), ('a', 'f'), ('A', 'F')] },
+                            4,
+                            Some(4),
+                        ),
+                    ]),
+                ]),
+            ]),
+        ])
+    }
+
+    fn any_string(&self) -> Expr {
+        Expr::seq(vec![lit("\""), Expr::repeat(self.json_char(), 0, None), lit("\"")])
+    }
+
+    fn any_number(&self) -> Expr {
+        let digits = || Expr::CharClass { negated: false, ranges: vec![('0', '9')] };
+        Expr::seq(vec![
+            self.any_integer(),
+            Expr::optional(Expr::seq(vec![lit("."), Expr::repeat(digits(), 1, None)])),
+            Expr::optional(Expr::seq(vec![
+                Expr::CharClass { negated: false, ranges: vec![('E', 'E'), ('e', 'e')] },
+                Expr::optional(Expr::CharClass { negated: false, ranges: vec![('+', '+'), ('-', '-')] }),
+                Expr::repeat(digits(), 1, None),
+            ])),
+        ])
+    }
+
+    fn any_integer(&self) -> Expr {
+        Expr::seq(vec![
+            Expr::optional(lit("-")),
+            Expr::alt(vec![
+                lit("0"),
+                Expr::seq(vec![
+                    Expr::CharClass { negated: false, ranges: vec![('1', '9')] },
+                    Expr::repeat(Expr::CharClass { negated: false, ranges: vec![('0', '9')] }, 0, None),
+                ]),
+            ]),
+        ])
+    }
+
+    /// The rule for any JSON value (recursive), created once.
+    fn any_value(&mut self) -> Expr {
+        if let Some(id) = self.any {
+            return Expr::Rule(id);
+        }
+        let value = self.b.declare("json-value");
+        self.any = Some(value);
+        let member = Expr::seq(vec![self.any_string(), self.key_sep(), Expr::Rule(value)]);
+        let object = Expr::seq(vec![
+            self.open("{"),
+            Expr::optional(Expr::seq(vec![
+                member.clone(),
+                Expr::repeat(Expr::seq(vec![self.item_sep(), member]), 0, None),
+            ])),
+            self.close("}"),
+        ]);
+        let array = Expr::seq(vec![
+            self.open("["),
+            Expr::optional(Expr::seq(vec![
+                Expr::Rule(value),
+                Expr::repeat(Expr::seq(vec![self.item_sep(), Expr::Rule(value)]), 0, None),
+            ])),
+            self.close("]"),
+        ]);
+        let object = self.b.rule("json-object", object);
+        let array = self.b.rule("json-array", array);
+        let string = self.b.rule("json-string", self.any_string());
+        let number = self.b.rule("json-number", self.any_number());
+        let body = Expr::alt(vec![
+            Expr::Rule(object),
+            Expr::Rule(array),
+            Expr::Rule(string),
+            Expr::Rule(number),
+            lit("true"),
+            lit("false"),
+            lit("null"),
+        ]);
+        self.b.define(value, body);
+        Expr::Rule(value)
+    }
+
+    /// Resolves a local `$ref` (`#`, `#/json/pointer`, percent-encoded).
+    fn resolve(&self, reference: &str, pointer: &str) -> Result<&'a Value, SchemaError> {
+        let Some(frag) = reference.strip_prefix('#') else {
+            return Err(SchemaError::Unsupported {
+                pointer: pointer.to_string(),
+                keyword: "$ref".into(),
+                detail: format!(": only local references (`#...`) are supported, got {reference:?}"),
+            });
+        };
+        let frag = percent_decode(frag);
+        let mut cur = self.root;
+        if !frag.is_empty() {
+            let Some(rest) = frag.strip_prefix('/') else {
+                return Err(SchemaError::Unsupported {
+                    pointer: pointer.to_string(),
+                    keyword: "$ref".into(),
+                    detail: format!(": anchors are not supported, got {reference:?}"),
+                });
+            };
+            for part in rest.split('/') {
+                let part = part.replace("~1", "/").replace("~0", "~");
+                cur = match cur {
+                    Value::Object(m) => m.get(&part),
+                    Value::Array(a) => part.parse::<usize>().ok().and_then(|i| a.get(i)),
+                    _ => None,
+                }
+                .ok_or_else(|| SchemaError::Invalid {
+                    pointer: pointer.to_string(),
+                    message: format!("unresolvable $ref {reference:?}"),
+                })?;
+            }
+        }
+        Ok(cur)
+    }
+
+    fn ref_rule(&mut self, reference: &str, pointer: &str) -> Result<RuleId, SchemaError> {
+        // Validate now so that errors point at the referring schema.
+        self.resolve(reference, pointer)?;
+        let key = percent_decode(reference);
+        if let Some(&id) = self.refs.get(&key) {
+            return Ok(id);
+        }
+        let name = key.rsplit('/').next().unwrap_or("ref").to_string();
+        let id = self.b.declare(if name.is_empty() || name == "#" { "ref" } else { &name });
+        self.refs.insert(key.clone(), id);
+        self.pending.push((key, id));
+        Ok(id)
+    }
+
+    /// Follows a chain of pure `$ref`s to the schema they name.
+    fn deref(&self, s: &'a Value, pointer: &str) -> Result<&'a Value, SchemaError> {
+        let mut cur = s;
+        for _ in 0..self.opts.limits.recursion_depth {
+            match cur.get("$ref").and_then(Value::as_str) {
+                Some(r)
+                    if cur
+                        .as_object()
+                        .is_some_and(|m| m.keys().all(|k| k == "$ref" || ANNOTATIONS.contains(&k.as_str()))) =>
+                {
+                    cur = self.resolve(r, pointer)?;
+                }
+                _ => return Ok(cur),
+            }
+        }
+        Err(SchemaError::Limit {
+            pointer: pointer.to_string(),
+            what: "$ref chain",
+            got: self.opts.limits.recursion_depth + 1,
+            max: self.opts.limits.recursion_depth,
+        })
+    }
+
+    fn schema(&mut self, s: &Value, ptr: &str) -> Result<Expr, SchemaError> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(SchemaError::Limit {
+                pointer: ptr.to_string(),
+                what: "schema nodes",
+                got: self.nodes,
+                max: MAX_NODES,
+            });
+        }
+        if self.nodes % 256 == 0 && Instant::now() > self.deadline {
+            return Err(SchemaError::Limit {
+                pointer: ptr.to_string(),
+                what: "compile time (ms)",
+                got: self.opts.limits.compile_time.as_millis() as usize + 1,
+                max: self.opts.limits.compile_time.as_millis() as usize,
+            });
+        }
+        if self.depth >= self.opts.limits.recursion_depth {
+            return Err(SchemaError::Limit {
+                pointer: ptr.to_string(),
+                what: "nesting depth",
+                got: self.depth + 1,
+                max: self.opts.limits.recursion_depth,
+            });
+        }
+        self.depth += 1;
+        let r = match s {
+            Value::Bool(true) => Ok(self.any_value()),
+            Value::Bool(false) => Ok(numbers::nothing()),
+            Value::Object(m) => self.object_schema(m, ptr),
+            _ => Err(SchemaError::Invalid {
+                pointer: ptr.to_string(),
+                message: "a schema must be an object or a boolean".into(),
+            }),
+        };
+        self.depth -= 1;
+        r
+    }
+
+    fn object_schema(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let constraining = |m: &Map<String, Value>, skip: &str| {
+            m.keys().any(|k| k != skip && !ANNOTATIONS.contains(&k.as_str()) && is_keyword(k))
+        };
+        if let Some(r) = m.get("$ref") {
+            let Some(r) = r.as_str() else {
+                return Err(SchemaError::Invalid { pointer: ptr.to_string(), message: "$ref must be a string".into() });
+            };
+            self.enforced("$ref");
+            if !constraining(m, "$ref") {
+                return Ok(Expr::Rule(self.ref_rule(r, ptr)?));
+            }
+            let target = self.deref(self.resolve(r, ptr)?, ptr)?;
+            let mut rest = m.clone();
+            rest.remove("$ref");
+            let merged = merge::merge(target, &Value::Object(rest)).or_else(|k| {
+                self.unsupported(ptr, &k, "cannot combine with the sibling $ref").map(|_| target.clone())
+            })?;
+            return self.schema(&merged, ptr);
+        }
+        if let Some(rewritten) = self.dependencies_as_all_of(m, ptr)? {
+            return self.schema(&rewritten, ptr);
+        }
+        // anyOf/oneOf before allOf: distributing the siblings (allOf included) into each branch
+        // consumes one alternative level per step, so merging never loops.
+        for kw in ["anyOf", "oneOf"] {
+            let Some(branches) = m.get(kw) else { continue };
+            let Some(branches) = branches.as_array() else {
+                return Err(SchemaError::Invalid {
+                    pointer: ptr.to_string(),
+                    message: format!("{kw} must be an array"),
+                });
+            };
+            let mut rewritten: Option<Vec<Value>> = None;
+            if kw == "oneOf" && !self.disjoint(branches, ptr) {
+                // Branches that each require properties: an instance matching branch i matches no
+                // other branch j if some property j requires (and i does not) is absent. Each branch
+                // becomes "branch i, an object, with one such property of every other branch absent"
+                // (one alternative per choice). Sound: it only accepts instances matching exactly one
+                // branch, though it may reject some where j fails for another reason.
+                match self.one_of_by_required(branches, ptr)? {
+                    Some(out) => rewritten = Some(out),
+                    None => {
+                        self.unsupported(ptr, "oneOf", "branches may overlap (only provably disjoint oneOf is exact)")?
+                    }
+                }
+            }
+            let branches: &Vec<Value> = rewritten.as_ref().unwrap_or(branches);
+            self.enforced(kw);
+            let mut siblings = m.clone();
+            siblings.remove(kw);
+            let has_siblings = constraining(&siblings, "");
+            let mut alts = Vec::new();
+            for (i, b) in branches.iter().enumerate() {
+                let bp = format!("{ptr}/{kw}/{i}");
+                if has_siblings {
+                    let b = self.deref_value(b, &bp)?;
+                    match merge::merge(&Value::Object(siblings.clone()), &b) {
+                        Ok(v) => alts.push(self.schema(&v, &bp)?),
+                        Err(k) => {
+                            self.unsupported(&bp, &k, &format!("cannot be combined with the {kw} branch"))?;
+                            alts.push(self.schema(&b, &bp)?);
+                        }
+                    }
+                } else {
+                    alts.push(self.schema(b, &bp)?);
+                }
+            }
+            return Ok(Expr::alt(alts));
+        }
+        if let Some(all) = m.get("allOf") {
+            let Some(all) = all.as_array() else {
+                return Err(SchemaError::Invalid {
+                    pointer: ptr.to_string(),
+                    message: "allOf must be an array".into(),
+                });
+            };
+            self.enforced("allOf");
+            let mut base = m.clone();
+            base.remove("allOf");
+            // Subschemas first, then the siblings: properties keep the order in which they are written.
+            let mut acc = Value::Bool(true);
+            for (i, sub) in all.iter().enumerate() {
+                let sub_ptr = format!("{ptr}/allOf/{i}");
+                let sub = self.deref_value(sub, &sub_ptr)?;
+                match merge::merge(&acc, &sub) {
+                    Ok(v) => acc = v,
+                    Err(k) => self.unsupported(&sub_ptr, &k, "cannot be merged in allOf")?,
+                }
+            }
+            match merge::merge(&acc, &Value::Object(base)) {
+                Ok(v) => acc = v,
+                Err(k) => self.unsupported(ptr, &k, "cannot be merged with allOf")?,
+            }
+            return self.schema(&acc, ptr);
+        }
+        for (k, v) in m {
+            if !UNSUPPORTED.contains(&k.as_str()) {
+                continue;
+            }
+            let trivial = match k.as_str() {
+                "uniqueItems" => v == &Value::Bool(false),
+                "minProperties" => {
+                    // Up to one is enforced by `object` (a non-empty object); more only if required
+                    // properties already guarantee it.
+                    let req = m.get("required").and_then(Value::as_array).map_or(0, Vec::len);
+                    v.as_u64().is_some_and(|n| n as usize <= req.max(1))
+                }
+                // Enforced by `number` (see `multiple_of`); integers are multiples of 1 already.
+                "multipleOf" => v.as_f64().and_then(multiple_of).is_some(),
+                _ => false,
+            };
+            if !trivial {
+                self.unsupported(&format!("{ptr}/{k}"), k, "")?;
+            }
+        }
+        if let Some(c) = m.get("const") {
+            self.enforced("const");
+            return Ok(lit(&compact_json(c)));
+        }
+        let types = self.types(m, ptr)?;
+        if let Some(e) = m.get("enum") {
+            let Some(values) = e.as_array() else {
+                return Err(SchemaError::Invalid { pointer: ptr.to_string(), message: "enum must be an array".into() });
+            };
+            self.enforced("enum");
+            let alts: Vec<Expr> = values
+                .iter()
+                .filter(|v| types.iter().any(|t| type_matches(t, v)))
+                .map(|v| lit(&compact_json(v)))
+                .collect();
+            return Ok(if alts.is_empty() { numbers::nothing() } else { Expr::alt(alts) });
+        }
+        let mut alts = Vec::new();
+        for t in &types {
+            alts.push(match t.as_str() {
+                "null" => lit("null"),
+                "boolean" => Expr::alt(vec![lit("true"), lit("false")]),
+                "string" => self.string(m, ptr)?,
+                "integer" => self.integer(m, ptr)?,
+                "number" => self.number(m, ptr)?,
+                // Objects and arrays are rules: the compiler inlines them, or keeps them apart when
+                // inlining would make one automaton too large.
+                "object" => {
+                    let e = self.object(m, ptr)?;
+                    Expr::Rule(self.b.rule(&rule_name(ptr), e))
+                }
+                "array" => {
+                    let e = self.array(m, ptr)?;
+                    Expr::Rule(self.b.rule(&rule_name(ptr), e))
+                }
+                other => {
+                    return Err(SchemaError::Invalid {
+                        pointer: ptr.to_string(),
+                        message: format!("unknown type {other:?}"),
+                    });
+                }
+            });
+        }
+        Ok(if alts.is_empty() { numbers::nothing() } else { Expr::alt(alts) })
+    }
+
+    /// `dependencies` / `dependentRequired` / `dependentSchemas` rewritten exactly: "if `a` is present
+    /// then X" is `anyOf: [{a absent}, {a required} ∧ X]`, one such `anyOf` per dependency, under
+    /// `allOf`. `None` if the schema has no dependencies.
+    fn dependencies_as_all_of(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Option<Value>, SchemaError> {
+        let mut deps: Vec<(String, Value)> = Vec::new();
+        for kw in ["dependencies", "dependentRequired", "dependentSchemas"] {
+            let Some(d) = m.get(kw) else { continue };
+            let Some(d) = d.as_object() else {
+                return Err(SchemaError::Invalid {
+                    pointer: format!("{ptr}/{kw}"),
+                    message: "must be an object".into(),
+                });
+            };
+            self.enforced(kw);
+            for (k, v) in d {
+                let then = match v {
+                    Value::Array(names) => serde_json::json!({"required": names}),
+                    other => other.clone(),
+                };
+                deps.push((k.clone(), then));
+            }
+        }
+        if deps.is_empty() {
+            return Ok(None);
+        }
+        if deps.len() > 6 {
+            self.unsupported(ptr, "dependencies", "more than 6 dependencies")?;
+            return Ok(None);
+        }
+        let mut rest = m.clone();
+        for kw in ["dependencies", "dependentRequired", "dependentSchemas"] {
+            rest.remove(kw);
+        }
+        let mut all: Vec<Value> = rest.remove("allOf").and_then(|v| v.as_array().cloned()).unwrap_or_default();
+        for (k, then) in deps {
+            let present = match merge::merge(&serde_json::json!({"required": [k]}), &then) {
+                Ok(v) => v,
+                Err(kw) => {
+                    self.unsupported(ptr, &kw, "in a dependency")?;
+                    continue;
+                }
+            };
+            all.push(serde_json::json!({"anyOf": [{"properties": {k: false}}, present]}));
+        }
+        rest.insert("allOf".into(), Value::Array(all));
+        Ok(Some(Value::Object(rest)))
+    }
+
+    /// A subschema with a pure `$ref` replaced by its target (for merging).
+    fn deref_value(&self, v: &Value, ptr: &str) -> Result<Value, SchemaError> {
+        match v.get("$ref").and_then(Value::as_str) {
+            Some(r) if v.as_object().is_some_and(|m| m.len() == 1) => {
+                Ok(self.deref(self.resolve(r, ptr)?, ptr)?.clone())
+            }
+            Some(r) => {
+                let target = self.deref(self.resolve(r, ptr)?, ptr)?;
+                let mut rest = v.as_object().cloned().unwrap_or_default();
+                rest.remove("$ref");
+                merge::merge(target, &Value::Object(rest)).map_err(|k| SchemaError::Unsupported {
+                    pointer: ptr.to_string(),
+                    keyword: k,
+                    detail: ": cannot combine with the sibling $ref".into(),
+                })
+            }
+            None => Ok(v.clone()),
+        }
+    }
+
+    /// The types this schema allows (all of them when `type` is absent), `integer` folded into
+    /// `number` when both appear.
+    fn types(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Vec<String>, SchemaError> {
+        let mut t: Vec<String> = match m.get("type") {
+            None => ["null", "boolean", "object", "array", "string", "number"].iter().map(|s| s.to_string()).collect(),
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(a)) => a.iter().filter_map(|x| x.as_str().map(String::from)).collect(),
+            Some(_) => return Err(SchemaError::Invalid { pointer: ptr.to_string(), message: "bad type".into() }),
+        };
+        if m.contains_key("type") {
+            self.enforced("type");
+        }
+        if m.get("nullable") == Some(&Value::Bool(true)) && !t.iter().any(|x| x == "null") {
+            self.enforced("nullable");
+            t.push("null".into());
+        }
+        if t.iter().any(|x| x == "number") {
+            t.retain(|x| x != "integer");
+        }
+        Ok(t)
+    }
+
+    fn string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let min = m.get("minLength").and_then(Value::as_u64);
+        let max = m.get("maxLength").and_then(Value::as_u64);
+        let any_char = self.json_char();
+        // Regular constraints on the content; more than one are intersected.
+        let mut parts: Vec<Expr> = Vec::new();
+        if let Some(p) = m.get("pattern").and_then(Value::as_str) {
+            self.enforced("pattern");
+            match json_regex(p, &any_char) {
+                Ok(e) => parts.push(e),
+                Err(e) => self.unsupported(&format!("{ptr}/pattern"), "pattern", &e)?,
+            }
+        }
+        if let Some(f) = m.get("format").and_then(Value::as_str)
+            && formats::format_regex(f).is_none()
+            && formats::CHECKED_ELSEWHERE.contains(&f)
+        {
+            // Validators check this format, so ignoring it would accept invalid strings.
+            self.unsupported(&format!("{ptr}/format"), "format", &format!("format {f:?} is not implemented"))?;
+        }
+        if let Some(f) = m.get("format").and_then(Value::as_str)
+            && let Some(re) = formats::format_regex(f)
+        {
+            self.enforced("format");
+            parts.push(
+                json_regex(&re, &any_char)
+                    .map_err(|e| SchemaError::Invalid { pointer: ptr.to_string(), message: e })?,
+            );
+        }
+        let length = if min.is_some() || max.is_some() {
+            self.enforced("minLength");
+            let lo = min.unwrap_or(0);
+            if let Some(hi) = max
+                && hi < lo
+            {
+                return Ok(numbers::nothing());
+            }
+            let cap = self.opts.limits.automaton_states as u64 / 16;
+            if lo.max(max.unwrap_or(0)) > cap {
+                return Err(SchemaError::Limit {
+                    pointer: ptr.to_string(),
+                    what: "string length bound",
+                    got: lo.max(max.unwrap_or(0)) as usize,
+                    max: cap as usize,
+                });
+            }
+            Some(Expr::repeat(any_char.clone(), lo as u32, max.map(|x| x as u32)))
+        } else {
+            None
+        };
+        let body = match (parts.len(), length) {
+            (0, None) => Expr::repeat(any_char, 0, None),
+            (0, Some(l)) if max.is_some_and(|x| x > 256) => {
+                // One shared rule per long bound (see `compile`: long repetitions stay rules).
+                let key = (min.unwrap_or(0), max);
+                let id = match self.long_strings.get(&key) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.b.rule("string", Expr::seq(vec![lit("\""), l, lit("\"")]));
+                        self.long_strings.insert(key, id);
+                        id
+                    }
+                };
+                return Ok(Expr::Rule(id));
+            }
+            (0, Some(l)) => l,
+            (1, None) => parts.pop().expect("one part"),
+            (_, length) => {
+                // Skip the length automaton when the pattern already implies the bounds.
+                let length = length.filter(|_| {
+                    let (lo, hi) = char_bounds(&parts[0]);
+                    !(min.is_none_or(|n| lo >= n) && max.is_none_or(|n| hi.is_some_and(|h| h <= n)))
+                });
+                let mut all = parts.into_iter().chain(length);
+                let base = all.next().expect("at least one part");
+                let and: Vec<Expr> = all.collect();
+                if and.is_empty() { base } else { Expr::Restrict { base: Box::new(base), and, not: Vec::new() } }
+            }
+        };
+        Ok(Expr::seq(vec![lit("\""), body, lit("\"")]))
+    }
+
+    /// Integer bounds from `minimum` / `maximum` / exclusive forms (draft 4 booleans and draft 6
+    /// numbers) and integer `format`s. `None` bound = open. Errors if a bound is not a number.
+    fn bounds(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Bounds, SchemaError> {
+        let num = |k: &str| m.get(k).and_then(Value::as_f64);
+        let mut b = Bounds::default();
+        if let Some(x) = num("minimum") {
+            b.lo = Some((x, m.get("exclusiveMinimum") == Some(&Value::Bool(true))));
+        }
+        if let Some(x) = num("maximum") {
+            b.hi = Some((x, m.get("exclusiveMaximum") == Some(&Value::Bool(true))));
+        }
+        if let Some(x) = num("exclusiveMinimum")
+            && b.lo.is_none_or(|(l, _)| x >= l)
+        {
+            b.lo = Some((x, true));
+        }
+        if let Some(x) = num("exclusiveMaximum")
+            && b.hi.is_none_or(|(h, _)| x <= h)
+        {
+            b.hi = Some((x, true));
+        }
+        for k in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
+            if let Some(v) = m.get(k)
+                && !v.is_number()
+                && !v.is_boolean()
+            {
+                return Err(SchemaError::Invalid { pointer: format!("{ptr}/{k}"), message: "must be a number".into() });
+            }
+        }
+        Ok(b)
+    }
+
+    fn integer(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let b = self.bounds(m, ptr)?;
+        let mut lo = b.lo.map(|(x, excl)| if excl { x.floor() + 1.0 } else { x.ceil() });
+        let mut hi = b.hi.map(|(x, excl)| if excl { x.ceil() - 1.0 } else { x.floor() });
+        match m.get("format").and_then(Value::as_str) {
+            Some("int32") => {
+                lo = Some(lo.unwrap_or(f64::MIN).max(i32::MIN as f64));
+                hi = Some(hi.unwrap_or(f64::MAX).min(i32::MAX as f64));
+            }
+            Some("int64") => {
+                lo = Some(lo.unwrap_or(f64::MIN).max(i64::MIN as f64));
+                hi = Some(hi.unwrap_or(f64::MAX).min(i64::MAX as f64));
+            }
+            _ => {}
+        }
+        if lo.is_none() && hi.is_none() {
+            return Ok(self.any_integer());
+        }
+        self.enforced("minimum");
+        let clamp = |x: f64| -> i64 { x.clamp(-9.0e18, 9.0e18) as i64 };
+        Ok(numbers::int_range(lo.map(clamp), hi.map(clamp)))
+    }
+
+    fn number(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let base = self.number_bounded(m, ptr)?;
+        Ok(match m.get("multipleOf").and_then(Value::as_f64).and_then(multiple_of) {
+            Some(mult) => {
+                self.enforced("multipleOf");
+                Expr::Restrict { base: Box::new(base), and: vec![mult], not: Vec::new() }
+            }
+            None => base,
+        })
+    }
+
+    fn number_bounded(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let b = self.bounds(m, ptr)?;
+        if b.lo.is_none() && b.hi.is_none() {
+            return Ok(self.any_number());
+        }
+        let int = |x: f64| x.fract() == 0.0 && x.abs() < 9.0e18;
+        if b.lo.is_some_and(|(x, _)| !int(x)) || b.hi.is_some_and(|(x, _)| !int(x)) {
+            // Inclusive, non-negative bounds with fractions: exact by fraction digits.
+            let text = |k: &str| m.get(k).map(|v| v.to_string());
+            let lo = b.lo.filter(|(_, e)| !e).and(text("minimum"));
+            let hi = b.hi.filter(|(_, e)| !e).and(text("maximum"));
+            let lo_ok = b.lo.is_none() || lo.is_some();
+            let hi_ok = b.hi.is_none() || hi.is_some();
+            let lo = lo.map(|t| numbers::split_decimal(&t));
+            let hi = hi.map(|t| numbers::split_decimal(&t));
+            if lo_ok && hi_ok && !matches!(lo, Some(None)) && !matches!(hi, Some(None)) {
+                let lo = lo.flatten();
+                let hi = hi.flatten();
+                // A bound of 0 with a negative side is handled by the integer code path only.
+                if let Some(e) = numbers::fractional_range(lo, hi) {
+                    self.enforced("minimum");
+                    return Ok(e);
+                }
+            }
+            self.unsupported(ptr, "minimum", "non-integer bounds other than inclusive non-negative ones")?;
+            return Ok(self.any_number());
+        }
+        self.enforced("minimum");
+        Ok(numbers::decimal_range(
+            b.lo.map(|(x, _)| x as i64),
+            b.lo.is_some_and(|(_, e)| e),
+            b.hi.map(|(x, _)| x as i64),
+            b.hi.is_some_and(|(_, e)| e),
+        ))
+    }
+
+    fn object(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let empty = Map::new();
+        let props = m.get("properties").and_then(Value::as_object).unwrap_or(&empty);
+        let required: Vec<&str> = m
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let patterns = m.get("patternProperties").and_then(Value::as_object).unwrap_or(&empty);
+        let additional = match m.get("additionalProperties") {
+            Some(v) => v.clone(),
+            None if self.opts.strict_properties => Value::Bool(false),
+            None => Value::Bool(true),
+        };
+        for k in ["properties", "required", "additionalProperties", "patternProperties"] {
+            if m.contains_key(k) {
+                self.enforced(k);
+            }
+        }
+        // Pattern keys: content expressions, compiled first because declared properties whose names
+        // match a pattern must satisfy that pattern's schema too.
+        let any_char = self.json_char();
+        let mut pattern_keys: Vec<(Expr, &Value, String)> = Vec::new();
+        for (p, sub) in patterns {
+            let pp = format!("{ptr}/patternProperties/{}", escape_pointer(p));
+            match json_regex(p, &any_char) {
+                Ok(k) => pattern_keys.push((k, sub, pp)),
+                Err(e) => self.unsupported(&pp, "patternProperties", &e)?,
+            }
+        }
+        let content_of = |name: &str| {
+            let quoted = compact_json(&Value::String(name.to_string()));
+            quoted[1..quoted.len() - 1].to_string()
+        };
+        let mut names: Vec<String> = Vec::new();
+        let mut members: Vec<(Expr, bool)> = Vec::new();
+        for (name, sub) in props {
+            let mut sub = sub.clone();
+            for (k, psub, _) in &pattern_keys {
+                let trivial = **psub == Value::Bool(true) || psub.as_object().is_some_and(|o| o.is_empty());
+                if !trivial && automaton::matches(k, content_of(name).as_bytes(), self.deadline).unwrap_or(true) {
+                    match merge::merge(&sub, psub) {
+                        Ok(v) => sub = v,
+                        Err(kw) => self.unsupported(ptr, &kw, "property schema and matching patternProperties")?,
+                    }
+                }
+            }
+            let value = self.schema(&sub, &format!("{ptr}/properties/{}", escape_pointer(name)))?;
+            members.push((
+                self.member(lit(&compact_json(&Value::String(name.clone()))), value),
+                required.contains(&name.as_str()),
+            ));
+            names.push(name.clone());
+        }
+        for r in &required {
+            if !props.contains_key(*r) {
+                // A required property that only additionalProperties describes.
+                let value = self.schema(&additional, &format!("{ptr}/additionalProperties"))?;
+                members.push((self.member(lit(&compact_json(&Value::String(r.to_string()))), value), true));
+                names.push(r.to_string());
+            }
+        }
+        let mut extras: Vec<Expr> = Vec::new();
+        if !pattern_keys.is_empty() {
+            let name_contents: Vec<Expr> = names.iter().map(|n| lit(&content_of(n))).collect();
+            let any = Expr::repeat(any_char.clone(), 0, None);
+            for (i, (k, sub, pp)) in pattern_keys.iter().enumerate() {
+                // Keys matching two patterns would have to satisfy both schemas: they are left out.
+                let mut not = name_contents.clone();
+                not.extend(pattern_keys.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, (o, _, _))| o.clone()));
+                let key = Expr::Restrict { base: Box::new(any.clone()), and: vec![k.clone()], not };
+                let value = self.schema(sub, pp)?;
+                extras.push(self.member(Expr::seq(vec![lit("\""), key, lit("\"")]), value));
+            }
+            if additional != Value::Bool(false) {
+                let mut not = name_contents;
+                not.extend(pattern_keys.iter().map(|(k, _, _)| k.clone()));
+                let key = Expr::Restrict { base: Box::new(any), and: Vec::new(), not };
+                let value = self.schema(&additional, &format!("{ptr}/additionalProperties"))?;
+                extras.push(self.member(Expr::seq(vec![lit("\""), key, lit("\"")]), value));
+            }
+        } else if additional != Value::Bool(false) {
+            let key = self.key_not_in(&names, ptr)?;
+            let value = self.schema(&additional, &format!("{ptr}/additionalProperties"))?;
+            extras.push(self.member(key, value));
+        }
+        let extra = match extras.len() {
+            0 => None,
+            _ => Some(Expr::alt(extras)),
+        };
+        let non_empty = m.get("minProperties").and_then(Value::as_u64).is_some_and(|n| n >= 1);
+        if non_empty {
+            self.enforced("minProperties");
+        }
+        let content = self.members(members, extra, non_empty);
+        Ok(Expr::seq(vec![self.open("{"), content, self.close("}")]))
+    }
+
+    fn member(&self, key: Expr, value: Expr) -> Expr {
+        Expr::seq(vec![key, self.key_sep(), value])
+    }
+
+    /// Members in order, optional ones skippable, commas only between present ones, then any number
+    /// of `extra` members.
+    ///
+    /// `after[i]` (members `i..` once something was written, each prefixed by the separator) is a rule
+    /// referring to `after[i + 1]`, and the "nothing written yet" chain refers to those rules, so the
+    /// grammar stays linear in the number of members; the compiler inlines the small ones.
+    fn members(&mut self, members: Vec<(Expr, bool)>, extra: Option<Expr>, non_empty: bool) -> Expr {
+        let sep = self.item_sep();
+        let n = members.len();
+        let tail = match &extra {
+            Some(e) => Expr::repeat(Expr::seq(vec![sep.clone(), e.clone()]), 0, None),
+            None => Expr::Empty,
+        };
+        let mut after: Vec<Expr> = vec![Expr::Empty; n + 1];
+        after[n] = if n > 0 { Expr::Rule(self.b.rule("members", tail)) } else { tail };
+        for i in (1..n).rev() {
+            let (m, req) = &members[i];
+            let one = Expr::seq(vec![sep.clone(), m.clone()]);
+            let one = if *req { one } else { Expr::optional(one) };
+            after[i] = Expr::Rule(self.b.rule("members", Expr::seq(vec![one, after[i + 1].clone()])));
+        }
+        let mut before = match &extra {
+            Some(e) if non_empty => Expr::seq(vec![e.clone(), after[n].clone()]),
+            Some(e) => Expr::optional(Expr::seq(vec![e.clone(), after[n].clone()])),
+            None if non_empty => numbers::nothing(),
+            None => Expr::Empty,
+        };
+        for i in (0..n).rev() {
+            let (m, req) = &members[i];
+            let first = Expr::seq(vec![m.clone(), after[i + 1].clone()]);
+            before = if *req { first } else { Expr::alt(vec![first, before]) };
+        }
+        before
+    }
+
+    /// A JSON string (with quotes) that is none of `names`.
+    fn key_not_in(&mut self, names: &[String], ptr: &str) -> Result<Expr, SchemaError> {
+        if names.is_empty() {
+            return Ok(self.any_string());
+        }
+        if names
+            .iter()
+            .any(|n| n.chars().count() > 256 || n.chars().any(|c| c == '"' || c == '\\' || (c as u32) < 0x20))
+        {
+            self.unsupported(ptr, "additionalProperties", "property names with escapes or over 256 characters")?;
+            return Ok(self.any_string());
+        }
+        let chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
+        // Two sets of prefixes over the trie of names, then one shared tail each: prefixes that are no
+        // name but end the key, and prefixes that leave the trie (followed by any characters).
+        let rest = Expr::seq(vec![Expr::repeat(self.json_char(), 0, None), lit("\"")]);
+        let (ends, leaves) = self.trie_not(&chars, 0);
+        let mut alts = vec![Expr::seq(vec![leaves, rest])];
+        if let Some(ends) = ends {
+            alts.push(Expr::seq(vec![ends, lit("\"")]));
+        }
+        Ok(Expr::seq(vec![lit("\""), Expr::alt(alts)]))
+    }
+
+    /// For names sharing a prefix of `depth` characters: (prefixes from here that end at no name,
+    /// prefixes from here that leave the trie with one character no name continues with).
+    fn trie_not(&self, names: &[Vec<char>], depth: usize) -> (Option<Expr>, Expr) {
+        let mut ends = Vec::new();
+        if !names.iter().any(|n| n.len() == depth) {
+            ends.push(Expr::Empty);
+        }
+        let mut next: Vec<char> = names.iter().filter(|n| n.len() > depth).map(|n| n[depth]).collect();
+        next.sort_unstable();
+        next.dedup();
+        let mut excluded: Vec<(char, char)> = vec![('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')];
+        excluded.extend(next.iter().map(|&c| (c, c)));
+        let mut leaves = vec![Expr::alt(vec![
+            Expr::CharClass { negated: true, ranges: excluded },
+            Expr::seq(vec![lit("\\"), Self::escape_tail()]),
+        ])];
+        for c in next {
+            let sub: Vec<Vec<char>> = names.iter().filter(|n| n.len() > depth && n[depth] == c).cloned().collect();
+            let (e, l) = self.trie_not(&sub, depth + 1);
+            if let Some(e) = e {
+                ends.push(Expr::seq(vec![lit(&c.to_string()), e]));
+            }
+            leaves.push(Expr::seq(vec![lit(&c.to_string()), l]));
+        }
+        let ends = if ends.is_empty() { None } else { Some(Expr::alt(ends)) };
+        (ends, Expr::alt(leaves))
+    }
+
+    fn array(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let min = m.get("minItems").and_then(Value::as_u64).unwrap_or(0);
+        let max = m.get("maxItems").and_then(Value::as_u64);
+        for k in ["items", "prefixItems", "minItems", "maxItems", "additionalItems"] {
+            if m.contains_key(k) {
+                self.enforced(k);
+            }
+        }
+        let (prefix_schemas, rest_schema): (Vec<Value>, Option<Value>) = match (m.get("prefixItems"), m.get("items")) {
+            (Some(Value::Array(p)), items) => (p.clone(), Some(items.cloned().unwrap_or(Value::Bool(true)))),
+            (None, Some(Value::Array(p))) => {
+                (p.clone(), Some(m.get("additionalItems").cloned().unwrap_or(Value::Bool(true))))
+            }
+            (_, items) => (Vec::new(), Some(items.cloned().unwrap_or(Value::Bool(true)))),
+        };
+        let rest_schema = rest_schema.filter(|v| v != &Value::Bool(false));
+        let mut prefix = Vec::new();
+        for (i, p) in prefix_schemas.iter().enumerate() {
+            prefix.push(self.schema(p, &format!("{ptr}/prefixItems/{i}"))?);
+        }
+        let rest = match &rest_schema {
+            Some(s) => Some(self.schema(s, &format!("{ptr}/items"))?),
+            None => None,
+        };
+        let cap = 100_000u64;
+        if min > cap || max.is_some_and(|x| x > cap && rest.is_none()) {
+            return Err(SchemaError::Limit {
+                pointer: ptr.to_string(),
+                what: "array length bound",
+                got: min as usize,
+                max: cap as usize,
+            });
+        }
+        let sep = self.item_sep();
+        let k = prefix.len() as u64;
+        // Items after the prefix: count in [min - k, max - k].
+        let tail_min = min.saturating_sub(k);
+        let tail_max = max.map(|x| x.saturating_sub(k));
+        let tail = |first: bool, rest: &Expr| -> Expr {
+            // `first`: nothing written before, so the first item has no separator.
+            let item_sep = Expr::seq(vec![sep.clone(), rest.clone()]);
+            if first {
+                if tail_max == Some(0) {
+                    return Expr::Empty;
+                }
+                let more = Expr::repeat(item_sep, tail_min.saturating_sub(1) as u32, tail_max.map(|x| (x - 1) as u32));
+                let body = Expr::seq(vec![rest.clone(), more]);
+                if tail_min == 0 { Expr::optional(body) } else { body }
+            } else {
+                Expr::repeat(item_sep, tail_min as u32, tail_max.map(|x| x as u32))
+            }
+        };
+        let mut content = match &rest {
+            Some(r) => tail(k == 0, r),
+            None if tail_min > 0 => numbers::nothing(),
+            None => Expr::Empty,
+        };
+        for i in (0..prefix.len()).rev() {
+            let i64_ = i as u64;
+            if max.is_some_and(|x| i64_ >= x) {
+                content = Expr::Empty;
+                continue;
+            }
+            let item = if i == 0 { prefix[i].clone() } else { Expr::seq(vec![sep.clone(), prefix[i].clone()]) };
+            let body = Expr::seq(vec![item, content]);
+            content = if i64_ >= min { Expr::optional(body) } else { body };
+        }
+        Ok(Expr::seq(vec![self.open("["), content, self.close("]")]))
+    }
+
+    /// The `oneOf` rewrite by required properties (see `object_schema`), or `None` if a branch does not
+    /// require anything or the alternatives would be too many.
+    fn one_of_by_required(&self, branches: &[Value], ptr: &str) -> Result<Option<Vec<Value>>, SchemaError> {
+        let mut resolved = Vec::new();
+        for b in branches {
+            let b = self.deref_value(b, ptr)?;
+            let req: Vec<String> = b
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                .unwrap_or_default();
+            if req.is_empty() || !b.is_object() {
+                return Ok(None);
+            }
+            resolved.push((b, req));
+        }
+        let mut out = Vec::new();
+        for (i, (b, req)) in resolved.iter().enumerate() {
+            // For every other branch, the properties that may be absent to rule it out.
+            let mut choices: Vec<Vec<String>> = Vec::new();
+            let mut impossible = false;
+            for (j, (_, other)) in resolved.iter().enumerate() {
+                if j == i {
+                    continue;
+                }
+                let c: Vec<String> = other.iter().filter(|k| !req.contains(k)).cloned().collect();
+                if c.is_empty() {
+                    impossible = true; // branch i implies branch j
+                    break;
+                }
+                choices.push(c);
+            }
+            if impossible {
+                continue;
+            }
+            let mut combos: Vec<Vec<String>> = vec![Vec::new()];
+            for c in &choices {
+                let mut next = Vec::new();
+                for combo in &combos {
+                    for k in c {
+                        let mut x = combo.clone();
+                        if !x.contains(k) {
+                            x.push(k.clone());
+                        }
+                        next.push(x);
+                    }
+                }
+                combos = next;
+                if combos.len() > 64 {
+                    return Ok(None);
+                }
+            }
+            for forbid in combos {
+                let props: Map<String, Value> = forbid.into_iter().map(|k| (k, Value::Bool(false))).collect();
+                let extra = serde_json::json!({"type": "object", "properties": props});
+                match merge::merge(b, &extra) {
+                    Ok(v) => out.push(v),
+                    Err(_) => return Ok(None),
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Whether no instance can match two `oneOf` branches (checked by type, by `const`/`enum`, or by a
+    /// required property with disjoint `const`/`enum` values).
+    fn disjoint(&self, branches: &[Value], ptr: &str) -> bool {
+        let resolved: Vec<Value> =
+            branches.iter().map(|b| self.deref_value(b, ptr).unwrap_or(Value::Bool(true))).collect();
+        for i in 0..resolved.len() {
+            for j in i + 1..resolved.len() {
+                if !pair_disjoint(&resolved[i], &resolved[j]) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+#[derive(Default)]
+struct Bounds {
+    lo: Option<(f64, bool)>,
+    hi: Option<(f64, bool)>,
+}
+
+fn is_keyword(k: &str) -> bool {
+    const KNOWN: &[&str] = &[
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "minItems",
+        "maxItems",
+        "enum",
+        "const",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "nullable",
+        "dependencies",
+        "dependentRequired",
+        "dependentSchemas",
+    ];
+    KNOWN.contains(&k) || UNSUPPORTED.contains(&k)
+}
+
+fn type_set(v: &Value) -> Option<Vec<&'static str>> {
+    let all = ["null", "boolean", "object", "array", "string", "integer", "number"];
+    if let Some(c) = v.get("const") {
+        return Some(vec![value_type(c)]);
+    }
+    if let Some(e) = v.get("enum").and_then(Value::as_array) {
+        return Some(e.iter().map(value_type).collect());
+    }
+    let t = v.get("type")?;
+    let names: Vec<&str> = match t {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+        _ => return None,
+    };
+    let mut out: Vec<&'static str> = all.iter().copied().filter(|x| names.contains(x)).collect();
+    if out.contains(&"number") {
+        out.push("integer");
+    }
+    if v.get("nullable") == Some(&Value::Bool(true)) {
+        out.push("null");
+    }
+    Some(out)
+}
+
+fn value_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn values_of(v: &Value) -> Option<Vec<&Value>> {
+    if let Some(c) = v.get("const") {
+        return Some(vec![c]);
+    }
+    v.get("enum").and_then(Value::as_array).map(|a| a.iter().collect())
+}
+
+fn pair_disjoint(a: &Value, b: &Value) -> bool {
+    if let (Some(ta), Some(tb)) = (type_set(a), type_set(b)) {
+        let overlap = ta.iter().any(|x| tb.contains(x) || (*x == "integer" && tb.contains(&"number")));
+        if !overlap {
+            return true;
+        }
+    }
+    if let (Some(va), Some(vb)) = (values_of(a), values_of(b)) {
+        return !va.iter().any(|x| vb.contains(x));
+    }
+    let only = |v: &Value, t: &str| type_set(v).is_some_and(|ts| ts.iter().all(|x| *x == t));
+    // Strings with disjoint length ranges.
+    if only(a, "string") && only(b, "string") {
+        let range = |v: &Value| {
+            (v.get("minLength").and_then(Value::as_u64).unwrap_or(0), v.get("maxLength").and_then(Value::as_u64))
+        };
+        let ((alo, ahi), (blo, bhi)) = (range(a), range(b));
+        if ahi.is_some_and(|h| h < blo) || bhi.is_some_and(|h| h < alo) {
+            return true;
+        }
+    }
+    // Objects where one requires a property that the other, closed, does not allow.
+    if only(a, "object") && only(b, "object") {
+        let forbids = |closed: &Value, open: &Value| {
+            closed.get("additionalProperties") == Some(&Value::Bool(false))
+                && closed.get("patternProperties").is_none()
+                && open.get("required").and_then(Value::as_array).is_some_and(|r| {
+                    r.iter()
+                        .filter_map(Value::as_str)
+                        .any(|k| closed.get("properties").and_then(|p| p.get(k)).is_none())
+                })
+        };
+        if forbids(a, b) || forbids(b, a) {
+            return true;
+        }
+    }
+    // Objects told apart by a property both require, with disjoint const/enum values.
+    let req = |v: &Value| -> Vec<String> {
+        v.get("required")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .unwrap_or_default()
+    };
+    let (ra, rb) = (req(a), req(b));
+    for k in ra.iter().filter(|k| rb.contains(k)) {
+        let (pa, pb) = (&a["properties"][k.as_str()], &b["properties"][k.as_str()]);
+        if let (Some(va), Some(vb)) = (values_of(pa), values_of(pb))
+            && !va.iter().any(|x| vb.contains(x))
+        {
+            return true;
+        }
+    }
+    false
+}
+
+fn type_matches(t: &str, v: &Value) -> bool {
+    match (t, v) {
+        ("null", Value::Null) | ("boolean", Value::Bool(_)) | ("string", Value::String(_)) => true,
+        ("array", Value::Array(_)) | ("object", Value::Object(_)) => true,
+        ("number", Value::Number(_)) => true,
+        ("integer", Value::Number(n)) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+        _ => false,
+    }
+}
+
+/// `json.dumps(v, separators=(",", ":"), ensure_ascii=False)`.
+fn compact_json(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// `regex_to_expr` in JSON-string mode, memoized process-wide: formats and common patterns recur
+/// across schemas, and parsing them is a visible part of compile time.
+fn json_regex(pattern: &str, any_char: &Expr) -> Result<Expr, String> {
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Result<Expr, String>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().ok().and_then(|c| c.get(pattern).cloned()) {
+        return hit;
+    }
+    let r = regex_to_expr(pattern, RegexMode::JsonString { any_char });
+    if let Ok(mut c) = cache.lock() {
+        if c.len() > 4096 {
+            c.clear();
+        }
+        c.insert(pattern.to_string(), r.clone());
+    }
+    r
+}
+
+/// JSON numbers (no exponent) that are multiples of `k`, for `k` = 1 or a power of ten below 1 (at
+/// most that many fraction digits, trailing zeros aside). `None` for other steps.
+fn multiple_of(k: f64) -> Option<Expr> {
+    let n = (0..=9).find(|&n| (k * 10f64.powi(n) - 1.0).abs() < 1e-9)?;
+    let digits = |min: u32, max: Option<u32>| {
+        Expr::repeat(Expr::CharClass { negated: false, ranges: vec![('0', '9')] }, min, max)
+    };
+    let int = Expr::seq(vec![
+        Expr::optional(lit("-")),
+        Expr::alt(vec![
+            lit("0"),
+            Expr::seq(vec![Expr::CharClass { negated: false, ranges: vec![('1', '9')] }, digits(0, None)]),
+        ]),
+    ]);
+    let frac = if n == 0 {
+        Expr::seq(vec![lit("."), Expr::repeat(lit("0"), 1, None)])
+    } else {
+        Expr::seq(vec![lit("."), digits(1, Some(n as u32)), Expr::repeat(lit("0"), 0, None)])
+    };
+    Some(Expr::seq(vec![int, Expr::optional(frac)]))
+}
+
+/// A rule name from the last segment of a JSON pointer.
+fn rule_name(ptr: &str) -> String {
+    let last = ptr.rsplit('/').next().unwrap_or("");
+    if last.is_empty() || last == "#" { "value".into() } else { last.chars().take(40).collect() }
+}
+
+fn escape_pointer(s: &str) -> String {
+    s.replace('~', "~0").replace('/', "~1")
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16)
+        {
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Minimum and maximum number of characters a string-content expression spells (escapes count as
+/// one character; `None` = unbounded).
+fn char_bounds(e: &Expr) -> (u64, Option<u64>) {
+    match e {
+        Expr::Empty => (0, Some(0)),
+        Expr::Literal(s) => {
+            // An escape sequence spells one character.
+            let n = if s.starts_with('\\') { 1 } else { s.chars().count() as u64 };
+            (n, Some(n))
+        }
+        Expr::CharClass { .. } => (1, Some(1)),
+        Expr::Regex(_) | Expr::Rule(_) => (0, None),
+        Expr::Restrict { base, .. } => char_bounds(base),
+        Expr::Seq(p) => {
+            p.iter().map(char_bounds).fold((0, Some(0)), |(a, b), (c, d)| (a + c, b.zip(d).map(|(x, y)| x + y)))
+        }
+        Expr::Alt(p) => {
+            let bs: Vec<_> = p.iter().map(char_bounds).collect();
+            let lo = bs.iter().map(|b| b.0).min().unwrap_or(0);
+            let hi = bs.iter().try_fold(0u64, |acc, b| b.1.map(|h| acc.max(h)));
+            (lo, hi)
+        }
+        Expr::Repeat { expr, min, max } => {
+            let (lo, hi) = char_bounds(expr);
+            (lo * *min as u64, hi.zip(*max).map(|(h, m)| h * m as u64).or(if hi == Some(0) { Some(0) } else { None }))
+        }
+    }
+}

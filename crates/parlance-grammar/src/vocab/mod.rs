@@ -1,0 +1,242 @@
+//! `TokenVocab`: the exact bytes of every token, special tokens kept apart, and a token trie.
+//!
+//! Built once per tokenizer from a list the caller gives and shared behind an `Arc`. Normal tokens are
+//! sorted by their bytes; the trie is stored in preorder over that order, so a subtree is a contiguous
+//! range of sorted positions and skipping it is one jump. Each trie node also records which bytes occur
+//! below it, so a parser state that loops on all of them accepts the whole subtree at once. The vocab
+//! also owns the cross-grammar pool of token-mask cache entries, since entries are only valid for one
+//! vocabulary.
+
+use crate::mask::MaskPool;
+
+/// Why a vocabulary could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VocabError {
+    /// An id given as special or EOS is not below the vocabulary size.
+    #[error("token id {id} is out of range (vocabulary size {size})")]
+    IdOutOfRange {
+        /// The offending id.
+        id: u32,
+        /// Number of tokens.
+        size: usize,
+    },
+    /// No EOS id was given.
+    #[error("no EOS token id given")]
+    NoEos,
+}
+
+/// One trie node in preorder.
+#[derive(Debug, Clone)]
+pub(crate) struct TrieNode {
+    /// The byte on the edge into this node (unused for the root).
+    pub(crate) byte: u8,
+    /// Number of bytes from the root.
+    pub(crate) depth: u32,
+    /// Index of the first node after this subtree.
+    pub(crate) end: u32,
+    /// Sorted positions: `[lo, here)` are tokens equal to this node's prefix, `[lo, hi)` the subtree.
+    pub(crate) lo: u32,
+    pub(crate) here: u32,
+    pub(crate) hi: u32,
+    /// Bytes on edges in this subtree, including this node's own byte.
+    pub(crate) bytes: [u64; 4],
+    /// Every token in the subtree, read from this node's byte on, is well-formed UTF-8 (complete
+    /// characters only).
+    pub(crate) utf8_tail: bool,
+}
+
+/// A tokenizer's vocabulary as the engine needs it.
+#[derive(Debug)]
+pub struct TokenVocab {
+    tokens: Vec<Vec<u8>>,
+    special: Vec<bool>,
+    eos: Vec<u32>,
+    /// Sorted position -> token id, normal (non-special, non-empty) tokens only.
+    sorted: Vec<u32>,
+    nodes: Vec<TrieNode>,
+    /// Bitset (mask words) of the normal tokens.
+    normal: Vec<u32>,
+    pub(crate) pool: MaskPool,
+}
+
+impl TokenVocab {
+    /// Builds a vocabulary. `tokens[id]` is the exact byte string of token `id` (empty for tokens that
+    /// never appear in text); `special_ids` are control tokens (never allowed by a grammar, except EOS at
+    /// the end); `eos_ids` end generation.
+    pub fn new(tokens: Vec<Vec<u8>>, special_ids: &[u32], eos_ids: &[u32]) -> Result<TokenVocab, VocabError> {
+        let size = tokens.len();
+        if eos_ids.is_empty() {
+            return Err(VocabError::NoEos);
+        }
+        let mut special = vec![false; size];
+        for &id in special_ids.iter().chain(eos_ids) {
+            *special.get_mut(id as usize).ok_or(VocabError::IdOutOfRange { id, size })? = true;
+        }
+        let mut sorted: Vec<u32> =
+            (0..size as u32).filter(|&i| !special[i as usize] && !tokens[i as usize].is_empty()).collect();
+        sorted.sort_by(|&a, &b| tokens[a as usize].cmp(&tokens[b as usize]).then(a.cmp(&b)));
+        let nodes = build_trie(&tokens, &sorted);
+        let mut normal = vec![0u32; size.div_ceil(32)];
+        for &id in &sorted {
+            normal[id as usize / 32] |= 1 << (id % 32);
+        }
+        Ok(TokenVocab { tokens, special, eos: eos_ids.to_vec(), sorted, nodes, normal, pool: MaskPool::default() })
+    }
+
+    /// Number of token ids (the mask covers this many bits).
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Whether the vocabulary has no tokens.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// Number of `u32` words a bitmask over this vocabulary needs.
+    pub fn mask_words(&self) -> usize {
+        self.tokens.len().div_ceil(32)
+    }
+
+    /// The bytes of token `id` (empty for unknown ids).
+    pub fn token_bytes(&self, id: u32) -> &[u8] {
+        self.tokens.get(id as usize).map_or(&[][..], |t| t.as_slice())
+    }
+
+    /// Whether `id` is a special (control) token.
+    pub fn is_special(&self, id: u32) -> bool {
+        self.special.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// The EOS token ids.
+    pub fn eos_ids(&self) -> &[u32] {
+        &self.eos
+    }
+
+    /// Number of cached token-mask entries in this vocabulary's cross-grammar pool.
+    pub fn cached_mask_entries(&self) -> usize {
+        self.pool.len()
+    }
+
+    pub(crate) fn normal_mask(&self) -> &[u32] {
+        &self.normal
+    }
+
+    pub(crate) fn nodes(&self) -> &[TrieNode] {
+        &self.nodes
+    }
+
+    pub(crate) fn sorted_len(&self) -> usize {
+        self.sorted.len()
+    }
+
+    #[inline]
+    pub(crate) fn id_at(&self, pos: u32) -> u32 {
+        self.sorted[pos as usize]
+    }
+
+    #[inline]
+    pub(crate) fn bytes_at(&self, pos: u32) -> &[u8] {
+        &self.tokens[self.sorted[pos as usize] as usize]
+    }
+}
+
+fn build_trie(tokens: &[Vec<u8>], sorted: &[u32]) -> Vec<TrieNode> {
+    let bytes_of = |p: usize| tokens[sorted[p] as usize].as_slice();
+    let mut nodes = Vec::new();
+    // Explicit stack instead of recursion: token length is input-controlled.
+    enum Task {
+        Enter { lo: usize, hi: usize, depth: usize, byte: u8 },
+        Exit { node: usize },
+    }
+    let mut stack = vec![Task::Enter { lo: 0, hi: sorted.len(), depth: 0, byte: 0 }];
+    while let Some(task) = stack.pop() {
+        match task {
+            Task::Enter { lo, hi, depth, byte } => {
+                let mut here = lo;
+                while here < hi && bytes_of(here).len() == depth {
+                    here += 1;
+                }
+                let node = nodes.len();
+                let mut own = [0u64; 4];
+                if depth > 0 {
+                    own[byte as usize / 64] |= 1 << (byte % 64);
+                }
+                nodes.push(TrieNode {
+                    byte,
+                    depth: depth as u32,
+                    end: 0,
+                    lo: lo as u32,
+                    here: here as u32,
+                    hi: hi as u32,
+                    bytes: own,
+                    utf8_tail: true,
+                });
+                stack.push(Task::Exit { node });
+                // Children in reverse so that they are entered in byte order.
+                let mut children = Vec::new();
+                let mut i = here;
+                while i < hi {
+                    let b = bytes_of(i)[depth];
+                    let mut j = i + 1;
+                    while j < hi && bytes_of(j)[depth] == b {
+                        j += 1;
+                    }
+                    children.push(Task::Enter { lo: i, hi: j, depth: depth + 1, byte: b });
+                    i = j;
+                }
+                stack.extend(children.into_iter().rev());
+            }
+            Task::Exit { node } => {
+                nodes[node].end = nodes.len() as u32;
+            }
+        }
+    }
+    // Whether each token is well-formed UTF-8 from byte k on, for every k.
+    for n in nodes.iter_mut().skip(1) {
+        let k = n.depth as usize - 1;
+        n.utf8_tail = (n.lo..n.hi).all(|p| std::str::from_utf8(&bytes_of(p as usize)[k..]).is_ok());
+    }
+    // Bytes below each node, bottom-up: a node's subtree is `node+1..end`.
+    for n in (0..nodes.len()).rev() {
+        let mut c = n + 1;
+        let end = nodes[n].end as usize;
+        let mut acc = nodes[n].bytes;
+        while c < end {
+            for (a, b) in acc.iter_mut().zip(nodes[c].bytes) {
+                *a |= b;
+            }
+            c = nodes[c].end as usize;
+        }
+        nodes[n].bytes = acc;
+    }
+    nodes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trie_is_preorder_with_contiguous_subtrees() {
+        let toks: Vec<Vec<u8>> =
+            ["ab", "a", "b", "abc", "", "ab", "<eos>"].iter().map(|s| s.as_bytes().to_vec()).collect();
+        let v = TokenVocab::new(toks, &[], &[6]).expect("valid");
+        assert_eq!(v.sorted_len(), 5);
+        let n = v.nodes();
+        // root, a, ab, abc, b
+        assert_eq!(n.len(), 5);
+        assert_eq!((n[1].byte, n[1].lo, n[1].here, n[1].hi, n[1].end), (b'a', 0, 1, 4, 4));
+        assert_eq!((n[2].depth, n[2].here - n[2].lo), (2, 2), "two tokens spell `ab`");
+        assert_eq!(n[0].end as usize, n.len());
+        assert_ne!(n[1].bytes[1] & (1 << (b'c' - 64)), 0, "`c` occurs below `a`");
+        assert!(v.is_special(6) && v.sorted.iter().all(|&id| id != 6));
+    }
+
+    #[test]
+    fn out_of_range_ids_are_errors() {
+        assert!(TokenVocab::new(vec![b"a".to_vec()], &[], &[3]).is_err());
+        assert!(TokenVocab::new(vec![b"a".to_vec()], &[], &[]).is_err());
+    }
+}

@@ -1,0 +1,310 @@
+//! JSON Schema: hand-written cases, and real MaskBench schemas from the W1 workload (valid instances
+//! accepted, invalid ones rejected, token by token with a real vocabulary when available).
+
+use crate::common::{real_vocab, synthetic_vocab};
+use parlance_grammar::{CompiledGrammar, JsonSchemaOptions, Matcher, SchemaError, TokenVocab, Whitespace};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+fn compile(vocab: &Arc<TokenVocab>, schema: &Value, options: &JsonSchemaOptions) -> Arc<CompiledGrammar> {
+    let (g, _) =
+        CompiledGrammar::from_json_schema(vocab.clone(), schema, options).unwrap_or_else(|e| panic!("{schema}: {e}"));
+    Arc::new(g)
+}
+
+fn accepts(g: &Arc<CompiledGrammar>, text: &str) -> bool {
+    let mut m = Matcher::new(g.clone()).expect("matcher");
+    m.accept_bytes(text.as_bytes()) && m.is_accepting()
+}
+
+#[track_caller]
+fn check(schema: Value, good: &[&str], bad: &[&str]) {
+    let vocab = synthetic_vocab();
+    let g = compile(&vocab, &schema, &JsonSchemaOptions::default());
+    for s in good {
+        assert!(accepts(&g, s), "{schema}\nshould accept {s}");
+    }
+    for s in bad {
+        assert!(!accepts(&g, s), "{schema}\nshould reject {s}");
+    }
+}
+
+#[test]
+fn objects_follow_required_order_and_additional_properties() {
+    let props = json!({"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}});
+    check(
+        json!({"type": "object", "properties": props, "required": ["b"]}),
+        &[r#"{"b":"x"}"#, r#"{"a":1,"b":"x","c":true}"#, r#"{ "b" : "x" , "zz": [1, {"q": null}] }"#],
+        &[r#"{}"#, r#"{"a":1}"#, r#"{"b":"x","a":1}"#, r#"{"b":1}"#, r#"{"b":"x","c":true,"a":1}"#],
+    );
+    check(
+        json!({"type": "object", "properties": props, "additionalProperties": false}),
+        &[r#"{}"#, r#"{"c":false}"#, r#"{"a":-3,"c":false}"#],
+        &[r#"{"d":1}"#, r#"{"a":1,"a":2}"#, r#"{"ab":1}"#],
+    );
+    check(
+        json!({"type": "object", "properties": {"a": {"type": "null"}}, "additionalProperties": {"type": "number"}}),
+        &[r#"{"a":null,"x":1.5}"#, r#"{"x":1,"y":2}"#, r#"{"aa":3}"#],
+        &[r#"{"x":"s"}"#, r#"{"a":1}"#],
+    );
+}
+
+#[test]
+fn arrays_strings_numbers_and_enums() {
+    check(
+        json!({"type": "array", "items": {"type": "integer", "minimum": -2, "maximum": 20}, "minItems": 1, "maxItems": 3}),
+        &["[1]", "[-2,20,0]"],
+        &["[]", "[1,2,3,4]", "[21]", "[-3]", "[1.5]"],
+    );
+    check(
+        json!({"prefixItems": [{"const": "a"}, {"type": "number"}], "items": false, "type": "array"}),
+        &[r#"["a"]"#, r#"["a",2]"#],
+        &[r#"["a",2,3]"#, r#"[2]"#],
+    );
+    check(
+        json!({"type": "string", "minLength": 2, "maxLength": 3}),
+        &[r#""ab""#, r#""a\nb""#, r#""éé""#],
+        &[r#""a""#, r#""abcd""#],
+    );
+    check(json!({"type": "string", "pattern": "^[a-z]+\\d$"}), &[r#""abc1""#], &[r#""abc""#, r#""1""#]);
+    check(json!({"type": "string", "pattern": "x\"y"}), &[r#""ax\"yb""#], &[r#""axyb""#]);
+    check(json!({"type": "string", "format": "date"}), &[r#""2024-02-29""#], &[r#""2024-2-29""#]);
+    check(json!({"type": "number", "exclusiveMinimum": 0, "maximum": 1}), &["0.5", "1", "1.0"], &["0", "1.5", "-0.5"]);
+    check(
+        json!({"type": "number", "multipleOf": 0.01, "minimum": 0}),
+        &["1", "1.5", "2.25", "3.100"],
+        &["1.005", "-1", "1e2"],
+    );
+    check(json!({"type": "number", "minimum": 0.25, "maximum": 2}), &["0.25", "1.9", "2"], &["0.2", "2.1"]);
+    check(
+        json!({"enum": ["a", 1, null, {"k": [true]}]}),
+        &[r#""a""#, "1", "null", r#"{"k":[true]}"#],
+        &[r#""b""#, "2"],
+    );
+    check(json!({"type": ["string", "null"], "maxLength": 1}), &["null", r#""x""#], &[r#""xy""#, "1"]);
+}
+
+#[test]
+fn pattern_properties_and_intersected_string_constraints() {
+    check(
+        json!({"type": "object", "properties": {"x_1": {"type": "integer"}},
+               "patternProperties": {"^x_": {"type": "integer", "maximum": 5}, "^s": {"type": "string"}}}),
+        &[r#"{"x_1":3}"#, r#"{"x_2":4,"sa":"q","other":[1]}"#, r#"{"zz":true}"#],
+        &[r#"{"x_1":7}"#, r#"{"x_2":"a"}"#, r#"{"sa":1}"#],
+    );
+    check(
+        json!({"type": "object", "patternProperties": {"^[a-z]+$": {"type": "null"}}, "additionalProperties": false}),
+        &[r#"{"ab":null}"#, r#"{}"#],
+        &[r#"{"Ab":null}"#, r#"{"ab":1}"#],
+    );
+    check(
+        json!({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3}),
+        &[r#""abc""#, r#""a""#],
+        &[r#""abcd""#, r#""ab1""#, "\"\""],
+    );
+    check(
+        json!({"type": "string", "format": "date", "pattern": "^2024"}),
+        &[r#""2024-01-02""#],
+        &[r#""2023-01-02""#, r#""2024""#],
+    );
+}
+
+#[test]
+fn dependencies_are_exact() {
+    check(
+        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
+               "dependencies": {"a": ["b"], "c": {"properties": {"b": {"maximum": 3}}}}}),
+        &[r#"{}"#, r#"{"b":9}"#, r#"{"a":1,"b":2}"#, r#"{"b":3,"c":1}"#, r#"{"c":1}"#],
+        &[r#"{"a":1}"#, r#"{"b":4,"c":1}"#],
+    );
+}
+
+#[test]
+fn combinators_and_references() {
+    check(
+        json!({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]}),
+        &["12", r#""a""#],
+        &[r#""ab""#, "true"],
+    );
+    check(
+        json!({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                         {"properties": {"a": {"minimum": 5}}}]}),
+        &[r#"{"a":5}"#],
+        &[r#"{"a":4}"#, r#"{}"#],
+    );
+    check(
+        json!({"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}},
+                                   "additionalProperties": false}}, "$ref": "#/$defs/node"}),
+        &[r#"{"next":{"next":{"v":2}},"v":1}"#, "{}"],
+        &[r#"{"next":{"w":1}}"#],
+    );
+    check(json!({"oneOf": [{"type": "string"}, {"type": "integer"}]}), &[r#""s""#, "3"], &["true"]);
+    check(
+        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+               "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+        &[r#"{"a":1}"#, r#"{"b":2,"c":3}"#],
+        &[r#"{"a":1,"b":2}"#, r#"{}"#, r#"{"c":3}"#],
+    );
+    check(
+        json!({"type": "object", "properties": {"r": {"type": "number"}, "l": {"type": "number"}, "w": {"type": "number"}},
+               "oneOf": [{"required": ["r"]}, {"required": ["l", "w"]}]}),
+        &[r#"{"r":1}"#, r#"{"l":1,"w":2}"#, r#"{"r":1,"l":2}"#],
+        &[r#"{"r":1,"l":1,"w":2}"#, r#"{"l":1}"#],
+    );
+}
+
+#[test]
+fn unsupported_keywords_are_errors_naming_keyword_and_pointer() {
+    let vocab = synthetic_vocab();
+    let schema = json!({"type": "object", "properties": {"a": {"type": "array", "uniqueItems": true}}});
+    let e = CompiledGrammar::from_json_schema(vocab.clone(), &schema, &JsonSchemaOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("#/properties/a/uniqueItems") && e.to_string().contains("`uniqueItems`"), "{e}");
+    let lenient = JsonSchemaOptions { lenient: true, ..Default::default() };
+    let (_, report) = CompiledGrammar::from_json_schema(vocab.clone(), &schema, &lenient).expect("lenient compiles");
+    assert_eq!(report.ignored, vec![("#/properties/a/uniqueItems".to_string(), "uniqueItems".to_string())]);
+    assert!(report.enforced.contains("properties") && report.enforced.contains("type"));
+    let overlapping = json!({"oneOf": [{"type": "number"}, {"type": "integer"}]});
+    let e = parlance_grammar::json_schema_to_grammar(&overlapping, &JsonSchemaOptions::default()).unwrap_err();
+    assert!(matches!(e, SchemaError::Unsupported { ref keyword, .. } if keyword == "oneOf"), "{e}");
+}
+
+#[test]
+fn whitespace_options() {
+    let vocab = synthetic_vocab();
+    let schema = json!({"type": "object", "properties": {"a": {"type": "array"}}, "required": ["a"]});
+    let compact =
+        compile(&vocab, &schema, &JsonSchemaOptions { whitespace: Whitespace::Compact, ..Default::default() });
+    assert!(accepts(&compact, r#"{"a":[1,2]}"#) && !accepts(&compact, r#"{"a": [1,2]}"#));
+    let fixed = Whitespace::Fixed { item: ", ".into(), key: ": ".into() };
+    let fixed = compile(&vocab, &schema, &JsonSchemaOptions { whitespace: fixed, ..Default::default() });
+    assert!(accepts(&fixed, r#"{"a": [1, 2]}"#) && !accepts(&fixed, r#"{"a":[1,2]}"#));
+    let flexible = compile(&vocab, &schema, &JsonSchemaOptions::default());
+    assert!(accepts(&flexible, "{\n  \"a\" :[ 1 ,2 ]\n}") && accepts(&flexible, r#"{"a":[1,2]}"#));
+}
+
+#[test]
+fn pathological_schemas_end_with_clear_errors() {
+    let vocab = synthetic_vocab();
+    let mut deep = json!({"type": "integer"});
+    for _ in 0..500 {
+        deep = json!({"type": "array", "items": deep});
+    }
+    let e = CompiledGrammar::from_json_schema(vocab.clone(), &deep, &JsonSchemaOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("limit"), "{e}");
+    let no_base =
+        json!({"$ref": "#/$defs/a", "$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}, "minItems": 1}}});
+    let e = CompiledGrammar::from_json_schema(vocab.clone(), &no_base, &JsonSchemaOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("matches no string"), "{e}");
+    let huge_enum: Vec<Value> = (0..20_000).map(|i| json!(format!("value-{i}"))).collect();
+    let r =
+        CompiledGrammar::from_json_schema(vocab.clone(), &json!({"enum": huge_enum}), &JsonSchemaOptions::default());
+    assert!(r.as_ref().is_ok_or_limit(), "a large enum compiles or hits a limit: {:?}", r.err());
+    let catastrophic = json!({"type": "string", "pattern": "^(a|aa)*(a{1,30}){1,30}b$"});
+    let _ = CompiledGrammar::from_json_schema(vocab, &catastrophic, &JsonSchemaOptions::default());
+}
+
+trait OkOrLimit {
+    fn is_ok_or_limit(&self) -> bool;
+}
+
+impl<T> OkOrLimit for Result<&T, &parlance_grammar::CompileError> {
+    fn is_ok_or_limit(&self) -> bool {
+        match self {
+            Ok(_) => true,
+            Err(e) => e.to_string().contains("limit"),
+        }
+    }
+}
+
+fn workload() -> Option<Vec<Value>> {
+    let path = std::env::var("PARLANCE_WORKLOADS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench/workloads"));
+    let path = path.join("w1_maskbench_subset.jsonl");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("skipping: workload not found at {}", path.display());
+        return None;
+    };
+    Some(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+}
+
+/// Every 40th W1 schema: valid instances accepted and invalid ones rejected (byte level), unless the
+/// schema is reported as unsupported.
+#[test]
+fn maskbench_schemas_accept_valid_and_reject_invalid() {
+    let Some(rows) = workload() else { return };
+    let vocab = synthetic_vocab();
+    let (mut failures, mut checked) = (Vec::new(), 0);
+    for row in rows.iter().step_by(40) {
+        let id = row["id"].as_str().unwrap_or("?");
+        let Ok((g, _)) =
+            CompiledGrammar::from_json_schema(vocab.clone(), &row["schema"], &JsonSchemaOptions::default())
+        else {
+            continue;
+        };
+        let g = Arc::new(g);
+        checked += 1;
+        for v in row["valid"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+            if !accepts(&g, v) {
+                failures.push(format!("{id}: valid rejected: {v}"));
+            }
+        }
+        for v in row["invalid"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+            if accepts(&g, v) {
+                failures.push(format!("{id}: invalid accepted: {v}"));
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} schemas compiled");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Token-level: W1 valid instances forced token by token with the Llama 3.1 vocabulary (greedy longest
+/// match tokenization is enough: masks must allow any tokenization of a valid text).
+#[test]
+fn maskbench_valid_instances_pass_token_by_token() {
+    let Some(rows) = workload() else { return };
+    let Some((vocab, toks)) = real_vocab("llama3_1", "<|eot_id|>") else { return };
+    let mut by_bytes: std::collections::HashMap<&[u8], u32> = std::collections::HashMap::new();
+    for (id, t) in toks.iter().enumerate() {
+        if !t.is_empty() && !vocab.is_special(id as u32) {
+            by_bytes.entry(t.as_slice()).or_insert(id as u32);
+        }
+    }
+    let eos = vocab.eos_ids()[0];
+    let mut mask = vec![0u32; vocab.mask_words()];
+    let mut failures = Vec::new();
+    for row in rows.iter().skip(7).step_by(150) {
+        let id = row["id"].as_str().unwrap_or("?");
+        let Ok((g, _)) =
+            CompiledGrammar::from_json_schema(vocab.clone(), &row["schema"], &JsonSchemaOptions::default())
+        else {
+            continue;
+        };
+        let g = Arc::new(g);
+        for v in row["valid"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+            let bytes = v.as_bytes();
+            let mut m = Matcher::new(g.clone()).expect("matcher");
+            let mut pos = 0;
+            while pos < bytes.len() {
+                let len = (1..=bytes.len() - pos)
+                    .rev()
+                    .find(|&l| by_bytes.contains_key(&bytes[pos..pos + l]))
+                    .expect("bytes covered");
+                let t = by_bytes[&bytes[pos..pos + len]];
+                m.fill_next_token_bitmask(&mut mask).expect("mask");
+                if mask[t as usize / 32] >> (t % 32) & 1 == 0 || !m.accept_token(t) {
+                    failures.push(format!("{id}: token at byte {pos} rejected in {v}"));
+                    break;
+                }
+                pos += len;
+            }
+            m.fill_next_token_bitmask(&mut mask).expect("mask");
+            if pos == bytes.len() && mask[eos as usize / 32] >> (eos % 32) & 1 == 0 {
+                failures.push(format!("{id}: EOS not allowed after {v}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -1,0 +1,23 @@
+//! Integration tests of parlance-grammar: grammars, masks against brute force, rollback, JSON Schema.
+
+mod common;
+mod grammar;
+mod json_schema;
+mod masks;
+
+/// Grammar texts shared by several test modules.
+mod grammar_texts {
+    pub const JSON: &str = r#"root ::= value
+value ::= "null" | object | array | string | number | "true" | "false"
+object ::= "{" ws ( string ws ":" ws value ws ( "," ws string ws ":" ws value ws )* )? "}"
+array ::= "[" ws ( value ws ( "," ws value ws )* )? "]"
+string ::= "\"" ( [^"\\\x00-\x1f] | "\\" ["\\/bfnrt] | "\\u" [0-9a-fA-F]{4} )* "\""
+number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+ws ::= [ \t\n]{0,3}"#;
+    pub const ARITH: &str = r#"expr ::= term | expr "+" term | expr "*" term
+term ::= [0-9]+ | "(" expr ")" | "-" term"#;
+    pub const AMBIGUOUS: &str = r#"s ::= "" | s s | "a" | "(" s ")" | "ab""#;
+    pub const UTF8: &str = r#"root ::= ( [^a-z\x00-\x1f"] | "é" "x"? )* "\"""#;
+    pub const STRINGS: &str = r#"root ::= "[" item ( "," item )* "]"
+item ::= "\"" [a-c]{0,5} "\"" | /[0-9]{1,3}(\.[0-9]+)?/"#;
+}

@@ -1,0 +1,134 @@
+//! Masks equal brute force; rollback restores state; forced bytes.
+
+use crate::common::{Rng, allowed, check_mask_brute_force, compile, real_vocab, synthetic_vocab};
+use crate::grammar_texts::*;
+use parlance_grammar::{Matcher, TokenVocab};
+use std::sync::Arc;
+
+/// Random walks over allowed tokens, checking every mask against brute force.
+fn walk_checking(vocab: &Arc<TokenVocab>, text: &str, walks: usize, steps: usize, seed: u64) {
+    let compiled = compile(vocab, text);
+    let mut rng = Rng(seed);
+    for w in 0..walks {
+        let mut m = Matcher::new(compiled.clone()).expect("matcher");
+        for step in 0..steps {
+            let ok = check_mask_brute_force(&mut m, vocab, &format!("{text}\nwalk {w} step {step}"));
+            let normal: Vec<u32> = ok.iter().copied().filter(|&t| !vocab.eos_ids().contains(&t)).collect();
+            if normal.is_empty() {
+                break;
+            }
+            assert!(m.accept_token(normal[rng.below(normal.len())]));
+        }
+    }
+}
+
+#[test]
+fn masks_equal_brute_force_synthetic_vocab() {
+    let vocab = synthetic_vocab();
+    for (i, text) in [JSON, ARITH, AMBIGUOUS, UTF8, STRINGS].iter().enumerate() {
+        walk_checking(&vocab, text, 8, 25, 7 + i as u64);
+    }
+}
+
+#[test]
+fn masks_equal_brute_force_llama3_vocab() {
+    let Some((vocab, _)) = real_vocab("llama3_1", "<|eot_id|>") else { return };
+    for (i, text) in [JSON, ARITH].iter().enumerate() {
+        walk_checking(&vocab, text, 2, 6, 99 + i as u64);
+    }
+}
+
+#[test]
+fn rollback_after_n_accepts_restores_state() {
+    let vocab = synthetic_vocab();
+    let compiled = compile(&vocab, JSON);
+    let mut rng = Rng(12345);
+    let mut m = Matcher::new(compiled).expect("matcher");
+    let mut mask = vec![0u32; vocab.mask_words()];
+    let mut history: Vec<Vec<u32>> = Vec::new();
+    for _ in 0..30 {
+        m.fill_next_token_bitmask(&mut mask).expect("mask");
+        history.push(mask.clone());
+        let ok: Vec<u32> =
+            (0..vocab.len() as u32).filter(|&t| allowed(&mask, t) && !vocab.eos_ids().contains(&t)).collect();
+        if ok.is_empty() {
+            break;
+        }
+        assert!(m.accept_token(ok[rng.below(ok.len())]));
+    }
+    let steps = m.num_steps();
+    assert!(steps > 5);
+    for n in [3, 1, 2] {
+        let target = m.num_steps() - n;
+        m.rollback(n).expect("rollback");
+        assert_eq!(m.num_steps(), target);
+        m.fill_next_token_bitmask(&mut mask).expect("mask");
+        assert_eq!(mask, history[target], "mask after rolling back to step {target}");
+    }
+    assert!(m.rollback(1000).is_err());
+    m.reset();
+    m.fill_next_token_bitmask(&mut mask).expect("mask");
+    assert_eq!(mask, history[0]);
+}
+
+#[test]
+fn eos_terminates_and_rolls_back() {
+    let vocab = synthetic_vocab();
+    let eos = vocab.eos_ids()[0];
+    let mut m = Matcher::new(compile(&vocab, r#"root ::= "ab" | "abc""#)).expect("matcher");
+    assert!(!m.accept_token(eos));
+    assert!(m.accept_bytes(b"ab"));
+    assert!(m.is_accepting() && !m.is_terminated());
+    assert!(m.accept_token(eos));
+    assert!(m.is_terminated());
+    let mut mask = vec![0u32; vocab.mask_words()];
+    m.fill_next_token_bitmask(&mut mask).expect("mask");
+    assert!(mask.iter().all(|&w| w == 0), "nothing after EOS");
+    m.rollback(1).expect("rollback");
+    assert!(!m.is_terminated());
+    assert!(m.accept_bytes(b"c"));
+}
+
+#[test]
+fn forced_bytes_follow_the_only_path() {
+    let vocab = synthetic_vocab();
+    let mut m = Matcher::new(compile(&vocab, r#"root ::= "{\"name\": " ("1" | "2") "}""#)).expect("matcher");
+    assert_eq!(m.forced_bytes(), b"{\"name\": ");
+    assert!(m.accept_bytes(b"{\"name\": 1"));
+    assert_eq!(m.forced_bytes(), b"}");
+    assert!(m.accept_bytes(b"}"));
+    assert!(m.forced_bytes().is_empty());
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Any walk of allowed tokens, rolled back by any amount, gives back the masks seen on the way.
+    #[test]
+    fn rollback_restores_masks_for_any_walk(choices in proptest::collection::vec(0usize..1000, 1..20), back in 0usize..20) {
+        let vocab = synthetic_vocab();
+        let compiled = compile(&vocab, JSON);
+        let mut m = Matcher::new(compiled).expect("matcher");
+        let mut mask = vec![0u32; vocab.mask_words()];
+        let mut history = Vec::new();
+        for c in choices {
+            m.fill_next_token_bitmask(&mut mask).expect("mask");
+            history.push(mask.clone());
+            let ok: Vec<u32> =
+                (0..vocab.len() as u32).filter(|&t| allowed(&mask, t) && !vocab.eos_ids().contains(&t)).collect();
+            if ok.is_empty() {
+                break;
+            }
+            proptest::prop_assert!(m.accept_token(ok[c % ok.len()]));
+        }
+        if history.len() == m.num_steps() {
+            m.fill_next_token_bitmask(&mut mask).expect("mask");
+            history.push(mask.clone());
+        }
+        let back = back.min(m.num_steps());
+        let target = m.num_steps() - back;
+        m.rollback(back).expect("rollback");
+        m.fill_next_token_bitmask(&mut mask).expect("mask");
+        proptest::prop_assert_eq!(&mask, &history[target]);
+    }
+}
