@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
+
+mod bench_grammar;
 use clap::{Parser, Subcommand};
 use parlance::{ChatTemplate, RenderRequest, Tokenizer};
 
@@ -34,6 +36,43 @@ enum Command {
     /// Evaluate parlance against test cases.
     #[command(subcommand)]
     Eval(EvalCommand),
+    /// Measure parlance on engine-neutral workloads (`shared/bench/workloads`).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Constrained decoding on the W1 workload (JSON Schemas), measured as the peers' runner does.
+    Grammar(BenchGrammarArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchGrammarArgs {
+    /// The workload (`w1_maskbench_subset.jsonl`).
+    #[arg(long)]
+    workload: PathBuf,
+    /// A `tokenizer.json` (or its folder); EOS from the `tokenizer_config.json` beside it.
+    #[arg(long)]
+    tokenizer: PathBuf,
+    /// Result file (the runner's shape: `meta`, `summary`, `items`).
+    #[arg(long)]
+    out: PathBuf,
+    /// The EOS token, when the tokenizer config does not name it.
+    #[arg(long)]
+    eos: Option<String>,
+    /// Only the first N items (after `--stride`).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Every K-th item.
+    #[arg(long, default_value_t = 1)]
+    stride: usize,
+    /// Compact JSON (no whitespace) instead of flexible whitespace (llguidance's default).
+    #[arg(long)]
+    compact: bool,
+    /// Report unsupported keywords instead of failing to compile.
+    #[arg(long)]
+    lenient: bool,
 }
 
 #[derive(Subcommand)]
@@ -123,6 +162,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => analyze(args),
         Command::Parse(args) => parse(args),
         Command::Eval(EvalCommand::Parse(args)) => eval_parse(args),
+        Command::Bench(BenchCommand::Grammar(args)) => bench_grammar(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -279,5 +319,21 @@ fn eval_parse(args: EvalParseArgs) -> anyhow::Result<()> {
     }
     writeln!(stdout, "{passed} passed, {failed} failed, {skipped} skipped")?;
     writeln!(stdout, "quirk cases (apart): {quirk_passed} passed, {quirk_failed} failed")?;
+    Ok(())
+}
+
+fn bench_grammar(args: BenchGrammarArgs) -> anyhow::Result<()> {
+    let request = bench_grammar::Request {
+        workload: &args.workload,
+        tokenizer: &args.tokenizer,
+        out: &args.out,
+        eos: args.eos.as_deref(),
+        limit: args.limit,
+        stride: args.stride,
+        compact: args.compact,
+        lenient: args.lenient,
+    };
+    let summary = bench_grammar::run(&request)?;
+    writeln!(std::io::stdout().lock(), "{}", serde_json::to_string_pretty(&summary)?)?;
     Ok(())
 }

@@ -171,3 +171,42 @@ fn eval_parse_reports_each_case_and_a_summary() {
     assert!(stdout.contains("1 passed, 1 failed, 1 skipped"), "{stdout}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn bench_grammar_writes_the_runners_summary_fields() {
+    let tokenizer = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tokenizers/llama3_1");
+    let tokenizer = std::env::var_os("PARLANCE_TOKENIZERS").map_or(tokenizer, |d| PathBuf::from(d).join("llama3_1"));
+    if !tokenizer.is_dir() {
+        eprintln!("skipping: no llama3_1 tokenizer at {}", tokenizer.display());
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("parlance-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let workload = dir.join("w1.jsonl");
+    let items = [
+        serde_json::json!({"id": "a", "split": "s", "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+            "valid": ["{\"n\": 12}"], "invalid": ["{\"n\": \"x\"}", "{}"]}),
+        serde_json::json!({"id": "b", "split": "s", "schema": {"not": {"type": "string"}}, "valid": ["1"], "invalid": []}),
+    ];
+    std::fs::write(&workload, items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join("\n")).unwrap();
+    let out = dir.join("r.json");
+    let run = parlance()
+        .args(["bench", "grammar", "--workload"])
+        .arg(&workload)
+        .arg("--tokenizer")
+        .arg(&tokenizer)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let summary = &result["summary"];
+    assert_eq!(summary["items"], 2);
+    assert_eq!(summary["valid_passed"], 1, "{summary}");
+    assert_eq!(summary["invalid_instances"], 2);
+    assert_eq!(summary["invalidation_errors"], 0);
+    assert_eq!(summary["compile_errors"], 1, "`not` is not enforced, so it must not compile: {summary}");
+    assert!(summary["tbm_us"]["p99"].as_f64().is_some() && summary["ttfm_us"]["p50"].as_f64().is_some());
+    std::fs::remove_dir_all(&dir).ok();
+}

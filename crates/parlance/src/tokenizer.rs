@@ -26,6 +26,8 @@ pub enum TokenizerError {
 /// A Hugging Face tokenizer loaded from `tokenizer.json`; build once, share (`&self`).
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
+    /// `eos_token` of the `tokenizer_config.json` beside `tokenizer.json`, if there is one.
+    eos_token: Option<String>,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -43,7 +45,15 @@ impl Tokenizer {
         }
         let inner = tokenizers::Tokenizer::from_file(&path)
             .map_err(|e| TokenizerError::Load { path: path.clone(), message: e.to_string() })?;
-        Ok(Tokenizer { inner })
+        let config = path.with_file_name("tokenizer_config.json");
+        let eos_token = std::fs::read_to_string(config)
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .and_then(|config| match &config["eos_token"] {
+                serde_json::Value::String(token) => Some(token.clone()),
+                other => other["content"].as_str().map(str::to_owned),
+            });
+        Ok(Tokenizer { inner, eos_token })
     }
 
     /// Token ids of a rendered prompt: special tokens in the text become their single ids, and no
@@ -63,8 +73,66 @@ impl Tokenizer {
         self.inner.token_to_id(token)
     }
 
+    /// The exact bytes of every token, for constrained decoding (`parlance_grammar::TokenVocab`):
+    /// byte-level BPE tokens are mapped back through GPT-2's byte-to-character table; otherwise
+    /// (SentencePiece-style) `<0xNN>` byte-fallback tokens are that byte and `▁` is a space. Special
+    /// (added, `special: true`) tokens are kept apart; `eos_ids` are the ids that end generation
+    /// (empty: the `eos_token` of the `tokenizer_config.json` beside the tokenizer).
+    pub fn token_vocab(&self, eos_ids: &[u32]) -> Result<parlance_grammar::TokenVocab, TokenizerError> {
+        let config_eos: Vec<u32> = self.eos_token_id().into_iter().collect();
+        let eos_ids = if eos_ids.is_empty() { config_eos.as_slice() } else { eos_ids };
+        let byte_level = self
+            .inner
+            .get_decoder()
+            .and_then(|d| serde_json::to_string(d).ok())
+            .is_some_and(|json| json.contains("\"ByteLevel\""));
+        let byte_of = byte_decoder();
+        let size = self.inner.get_vocab_size(true);
+        let mut tokens = vec![Vec::new(); size];
+        for (token, id) in self.inner.get_vocab(true) {
+            let Some(slot) = tokens.get_mut(id as usize) else { continue };
+            *slot = if byte_level {
+                token.chars().map(|c| byte_of.get(&c).copied().unwrap_or(b'?')).collect()
+            } else if let Some(hex) = token.strip_prefix("<0x").and_then(|t| t.strip_suffix('>')) {
+                u8::from_str_radix(hex, 16).map_or_else(|_| token.clone().into_bytes(), |b| vec![b])
+            } else {
+                token.replace('\u{2581}', " ").into_bytes()
+            };
+        }
+        let mut special = Vec::new();
+        for (id, added) in self.inner.get_added_tokens_decoder() {
+            if let Some(slot) = tokens.get_mut(id as usize) {
+                *slot = added.content.clone().into_bytes();
+                if added.special {
+                    special.push(id);
+                }
+            }
+        }
+        parlance_grammar::TokenVocab::new(tokens, &special, eos_ids).map_err(|e| TokenizerError::Encode(e.to_string()))
+    }
+
+    /// The id of the `eos_token` named by the `tokenizer_config.json` beside the tokenizer.
+    pub fn eos_token_id(&self) -> Option<u32> {
+        self.eos_token.as_deref().and_then(|token| self.token_to_id(token))
+    }
+
     /// Number of ids, added tokens included.
     pub fn vocab_size(&self) -> usize {
         self.inner.get_vocab_size(true)
     }
+}
+
+/// GPT-2's byte-level alphabet, reversed: the printable character that stands for each byte.
+fn byte_decoder() -> std::collections::HashMap<char, u8> {
+    let mut bytes: Vec<u32> = (u32::from(b'!')..=u32::from(b'~')).chain(0xA1..=0xAC).chain(0xAE..=0xFF).collect();
+    let mut chars = bytes.clone();
+    let mut next = 0;
+    for b in 0..256u32 {
+        if !bytes.contains(&b) {
+            bytes.push(b);
+            chars.push(256 + next);
+            next += 1;
+        }
+    }
+    bytes.iter().zip(&chars).filter_map(|(&b, &c)| Some((char::from_u32(c)?, u8::try_from(b).ok()?))).collect()
 }

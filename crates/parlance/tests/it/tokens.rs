@@ -63,3 +63,26 @@ fn special_tokens_in_text_become_single_ids() {
     assert_eq!(ids.last(), Some(&im_end));
     assert_eq!(tokenizer.decode(&ids).unwrap(), "<|im_start|>user\nhi<|im_end|>");
 }
+
+/// Token bytes for constrained decoding: the bytes of the ids of a text are the text, for every
+/// shared tokenizer (byte-level BPE and SentencePiece-style alike), and special tokens are marked.
+#[test]
+fn token_vocab_bytes_spell_the_encoded_text() {
+    let Some(tokenizers) = corpus::tokenizers() else { return };
+    let text = "Hello wörld! {\"a\": [1, 2.5, null]}\n\tçà 東京 🎉 <tag>";
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&tokenizers).unwrap() {
+        let folder = entry.unwrap().path();
+        if !folder.join("tokenizer.json").is_file() {
+            continue;
+        }
+        let tokenizer = Tokenizer::from_path(&folder).unwrap();
+        let vocab = tokenizer.token_vocab(&[]).unwrap();
+        assert_eq!(vocab.len(), tokenizer.vocab_size(), "{}", folder.display());
+        let ids = tokenizer.encode_rendered(text).unwrap();
+        let bytes: Vec<u8> = ids.iter().flat_map(|&id| vocab.token_bytes(id).to_vec()).collect();
+        assert_eq!(String::from_utf8_lossy(&bytes), text, "{}", folder.display());
+        checked += 1;
+    }
+    assert!(checked >= 3, "only {checked} tokenizers");
+}
