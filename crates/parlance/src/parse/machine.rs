@@ -168,6 +168,15 @@ struct Tagged {
     step: TaggedStep,
 }
 
+/// Where reading a literal value stopped: byte offset in the value, bracket depth, open quote.
+#[derive(Debug, Clone, Copy, Default)]
+struct LiteralScan {
+    pos: usize,
+    depth: usize,
+    in_quote: Option<char>,
+    escape: bool,
+}
+
 #[derive(Debug)]
 enum TaggedStep {
     BeforeArg,
@@ -180,6 +189,7 @@ enum TaggedStep {
         name: String,
         from: usize,
         searched: usize,
+        literal: LiteralScan,
     },
 }
 
@@ -1481,7 +1491,8 @@ impl Machine {
                         self.pos = suffix_end;
                         self.span(SpanKind::Whitespace, self.pos, self.pos + lead);
                         self.pos += lead;
-                        tagged.step = TaggedStep::Value { name, from: self.pos, searched: 0 };
+                        tagged.step =
+                            TaggedStep::Value { name, from: self.pos, searched: 0, literal: LiteralScan::default() };
                         section.phase = Phase::Tagged(tagged);
                         Ok(Step::Again)
                     }
@@ -1513,36 +1524,44 @@ impl Machine {
                     }
                 }
             }
-            TaggedStep::Value { name, from, searched } => match self.read_value(tools, from, searched) {
-                None => {
-                    let searched = self.buf.len() - from;
-                    tagged.step = TaggedStep::Value { name, from, searched };
-                    section.phase = Phase::Tagged(tagged);
-                    Ok(Step::Wait)
-                }
-                Some((raw, quoted, value_end, end)) => {
-                    self.span(SpanKind::ToolArguments, from, value_end);
-                    self.span(SpanKind::Marker, value_end, end);
-                    self.pos = end;
-                    let truncated = end == self.buf.len() && self.eof && !tools.arg_value_suffix.is_empty();
-                    self.emit_argument(tools, &name, &raw, quoted, tagged.count, from);
-                    tagged.count += 1;
-                    tagged.separated = false;
-                    if truncated && !self.buf[from..end].contains(tools.arg_value_suffix.as_str()) {
-                        self.issue("truncated-call", end, "the output ends inside an argument value");
-                        return Ok(self.finish_tagged(section, tagged, Some(end)));
+            TaggedStep::Value { name, from, searched, mut literal } => {
+                match self.read_value(tools, from, searched, &mut literal) {
+                    None => {
+                        let searched = self.buf.len() - from;
+                        tagged.step = TaggedStep::Value { name, from, searched, literal };
+                        section.phase = Phase::Tagged(tagged);
+                        Ok(Step::Wait)
                     }
-                    tagged.step = TaggedStep::BeforeArg;
-                    section.phase = Phase::Tagged(tagged);
-                    Ok(Step::Again)
+                    Some((raw, quoted, value_end, end)) => {
+                        self.span(SpanKind::ToolArguments, from, value_end);
+                        self.span(SpanKind::Marker, value_end, end);
+                        self.pos = end;
+                        let truncated = end == self.buf.len() && self.eof && !tools.arg_value_suffix.is_empty();
+                        self.emit_argument(tools, &name, &raw, quoted, tagged.count, from);
+                        tagged.count += 1;
+                        tagged.separated = false;
+                        if truncated && !self.buf[from..end].contains(tools.arg_value_suffix.as_str()) {
+                            self.issue("truncated-call", end, "the output ends inside an argument value");
+                            return Ok(self.finish_tagged(section, tagged, Some(end)));
+                        }
+                        tagged.step = TaggedStep::BeforeArg;
+                        section.phase = Phase::Tagged(tagged);
+                        Ok(Step::Again)
+                    }
                 }
-            },
+            }
         }
     }
 
     /// Reads a tagged value at `from`: `(raw, quoted, value_end, end)` where `end` is past its
     /// suffix; `None` when undecided.
-    fn read_value(&self, tools: &ToolSyntax, from: usize, searched: usize) -> Option<(String, bool, usize, usize)> {
+    fn read_value(
+        &self,
+        tools: &ToolSyntax,
+        from: usize,
+        searched: usize,
+        literal: &mut LiteralScan,
+    ) -> Option<(String, bool, usize, usize)> {
         let rest = &self.buf[from..];
         if !tools.arg_value_suffix.is_empty() && tools.string_quote.is_empty() {
             // Resume the search a marker's length (plus loose whitespace) before where it stopped.
@@ -1576,7 +1595,11 @@ impl Machine {
         let quote = tools.string_quote.as_str();
         if quote.chars().count() > 1 && rest.starts_with(quote) {
             let body = &rest[quote.len()..];
-            return match body.find(quote) {
+            let mut resume = searched.saturating_sub(2 * quote.len()).min(body.len());
+            while !body.is_char_boundary(resume) {
+                resume -= 1;
+            }
+            return match body[resume..].find(quote).map(|i| resume + i) {
                 Some(i) => {
                     let end = from + quote.len() + i + quote.len();
                     Some((body[..i].to_owned(), true, end, end))
@@ -1589,10 +1612,10 @@ impl Machine {
             .into_iter()
             .filter(|m| !m.is_empty())
             .collect();
-        let mut depth = 0usize;
-        let mut in_quote: Option<char> = None;
-        let mut escape = false;
-        for (i, c) in rest.char_indices() {
+        // Resumed where the last chunk left it, so a long value streamed in small pieces is read once.
+        let LiteralScan { pos: resume, mut depth, mut in_quote, mut escape } = *literal;
+        for (i, c) in rest[resume..].char_indices().map(|(i, c)| (resume + i, c)) {
+            let before = LiteralScan { pos: i, depth, in_quote, escape };
             if let Some(q) = in_quote {
                 if escape {
                     escape = false;
@@ -1617,6 +1640,7 @@ impl Machine {
                     return Some((value_text, quoted, from + value.len(), end));
                 }
                 if stops.iter().any(|s| s.starts_with(&rest[i..])) && !self.eof {
+                    *literal = before;
                     return None;
                 }
             }
@@ -1625,6 +1649,7 @@ impl Machine {
             let (value_text, quoted) = unquote(rest.trim_end());
             Some((value_text, quoted, from + rest.trim_end().len(), self.buf.len()))
         } else {
+            *literal = LiteralScan { pos: rest.len(), depth, in_quote, escape };
             None
         }
     }
