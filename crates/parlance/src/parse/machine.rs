@@ -1781,93 +1781,62 @@ enum Head {
 }
 
 fn json_head(text: &str, fields: &crate::format::JsonCallFields) -> Head {
+    match read_head(text, fields) {
+        Ok((start, name, args_at)) => Head::Yes { start, name, args_at },
+        Err(head) => head,
+    }
+}
+
+/// `{"<name key>": "<name>", "<arguments key>": ` then `{`: (object start, name, arguments start).
+fn read_head(text: &str, fields: &crate::format::JsonCallFields) -> Result<(usize, String, usize), Head> {
     let b = text.as_bytes();
-    let mut i = 0;
-    let ws = |i: &mut usize| {
-        while *i < b.len() && b[*i].is_ascii_whitespace() {
-            *i += 1;
+    let ws = |i: usize| i + b[i.min(b.len())..].iter().take_while(|c| c.is_ascii_whitespace()).count();
+    // The byte `want` after optional whitespace: the index after it.
+    let punct = |i: usize, want: u8| -> Result<usize, Head> {
+        let i = ws(i);
+        match b.get(i) {
+            None => Err(Head::Undecided),
+            Some(&c) if c == want => Ok(i + 1),
+            Some(_) => Err(Head::No),
         }
     };
-    // A JSON string at `i`: its decoded text and the index after it.
+    // A JSON string after optional whitespace: its decoded text and the index after it.
     let string = |i: usize| -> Result<(String, usize), Head> {
-        if i >= b.len() {
-            return Err(Head::Undecided);
+        let i = ws(i);
+        match b.get(i) {
+            None => return Err(Head::Undecided),
+            Some(b'"') => {}
+            Some(_) => return Err(Head::No),
         }
-        if b[i] != b'"' {
-            return Err(Head::No);
-        }
-        let mut j = i + 1;
         let mut escape = false;
-        while j < b.len() {
+        for j in i + 1..b.len().min(i + 1 + MAX_NAME) {
             match b[j] {
                 _ if escape => escape = false,
                 b'\\' => escape = true,
-                b'"' => {
-                    return serde_json::from_str::<String>(&text[i..=j]).map(|s| (s, j + 1)).map_err(|_| Head::No);
-                }
+                b'"' => return serde_json::from_str(&text[i..=j]).map(|s| (s, j + 1)).map_err(|_| Head::No),
                 _ => {}
             }
-            j += 1;
-            if j - i > MAX_NAME {
-                return Err(Head::No);
-            }
         }
-        Err(Head::Undecided)
+        Err(if b.len() > i + MAX_NAME { Head::No } else { Head::Undecided })
     };
-    ws(&mut i);
-    let start = i;
-    match b.get(i) {
-        None => return Head::Undecided,
-        Some(b'{') => i += 1,
-        Some(_) => return Head::No,
-    }
-    ws(&mut i);
-    let (key, next) = match string(i) {
-        Ok(found) => found,
-        Err(head) => return head,
-    };
+    let start = ws(0);
+    let i = punct(start, b'{')?;
+    let (key, i) = string(i)?;
     if key != fields.name {
-        return Head::No;
+        return Err(Head::No);
     }
-    i = next;
-    ws(&mut i);
-    match b.get(i) {
-        None => return Head::Undecided,
-        Some(b':') => i += 1,
-        Some(_) => return Head::No,
-    }
-    ws(&mut i);
-    let (name, next) = match string(i) {
-        Ok(found) => found,
-        Err(head) => return head,
-    };
-    i = next;
-    ws(&mut i);
-    match b.get(i) {
-        None => return Head::Undecided,
-        Some(b',') => i += 1,
-        Some(_) => return Head::No,
-    }
-    ws(&mut i);
-    let (key, next) = match string(i) {
-        Ok(found) => found,
-        Err(head) => return head,
-    };
+    let i = punct(i, b':')?;
+    let (name, i) = string(i)?;
+    let i = punct(i, b',')?;
+    let (key, i) = string(i)?;
     if key != fields.arguments && key != "arguments" && key != "parameters" {
-        return Head::No;
+        return Err(Head::No);
     }
-    i = next;
-    ws(&mut i);
-    match b.get(i) {
-        None => return Head::Undecided,
-        Some(b':') => i += 1,
-        Some(_) => return Head::No,
-    }
-    ws(&mut i);
-    match b.get(i) {
-        None => Head::Undecided,
-        Some(b'{') if !name.is_empty() => Head::Yes { start, name, args_at: i },
-        Some(_) => Head::No,
+    let args_at = ws(punct(i, b':')?);
+    match b.get(args_at) {
+        None => Err(Head::Undecided),
+        Some(b'{') if !name.is_empty() => Ok((start, name, args_at)),
+        Some(_) => Err(Head::No),
     }
 }
 
