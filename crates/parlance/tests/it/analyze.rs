@@ -12,7 +12,7 @@ use crate::corpus;
 
 /// A corpus template labelled `{id}.jinja` (labels stay machine-independent), with the variables
 /// its golden renders were made with.
-fn corpus_template(corpus: &Path, id: &str) -> (ChatTemplate, AnalyzeOptions) {
+pub(crate) fn corpus_template(corpus: &Path, id: &str) -> (ChatTemplate, AnalyzeOptions) {
     let text = std::fs::read_to_string(corpus.join("templates").join(format!("{id}.jinja"))).unwrap();
     let golden: Json =
         serde_json::from_str(&std::fs::read_to_string(corpus.join("golden").join(format!("{id}.json"))).unwrap())
@@ -27,7 +27,7 @@ fn corpus_template(corpus: &Path, id: &str) -> (ChatTemplate, AnalyzeOptions) {
     (template, options)
 }
 
-fn manifest_ids(corpus: &Path) -> Vec<String> {
+pub(crate) fn manifest_ids(corpus: &Path) -> Vec<String> {
     let manifest: Json =
         serde_json::from_str(&std::fs::read_to_string(corpus.join("templates/manifest.json")).unwrap()).unwrap();
     manifest.as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect()

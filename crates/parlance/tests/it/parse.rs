@@ -15,27 +15,14 @@ use crate::corpus;
 
 /// Every corpus template the analyzer handles, with its Format.
 fn corpus_formats(corpus: &Path) -> Vec<(String, ChatTemplate, Format, AnalyzeOptions)> {
-    let manifest: Json =
-        serde_json::from_str(&std::fs::read_to_string(corpus.join("templates/manifest.json")).unwrap()).unwrap();
-    let mut out = Vec::new();
-    for entry in manifest.as_array().unwrap() {
-        let id = entry["id"].as_str().unwrap().to_owned();
-        let text = std::fs::read_to_string(corpus.join("templates").join(format!("{id}.jinja"))).unwrap();
-        let golden: Json =
-            serde_json::from_str(&std::fs::read_to_string(corpus.join("golden").join(format!("{id}.json"))).unwrap())
-                .unwrap();
-        let mut options = AnalyzeOptions::default();
-        for (k, v) in golden["template_variables"].as_object().into_iter().flatten() {
-            options.variables.insert(k.clone(), v.clone());
-        }
-        let template =
-            ChatTemplate::from_source(TemplateSource::from_text(format!("{id}.jinja"), text), RenderLimits::default())
-                .unwrap();
-        if let Ok(format) = analyze(&template, &options) {
-            out.push((id, template, format, options));
-        }
-    }
-    out
+    crate::analyze::manifest_ids(corpus)
+        .into_iter()
+        .filter_map(|id| {
+            let (template, options) = crate::analyze::corpus_template(corpus, &id);
+            let format = analyze(&template, &options).ok()?;
+            Some((id, template, format, options))
+        })
+        .collect()
 }
 
 /// Concatenates deltas into the message they describe.
