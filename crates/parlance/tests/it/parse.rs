@@ -5,8 +5,7 @@ use std::path::Path;
 
 use parlance::parse::eval::{EvalSetup, Evaluator, Status};
 use parlance::{
-    AnalyzeOptions, ChatTemplate, Delta, Format, ParseOptions, ParsedMessage, Parser, RenderLimits, TemplateSource,
-    analyze, rendered_cases,
+    AnalyzeOptions, ChatTemplate, Delta, Format, ParseOptions, ParsedMessage, Parser, analyze, rendered_cases,
 };
 use proptest::prelude::*;
 use serde_json::{Value as Json, json};
