@@ -169,60 +169,12 @@ fn recursive_rules(g: &Grammar) -> Vec<bool> {
             v
         })
         .collect();
-    // Iterative Tarjan: grammars come from untrusted input, so no recursion on their shape.
-    let mut index = vec![u32::MAX; n];
-    let mut low = vec![0u32; n];
-    let mut on_stack = vec![false; n];
-    let mut stack = Vec::new();
-    let mut rec = vec![false; n];
-    let mut next = 0u32;
-    for root in 0..n {
-        if index[root] != u32::MAX {
-            continue;
-        }
-        let mut call: Vec<(usize, usize)> = vec![(root, 0)];
-        index[root] = next;
-        low[root] = next;
-        next += 1;
-        stack.push(root);
-        on_stack[root] = true;
-        while let Some(&mut (v, ref mut ci)) = call.last_mut() {
-            if *ci < succ[v].len() {
-                let w = succ[v][*ci] as usize;
-                *ci += 1;
-                if index[w] == u32::MAX {
-                    index[w] = next;
-                    low[w] = next;
-                    next += 1;
-                    stack.push(w);
-                    on_stack[w] = true;
-                    call.push((w, 0));
-                } else if on_stack[w] {
-                    low[v] = low[v].min(index[w]);
-                }
-            } else {
-                call.pop();
-                if let Some(&(p, _)) = call.last() {
-                    low[p] = low[p].min(low[v]);
-                }
-                if low[v] == index[v] {
-                    let mut comp = Vec::new();
-                    while let Some(w) = stack.pop() {
-                        on_stack[w] = false;
-                        comp.push(w);
-                        if w == v {
-                            break;
-                        }
-                    }
-                    let cyclic = comp.len() > 1 || succ[v].contains(&(v as u32));
-                    for w in comp {
-                        rec[w] = cyclic;
-                    }
-                }
-            }
-        }
+    let comp = crate::automaton::strongly_connected(&succ);
+    let mut size = vec![0usize; n];
+    for &c in &comp {
+        size[c as usize] += 1;
     }
-    rec
+    (0..n).map(|v| size[comp[v] as usize] > 1 || succ[v].contains(&(v as u32))).collect()
 }
 
 fn compile(

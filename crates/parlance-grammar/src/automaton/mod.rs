@@ -193,58 +193,8 @@ impl Automaton {
             out.dedup();
             out
         };
-        let mut index = vec![u32::MAX; n];
-        let mut low = vec![0u32; n];
-        let mut on_stack = vec![false; n];
-        let mut comp = vec![u32::MAX; n];
-        let mut stack = Vec::new();
-        let mut next = 0u32;
-        let mut ncomp = 0u32;
-        for root in 0..n {
-            if index[root] != u32::MAX {
-                continue;
-            }
-            let mut call: Vec<(usize, Vec<u32>, usize)> = vec![(root, succ(root), 0)];
-            index[root] = next;
-            low[root] = next;
-            next += 1;
-            stack.push(root);
-            on_stack[root] = true;
-            while let Some((v, ss, ci)) = call.last_mut() {
-                let v = *v;
-                if *ci < ss.len() {
-                    let w = ss[*ci] as usize;
-                    *ci += 1;
-                    if index[w] == u32::MAX {
-                        index[w] = next;
-                        low[w] = next;
-                        next += 1;
-                        stack.push(w);
-                        on_stack[w] = true;
-                        let sw = succ(w);
-                        call.push((w, sw, 0));
-                    } else if on_stack[w] {
-                        low[v] = low[v].min(index[w]);
-                    }
-                } else {
-                    call.pop();
-                    if let Some((p, _, _)) = call.last() {
-                        low[*p] = low[*p].min(low[v]);
-                    }
-                    if low[v] == index[v] {
-                        while let Some(w) = stack.pop() {
-                            on_stack[w] = false;
-                            comp[w] = ncomp;
-                            if w == v {
-                                break;
-                            }
-                        }
-                        ncomp += 1;
-                    }
-                }
-            }
-        }
-        comp
+        let succ: Vec<Vec<u32>> = (0..n).map(succ).collect();
+        strongly_connected(&succ)
     }
 
     /// Canonical encoding of the component `scc` seen from `state`: states numbered breadth-first
@@ -1157,6 +1107,63 @@ impl Dfa {
         a.char_loop = (0..n as u32).map(|s| a.loops_on_all_multibyte(s)).collect();
         a
     }
+}
+
+/// The strongly connected component of every node of a graph given by successor lists, numbered
+/// in the order Tarjan's algorithm closes them. Iterative: graphs come from untrusted input, so no
+/// recursion on their shape.
+pub(crate) fn strongly_connected(succ: &[Vec<u32>]) -> Vec<u32> {
+    let n = succ.len();
+    let mut index = vec![u32::MAX; n];
+    let mut low = vec![0u32; n];
+    let mut on_stack = vec![false; n];
+    let mut comp = vec![u32::MAX; n];
+    let mut stack = Vec::new();
+    let mut next = 0u32;
+    let mut ncomp = 0u32;
+    for root in 0..n {
+        if index[root] != u32::MAX {
+            continue;
+        }
+        let mut call: Vec<(usize, usize)> = vec![(root, 0)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut ci)) = call.last_mut() {
+            if *ci < succ[v].len() {
+                let w = succ[v][*ci] as usize;
+                *ci += 1;
+                if index[w] == u32::MAX {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    call.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+            } else {
+                call.pop();
+                if let Some(&(p, _)) = call.last() {
+                    low[p] = low[p].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    while let Some(w) = stack.pop() {
+                        on_stack[w] = false;
+                        comp[w] = ncomp;
+                        if w == v {
+                            break;
+                        }
+                    }
+                    ncomp += 1;
+                }
+            }
+        }
+    }
+    comp
 }
 
 #[cfg(test)]

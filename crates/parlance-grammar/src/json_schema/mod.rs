@@ -277,32 +277,7 @@ impl<'a> Compiler<'a> {
     fn json_char(&self) -> Expr {
         Expr::alt(vec![
             Expr::CharClass { negated: true, ranges: vec![('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')] },
-            Expr::seq(vec![
-                lit("\\"),
-                Expr::alt(vec![
-                    Expr::CharClass {
-                        negated: false,
-                        ranges: vec![
-                            ('"', '"'),
-                            ('\\', '\\'),
-                            ('/', '/'),
-                            ('b', 'b'),
-                            ('f', 'f'),
-                            ('n', 'n'),
-                            ('r', 'r'),
-                            ('t', 't'),
-                        ],
-                    },
-                    Expr::seq(vec![
-                        lit("u"),
-                        Expr::repeat(
-                            Expr::CharClass { negated: false, ranges: vec![('0', '9'), ('a', 'f'), ('A', 'F')] },
-                            4,
-                            Some(4),
-                        ),
-                    ]),
-                ]),
-            ]),
+            Expr::seq(vec![lit("\\"), Self::escape_tail()]),
         ])
     }
 

@@ -405,6 +405,18 @@ impl Machine {
         None
     }
 
+    /// A marker that may open what follows: consumed (`Again`), maybe still arriving (`Wait`), or
+    /// not there (`None`, also for an empty marker).
+    fn opening_marker(&mut self, marker: &str) -> Option<Step> {
+        match self.at_marker(marker)? {
+            Ok(end) => {
+                self.marker(end);
+                Some(Step::Again)
+            }
+            Err(()) => Some(Step::Wait),
+        }
+    }
+
     // ----- reasoning and content ---------------------------------------------------------------
 
     fn start(&mut self) -> Step {
@@ -542,50 +554,27 @@ impl Machine {
         let setup = self.setup.clone();
         let syntax = &setup.syntax;
         let from = self.pos.max(self.scan_from);
+        self.state = State::Content;
         if self.header_pending {
-            match self.at_marker(&setup.header) {
-                Some(Ok(end)) => {
-                    self.marker(end);
+            match self.opening_marker(&setup.header) {
+                Some(Step::Wait) => return Step::Wait,
+                Some(step) => {
                     self.header_pending = false;
-                    self.state = State::Content;
-                    return Step::Again;
+                    return step;
                 }
-                Some(Err(())) => {
-                    self.state = State::Content;
-                    return Step::Wait;
-                }
-                None => {}
+                None => self.header_pending = false,
             }
-            self.header_pending = false;
         }
         // The empty reasoning block of a turn without reasoning.
-        if !self.seg_text && self.content.is_empty() && self.reasoning.is_empty() && !syntax.empty_block.is_empty() {
-            match self.at_marker(&syntax.empty_block) {
-                Some(Ok(end)) if end > self.pos => {
-                    self.marker(end);
-                    self.state = State::Content;
-                    return Step::Again;
-                }
-                Some(Err(())) => {
-                    self.state = State::Content;
-                    return Step::Wait;
-                }
-                _ => {}
+        if !self.seg_text && self.content.is_empty() && self.reasoning.is_empty() {
+            if let Some(step) = self.opening_marker(&syntax.empty_block) {
+                return step;
             }
         }
         // A content wrapper at the start of the segment.
-        if !self.seg_text && !syntax.content_start.is_empty() {
-            match self.at_marker(&syntax.content_start) {
-                Some(Ok(end)) => {
-                    self.marker(end);
-                    self.state = State::Content;
-                    return Step::Again;
-                }
-                Some(Err(())) => {
-                    self.state = State::Content;
-                    return Step::Wait;
-                }
-                None => {}
+        if !self.seg_text {
+            if let Some(step) = self.opening_marker(&syntax.content_start) {
+                return step;
             }
         }
         // Bare JSON calls (no marker): only a whole output that starts with a JSON value.
@@ -700,12 +689,8 @@ impl Machine {
                 }
                 self.span(SpanKind::Marker, at, marker_end);
                 self.pos = marker_end;
-                if what == 1 {
-                    self.after_turn_end = true;
-                    if !self.buf[self.pos..].trim().is_empty() || !self.eof {
-                        // Decided later: text after the turn end is reported when it comes.
-                    }
-                }
+                // Text after the turn end is reported when the output ends (it may still come).
+                self.after_turn_end |= what == 1;
                 self.seg_text = false;
                 self.state = State::Content;
                 Step::Again
@@ -870,9 +855,6 @@ impl Machine {
     fn in_section(&mut self, mut section: Box<Section>) -> Step {
         let setup = self.setup.clone();
         let tools = setup.tools();
-        if section.ws_from < section.trigger_at && (section.committed || !matches!(section.phase, Phase::Open)) {
-            // The whitespace before the section is decided once the section is.
-        }
         let outcome = self.section_step(tools, &mut section);
         match outcome {
             Ok(step) => {
@@ -1037,7 +1019,7 @@ impl Machine {
                 }
             }
             Phase::ArgsJson { from, emitted, scan, object_from } => {
-                self.args_json(tools, section, (from, emitted, object_from), scan)
+                self.args_json(section, (from, emitted, object_from), scan)
             }
             Phase::JsonTail { from, mut scan } => match scan.scan(&self.buf[from..], self.eof) {
                 JsonScan::End(n) => {
@@ -1301,7 +1283,6 @@ impl Machine {
 
     fn args_json(
         &mut self,
-        tools: &ToolSyntax,
         section: &mut Section,
         (from, emitted, object_from): (Option<usize>, usize, Option<usize>),
         mut scan: JsonEnd,
@@ -1359,7 +1340,6 @@ impl Machine {
             JsonScan::Invalid(_) => {
                 // Not JSON: the raw text up to the call end is the arguments, kept as written.
                 section.phase = Phase::ArgsRaw { from, emitted };
-                let _ = tools;
                 Ok(Step::Again)
             }
         }
