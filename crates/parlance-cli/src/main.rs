@@ -33,6 +33,8 @@ enum Command {
     Analyze(AnalyzeArgs),
     /// Parse model output (stdin) into reasoning / content / tool calls (JSON on stdout).
     Parse(ParseArgs),
+    /// Check the parse-render roundtrip of a template (prefix-cache breaks) and its token bridge.
+    Roundtrip(RoundtripArgs),
     /// Evaluate parlance against test cases.
     #[command(subcommand)]
     Eval(EvalCommand),
@@ -102,6 +104,28 @@ struct ParseArgs {
 }
 
 #[derive(clap::Args)]
+struct RoundtripArgs {
+    /// A `.jinja` file, a `tokenizer_config.json` / `chat_template.json`, or a model folder.
+    #[arg(long)]
+    template: PathBuf,
+    /// A `tokenizer.json` (or its folder): token-level checks and the bridge sessions.
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
+    /// Number of simulated multi-turn sessions for the bridge.
+    #[arg(long, default_value_t = 64)]
+    sessions: usize,
+    /// Seed of the sessions and of generated ids.
+    #[arg(long, default_value_t = 0x5eed)]
+    seed: u64,
+    /// Template variable set on every render, `NAME=VALUE` (VALUE as JSON when it parses).
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    vars: Vec<String>,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
 struct EvalParseArgs {
     /// Case files (`.jsonl`).
     #[arg(long, required = true, num_args = 1..)]
@@ -161,6 +185,7 @@ fn main() -> ExitCode {
         Command::Render(args) => render(args),
         Command::Analyze(args) => analyze(args),
         Command::Parse(args) => parse(args),
+        Command::Roundtrip(args) => roundtrip(args),
         Command::Eval(EvalCommand::Parse(args)) => eval_parse(args),
         Command::Bench(BenchCommand::Grammar(args)) => bench_grammar(args),
     };
@@ -196,6 +221,73 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
         writeln!(stdout, "{}", serde_json::to_string_pretty(&format)?)?;
     } else {
         write!(stdout, "{}", format.summary())?;
+    }
+    Ok(())
+}
+
+fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
+    let template = ChatTemplate::from_path(&args.template).context("loading the template")?;
+    let variables = parse_vars(&args.vars)?;
+    let mut analyze_options = parlance::AnalyzeOptions::default();
+    analyze_options.variables.extend(variables.iter().cloned());
+    let format = parlance::analyze(&template, &analyze_options)?;
+    let tokenizer = args.tokenizer.as_ref().map(Tokenizer::from_path).transpose()?;
+    let options = parlance::RoundtripOptions {
+        variables: variables.into_iter().collect(),
+        sessions: args.sessions,
+        seed: args.seed,
+    };
+    let report = parlance::roundtrip::run(&template, &format, tokenizer.as_ref(), &options);
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        writeln!(stdout, "{}", serde_json::to_string_pretty(&report)?)?;
+        return Ok(());
+    }
+    let verdict = |ok: Option<bool>| match ok {
+        Some(true) => "ok",
+        Some(false) => "BREAK",
+        None => "-",
+    };
+    writeln!(stdout, "template: {}", report.template)?;
+    writeln!(stdout, "{:<28} {:<6} {:<6} {:<24} first divergence / note", "scenario", "string", "tokens", "cause")?;
+    for result in &report.scenarios {
+        let cause = result.cause.map(|c| serde_json::to_value(c).ok().and_then(|v| v.as_str().map(str::to_owned)));
+        let detail = match &result.first_divergence {
+            Some(d) => format!(
+                "byte {}{}: {:?} then {:?} became {:?}",
+                d.byte,
+                d.token.map(|t| format!(" token {t}")).unwrap_or_default(),
+                d.before,
+                d.expected,
+                d.actual
+            ),
+            None => result.note.clone(),
+        };
+        writeln!(
+            stdout,
+            "{:<28} {:<6} {:<6} {:<24} {detail}",
+            result.scenario,
+            verdict(result.string_prefix_ok),
+            verdict(result.token_prefix_ok),
+            cause.flatten().unwrap_or_default(),
+        )?;
+    }
+    match (&report.bridge, &report.bridge_error) {
+        (Some(b), _) => writeln!(
+            stdout,
+            "bridge: {} sessions ({} transitions): re-render breaks {} ({} transitions, {:?}), bridge breaks {}, bridge = re-render {}/{}{}",
+            b.sessions,
+            b.transitions,
+            b.rerender_breaks,
+            b.rerender_break_transitions,
+            b.rerender_causes,
+            b.bridge_breaks,
+            b.bridge_equals_rerender,
+            b.compared,
+            b.first_problem.as_ref().map(|p| format!("; {p}")).unwrap_or_default()
+        )?,
+        (None, Some(why)) => writeln!(stdout, "bridge: none ({why})")?,
+        (None, None) => {}
     }
     Ok(())
 }

@@ -9,12 +9,14 @@ pub mod analyze;
 pub mod format;
 pub mod message;
 pub mod parse;
+pub mod roundtrip;
 pub mod template;
 mod tokenizer;
 
 pub use analyze::{AnalyzeError, AnalyzeOptions, CaseResult, RenderedCase, analyze, rendered_cases, self_check};
 pub use format::{Format, ToolFamily};
 pub use message::{Conversation, FunctionCall, FunctionDefinition, Message, Tool, ToolCall};
+pub use roundtrip::{RenderedTokens, Renderer, RoundtripOptions};
 pub use parse::{Delta, ParseOptions, ParsedMessage, ParsedToolCall, Parser, StreamParser, parse};
 pub use template::{ChatTemplate, RenderLimits, RenderOptions, RenderRequest, TemplateError, TemplateSource};
 pub use tokenizer::{Tokenizer, TokenizerError};

@@ -63,6 +63,14 @@ impl Tokenizer {
         Ok(encoding.get_ids().to_vec())
     }
 
+    /// Like [`Tokenizer::encode_rendered`], with each token's byte range in `text` (ranges may be
+    /// trimmed of leading spaces by the tokenizer's post-processor; never outside `text`).
+    pub fn encode_with_offsets(&self, text: &str) -> Result<(Vec<u32>, Vec<(usize, usize)>), TokenizerError> {
+        let encoding = self.inner.encode(text, false).map_err(|e| TokenizerError::Encode(e.to_string()))?;
+        let offsets = encoding.get_offsets().iter().map(|&(s, e)| (s.min(text.len()), e.min(text.len()))).collect();
+        Ok((encoding.get_ids().to_vec(), offsets))
+    }
+
     /// Text of `ids`, special tokens included.
     pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
         self.inner.decode(ids, false).map_err(|e| TokenizerError::Encode(e.to_string()))

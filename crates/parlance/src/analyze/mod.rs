@@ -7,9 +7,9 @@
 //! sentinels; the only heuristic is "does this parse as JSON". Templates that raise on a probe lose
 //! that feature (reported in `Format::unsupported`), never the analysis.
 
-mod diff;
+pub(crate) mod diff;
 pub(crate) use diff::bracketed_pieces;
-mod probe;
+pub(crate) mod probe;
 mod tools;
 mod verify;
 

@@ -145,38 +145,7 @@ impl<'t> Probe<'t> {
         let closed = self.render(&[], with_tools, false, extra)?;
         let open = self.render(&[], with_tools, true, extra)?;
         let full = self.render(std::slice::from_ref(assistant), with_tools, false, extra)?;
-        let generation_prompt = open[common_prefix_angle(&closed, &open)..].to_owned();
-        let shared = common_prefix_angle(&closed, &full);
-        // Text the template writes after every conversation (Command-R+'s closing system turn, an
-        // end-of-text token) follows the turn too: it is not the turn's.
-        let after_all = &closed[shared..];
-        let turn = match full.strip_suffix(after_all) {
-            Some(rest) if !after_all.is_empty() && rest.len() >= shared => {
-                // `closed = A + T` and `full = A + X + T` split two ways when X ends as A does (both
-                // end `<|START_OF_TURN_TOKEN|>`): the turn is the X that starts where A's shared
-                // ending starts, so it begins with its own header.
-                // Of the splits, the one whose turn starts with the generation prompt.
-                let back = common_suffix(&rest[..shared], &rest[shared..]);
-                let prompt = generation_prompt.trim();
-                let k = (0..=back)
-                    .filter(|k| rest.is_char_boundary(shared - k))
-                    .find(|k| !prompt.is_empty() && rest[shared - k..].starts_with(prompt));
-                match k {
-                    Some(k) => &rest[shared - k..rest.len() - k],
-                    // No prompt to anchor on (Command-R7B prints its trailer whatever the flag):
-                    // keep the trailer with the turn rather than guess.
-                    None => &full[shared..],
-                }
-            }
-            _ => &full[shared..],
-        };
-        let repeated = common_prefix(turn, &generation_prompt);
-        let repeated = if turn.starts_with(&generation_prompt) { generation_prompt.len() } else { repeated };
-        Some(Output {
-            text: turn[repeated..].to_owned(),
-            unrepeated_prompt: generation_prompt[repeated..].to_owned(),
-            generation_prompt,
-        })
+        Some(split_output(&closed, &open, &full))
     }
 
     /// The output for an assistant message holding `calls`, trying `content` absent, then empty
@@ -199,5 +168,43 @@ impl<'t> Probe<'t> {
         let mut with_empty = bare.clone();
         with_empty["content"] = json!("");
         self.output(&bare, true, extra).or_else(|| self.output(&with_empty, true, extra))
+    }
+}
+
+/// The output of an assistant turn from three renders of one conversation: without the turn
+/// (`closed`), the same with the generation prompt (`open`), and with the turn as the last message
+/// (`full`).
+pub(crate) fn split_output(closed: &str, open: &str, full: &str) -> Output {
+    let generation_prompt = open[common_prefix_angle(closed, open)..].to_owned();
+    let shared = common_prefix_angle(closed, full);
+    // Text the template writes after every conversation (Command-R+'s closing system turn, an
+    // end-of-text token) follows the turn too: it is not the turn's.
+    let after_all = &closed[shared..];
+    let turn = match full.strip_suffix(after_all) {
+        Some(rest) if !after_all.is_empty() && rest.len() >= shared => {
+            // `closed = A + T` and `full = A + X + T` split two ways when X ends as A does (both
+            // end `<|START_OF_TURN_TOKEN|>`): the turn is the X that starts where A's shared
+            // ending starts, so it begins with its own header.
+            // Of the splits, the one whose turn starts with the generation prompt.
+            let back = common_suffix(&rest[..shared], &rest[shared..]);
+            let prompt = generation_prompt.trim();
+            let k = (0..=back)
+                .filter(|k| rest.is_char_boundary(shared - k))
+                .find(|k| !prompt.is_empty() && rest[shared - k..].starts_with(prompt));
+            match k {
+                Some(k) => &rest[shared - k..rest.len() - k],
+                // No prompt to anchor on (Command-R7B prints its trailer whatever the flag):
+                // keep the trailer with the turn rather than guess.
+                None => &full[shared..],
+            }
+        }
+        _ => &full[shared..],
+    };
+    let repeated = common_prefix(turn, &generation_prompt);
+    let repeated = if turn.starts_with(&generation_prompt) { generation_prompt.len() } else { repeated };
+    Output {
+        text: turn[repeated..].to_owned(),
+        unrepeated_prompt: generation_prompt[repeated..].to_owned(),
+        generation_prompt,
     }
 }

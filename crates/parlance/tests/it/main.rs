@@ -7,6 +7,7 @@ mod golden;
 mod limits;
 mod loading;
 mod parse;
+mod roundtrip;
 mod tokens;
 
 // Render memory limits are enforceable only under the guard; install it as the CLI does.

@@ -1,0 +1,151 @@
+//! Parse-render roundtrip: where re-rendering a conversation breaks the prefix an inference engine
+//! cached, and a token bridge that never breaks it.
+//!
+//! In a multi-turn session, prompt N plus the completion the model generated must be an exact
+//! prefix of prompt N+1 (as text and as token ids), or the engine's prefix cache misses. The
+//! checker simulates that chain for named [`Scenario`]s: render prompt N, let the "model" write its
+//! turn exactly as the template renders it (or as real models deviate), parse it with parlance's
+//! parser, build the next request from the parsed structure, render prompt N+1, and report the first
+//! diverging byte and token with a [`Cause`]. The [`Renderer`]'s bridge avoids re-rendering altogether: it
+//! keeps the previous prompt and completion ids and appends only the new messages' tokens, all
+//! derived from the template (no per-model code).
+//!
+//! - `simulate.rs` — one turn of the chain (render, complete, edit, parse, rebuild, re-render).
+//! - `scenarios.rs` — the named scenarios and their verdicts.
+//! - `divergence.rs` — first divergence and its cause.
+//! - `tokens.rs` — [`RenderedTokens`]: ids with the message each token came from.
+//! - `bridge.rs` — [`Renderer`]: attributed token renders, and the prefix-keeping bridge.
+//! - `sessions.rs` — random multi-turn tool sessions, re-render vs bridge.
+
+mod bridge;
+mod divergence;
+mod scenarios;
+mod sessions;
+mod simulate;
+mod tokens;
+
+use indexmap::IndexMap;
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use crate::format::Format;
+use crate::template::{ChatTemplate, TemplateError};
+use crate::tokenizer::{Tokenizer, TokenizerError};
+
+pub use bridge::Renderer;
+pub use divergence::{Cause, Divergence};
+pub use scenarios::Scenario;
+pub use sessions::BridgeSummary;
+pub use tokens::RenderedTokens;
+
+/// Why a roundtrip check or a bridge could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RoundtripError {
+    /// The template raised (or exceeded a limit) on a conversation the check needed.
+    #[error("rendering {what}: {source}")]
+    Render {
+        /// Which conversation.
+        what: String,
+        /// The template's error.
+        source: TemplateError,
+    },
+    /// The tokenizer failed.
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerError),
+    /// `new_messages` holds an assistant message: its tokens were sampled by the model and must
+    /// come from `prev_completion_ids`, never from a re-render.
+    #[error("new_messages[{index}] is an assistant message; the bridge appends only messages the model did not write")]
+    AssistantInNewMessages {
+        /// Its position in `new_messages`.
+        index: usize,
+    },
+    /// The template makes a bridge impossible.
+    #[error("no bridge for this template: {reason}")]
+    NoBridge {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Options of a roundtrip run.
+#[derive(Debug, Clone)]
+pub struct RoundtripOptions {
+    /// Template variables for every render (besides the ones a scenario sets).
+    pub variables: IndexMap<String, Json>,
+    /// Number of simulated bridge sessions (needs a tokenizer).
+    pub sessions: usize,
+    /// Seed of the random sessions and of generated call ids.
+    pub seed: u64,
+}
+
+impl Default for RoundtripOptions {
+    fn default() -> RoundtripOptions {
+        RoundtripOptions { variables: IndexMap::new(), sessions: 64, seed: 0x5eed }
+    }
+}
+
+/// What a scenario found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// Prompt N + completion is a prefix of prompt N+1 (string, and tokens when checked).
+    Ok,
+    /// The prefix breaks.
+    Break,
+    /// The template cannot express the scenario (no reasoning, no tool calls, no parallel calls,
+    /// no switch to keep reasoning); `note` says which.
+    NotApplicable,
+}
+
+/// One scenario's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScenarioResult {
+    /// The scenario's name (`tool_call_reasoning`, ...).
+    pub scenario: &'static str,
+    /// Ok, break, or not applicable.
+    pub status: Status,
+    /// Prompt N + completion is a prefix of prompt N+1 (`None`: not applicable).
+    pub string_prefix_ok: Option<bool>,
+    /// ids(prompt N) + ids(completion) is a prefix of ids(prompt N+1) (`None`: no tokenizer, or
+    /// not applicable).
+    pub token_prefix_ok: Option<bool>,
+    /// Where the prefix breaks first.
+    pub first_divergence: Option<Divergence>,
+    /// Why it breaks.
+    pub cause: Option<Cause>,
+    /// What was simulated, or why the scenario does not apply.
+    pub note: String,
+}
+
+/// The result of [`run`]: every scenario, and the bridge sessions when a tokenizer was given.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The template's label.
+    pub template: String,
+    /// One entry per scenario, in [`Scenario::ALL`] order.
+    pub scenarios: Vec<ScenarioResult>,
+    /// Re-render vs bridge over random sessions; `None` without a tokenizer or without a bridge
+    /// (`bridge_error` says why).
+    pub bridge: Option<BridgeSummary>,
+    /// Why there is no bridge summary, if there is none.
+    pub bridge_error: Option<String>,
+}
+
+/// Runs every scenario for `template` (analyzed as `format`), token-level when `tokenizer` is
+/// given, and `options.sessions` bridge sessions.
+pub fn run(template: &ChatTemplate, format: &Format, tokenizer: Option<&Tokenizer>, options: &RoundtripOptions) -> Report {
+    let sim = simulate::Sim::new(template, format, tokenizer, options);
+    let scenarios = Scenario::ALL.iter().map(|scenario| scenarios::check(&sim, *scenario)).collect();
+    let (bridge, bridge_error) = match tokenizer {
+        None => (None, Some("no tokenizer: the bridge works on token ids".to_owned())),
+        Some(tokenizer) if options.sessions > 0 => {
+            match Renderer::new(template, format, tokenizer, options.variables.clone()) {
+                Ok(renderer) => (Some(sessions::run(&sim, &renderer, options.sessions, options.seed)), None),
+                Err(error) => (None, Some(error.to_string())),
+            }
+        }
+        Some(_) => (None, Some("no sessions requested".to_owned())),
+    };
+    Report { template: template.label().to_owned(), scenarios, bridge, bridge_error }
+}

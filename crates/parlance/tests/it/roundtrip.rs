@@ -1,0 +1,200 @@
+//! The parse-render roundtrip over the corpus: every scenario for every template at string level,
+//! token level for the templates of the families in `shared/tokenizers`, the bridge over random
+//! sessions, and `message_indices` against each message's place in the render.
+//!
+//! The scenario table is an insta snapshot (`snapshots/it__roundtrip__scenario_table.snap`); its
+//! verdicts for the tokenizer families were checked against the templates' code (see the note of
+//! issue 6).
+
+use std::collections::BTreeMap;
+
+use parlance::roundtrip::{Report, RoundtripError, RoundtripOptions, ScenarioResult, Status, run};
+use parlance::{Renderer, Tokenizer, analyze};
+use proptest::prelude::*;
+use serde_json::{Value as Json, json};
+
+use crate::analyze::{corpus_template, manifest_ids};
+use crate::corpus;
+
+/// Corpus templates checked at token level, with the tokenizer of their family. (DeepSeek V3.1 and
+/// V3.2 add `<think>` tokens the V3 tokenizer lacks, so they are checked at string level only.)
+const TOKEN_LEVEL: [(&str, &str); 7] = [
+    ("Qwen-Qwen3-0.6B", "qwen3"),
+    ("lenml-llama3_1", "llama3_1"),
+    ("meta-llama-Llama-3.1-8B-Instruct", "llama3_1"),
+    ("meta-llama-Llama-3.2-3B-Instruct", "llama3_1"),
+    ("meta-llama-Llama-3.3-70B-Instruct", "llama3_1"),
+    ("lenml-deepseek_v3", "deepseek_v3"),
+    ("openai-gpt-oss-120b", "gptoss"),
+];
+
+fn verdict(ok: Option<bool>, result: &ScenarioResult) -> String {
+    match (result.status == Status::NotApplicable, ok) {
+        (true, _) | (false, None) => "n/a".to_owned(),
+        (false, Some(true)) => "ok".to_owned(),
+        (false, Some(false)) => {
+            let cause = result.cause.map(|c| serde_json::to_value(c).unwrap().as_str().unwrap().to_owned());
+            format!("break ({})", cause.unwrap_or_default())
+        }
+    }
+}
+
+fn report_for(corpus: &std::path::Path, id: &str, tokenizer: Option<&Tokenizer>, sessions: usize) -> Option<Report> {
+    let (template, options) = corpus_template(corpus, id);
+    let format = analyze(&template, &options).ok()?;
+    let roundtrip = RoundtripOptions { variables: options.variables.clone(), sessions, ..RoundtripOptions::default() };
+    Some(run(&template, &format, tokenizer, &roundtrip))
+}
+
+#[test]
+fn scenario_table_of_every_corpus_template() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let mut table: BTreeMap<String, BTreeMap<&str, String>> = BTreeMap::new();
+    for id in manifest_ids(&corpus) {
+        let Some(report) = report_for(&corpus, &id, None, 0) else {
+            table.insert(id, BTreeMap::from([("*", "analysis failed".to_owned())]));
+            continue;
+        };
+        assert_eq!(report.scenarios.len(), parlance::roundtrip::Scenario::ALL.len());
+        let row = report.scenarios.iter().map(|r| (r.scenario, verdict(r.string_prefix_ok, r))).collect();
+        table.insert(id, row);
+    }
+    insta::assert_json_snapshot!("scenario_table", table);
+}
+
+#[test]
+fn token_level_table_and_bridge_sessions() {
+    let (Some(corpus), Some(tokenizers)) = (corpus::corpus(), corpus::tokenizers()) else { return };
+    let mut table: BTreeMap<&str, Json> = BTreeMap::new();
+    let mut loaded: BTreeMap<&str, Tokenizer> = BTreeMap::new();
+    for (id, family) in TOKEN_LEVEL {
+        let tokenizer = loaded.entry(family).or_insert_with(|| Tokenizer::from_path(tokenizers.join(family)).unwrap());
+        let report = report_for(&corpus, id, Some(tokenizer), 64).expect("the family's template analyzes");
+        let bridge = report.bridge.as_ref().unwrap_or_else(|| panic!("{id}: no bridge: {:?}", report.bridge_error));
+        // The bridge keeps every previous prompt and completion, in every session.
+        assert_eq!(bridge.bridge_breaks, 0, "{id}: {:?}", bridge.first_problem);
+        // Where the re-render keeps the prefix, the bridge is token for token the re-render.
+        assert_eq!(bridge.bridge_equals_rerender, bridge.compared, "{id}: {:?}", bridge.first_problem);
+        assert!(bridge.compared > 0, "{id}: no transition compared");
+        let scenarios: BTreeMap<&str, String> = report
+            .scenarios
+            .iter()
+            .map(|r| (r.scenario, format!("{} / {}", verdict(r.string_prefix_ok, r), verdict(r.token_prefix_ok, r))))
+            .collect();
+        table.insert(
+            id,
+            json!({
+                "scenarios": scenarios,
+                "sessions": bridge.sessions,
+                "rerender_breaks": bridge.rerender_breaks,
+                "bridge_breaks": bridge.bridge_breaks,
+                "bridge_equals_rerender": format!("{}/{}", bridge.bridge_equals_rerender, bridge.compared),
+            }),
+        );
+    }
+    insta::assert_json_snapshot!("token_table", table);
+}
+
+#[test]
+fn bridge_refuses_assistant_messages_and_templates_without_a_token_close() {
+    let (Some(corpus), Some(tokenizers)) = (corpus::corpus(), corpus::tokenizers()) else { return };
+    let (template, options) = corpus_template(&corpus, "Qwen-Qwen3-0.6B");
+    let format = analyze(&template, &options).unwrap();
+    let qwen = Tokenizer::from_path(tokenizers.join("qwen3")).unwrap();
+    let renderer = Renderer::new(&template, &format, &qwen, options.variables.clone()).unwrap();
+    let messages = [json!({"role": "user", "content": "Hi"})];
+    let prompt = renderer.render(&messages, None, true).unwrap();
+    let completion = qwen.encode_rendered("<think>\nhm\n</think>\n\nHello.<|im_end|>").unwrap();
+    let error = renderer
+        .bridge(&prompt, &completion, &[json!({"role": "assistant", "content": "again"})], None)
+        .unwrap_err();
+    assert!(matches!(error, RoundtripError::AssistantInNewMessages { index: 0 }), "{error}");
+    // A cut-off completion is closed with the template's turn close, then the new turn follows.
+    let cut = qwen.encode_rendered("<think>\nhm").unwrap();
+    let bridged = renderer.bridge(&prompt, &cut, &[json!({"role": "user", "content": "Go on"})], None).unwrap();
+    let tail = qwen.decode(&bridged.ids[prompt.ids.len()..]).unwrap();
+    assert_eq!(tail, "<think>\nhm<|im_end|>\n<|im_start|>user\nGo on<|im_end|>\n<|im_start|>assistant\n");
+    assert_eq!(bridged.message_count, 3);
+    // Llama 3's vocabulary has no `<|im_end|>` token: the join would not be a token boundary.
+    let llama = Tokenizer::from_path(tokenizers.join("llama3_1")).unwrap();
+    let error = Renderer::new(&template, &format, &llama, options.variables).unwrap_err();
+    assert!(error.to_string().contains("not a single token"), "{error}");
+}
+
+/// Random conversations: words, punctuation, newlines, non-ASCII.
+fn conversation() -> impl Strategy<Value = Vec<Json>> {
+    let text = proptest::collection::vec(
+        prop_oneof![Just("hello"), Just("world."), Just("Paris"), Just("\n"), Just("ünï"), Just("42"), Just("a-b")],
+        1..8,
+    )
+    .prop_map(|words| words.join(" "));
+    proptest::collection::vec(text, 1..4).prop_map(|turns| {
+        let mut messages = Vec::new();
+        for (i, t) in turns.iter().enumerate() {
+            messages.push(json!({"role": "user", "content": format!("Q{i} {t}")}));
+            messages.push(json!({"role": "assistant", "content": format!("A{i} {t}")}));
+        }
+        messages.push(json!({"role": "user", "content": "last question"}));
+        messages
+    })
+}
+
+/// Templates and tokenizers of the attribution property test, loaded once.
+struct Fixture {
+    id: &'static str,
+    close: &'static str,
+    template: parlance::ChatTemplate,
+    format: parlance::Format,
+    tokenizer: Tokenizer,
+    variables: indexmap::IndexMap<String, Json>,
+}
+
+fn fixtures() -> &'static [Fixture] {
+    static FIXTURES: std::sync::OnceLock<Vec<Fixture>> = std::sync::OnceLock::new();
+    FIXTURES.get_or_init(|| {
+        let (Some(corpus), Some(tokenizers)) = (corpus::corpus(), corpus::tokenizers()) else { return Vec::new() };
+        [("Qwen-Qwen3-0.6B", "qwen3", "<|im_end|>"), ("meta-llama-Llama-3.1-8B-Instruct", "llama3_1", "<|eot_id|>")]
+            .into_iter()
+            .map(|(id, family, close)| {
+                let (template, options) = corpus_template(&corpus, id);
+                let format = analyze(&template, &options).unwrap();
+                let tokenizer = Tokenizer::from_path(tokenizers.join(family)).unwrap();
+                Fixture { id, close, template, format, tokenizer, variables: options.variables }
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Tokens attributed to a message are one run that holds the message's content; assistant
+    /// runs end with the turn close; the loss mask holds no headers.
+    #[test]
+    fn message_indices_agree_with_message_spans(messages in conversation()) {
+        for Fixture { id, close, template, format, tokenizer, variables } in fixtures() {
+            let renderer = Renderer::new(template, format, tokenizer, variables.clone()).unwrap();
+            let rendered = renderer.render(&messages, None, true).unwrap();
+            prop_assert_eq!(rendered.ids.len(), rendered.message_indices.len());
+            for (i, message) in messages.iter().enumerate() {
+                let at: Vec<usize> = (0..rendered.ids.len()).filter(|&k| rendered.message_indices[k] == i as i32).collect();
+                prop_assert!(!at.is_empty(), "{}: message {} has no tokens", id, i);
+                prop_assert_eq!(at.len(), at[at.len() - 1] - at[0] + 1, "{}: message {}'s tokens are not one run", id, i);
+                let ids: Vec<u32> = at.iter().map(|&k| rendered.ids[k]).collect();
+                let text = tokenizer.decode(&ids).unwrap();
+                let content = message["content"].as_str().unwrap().trim();
+                prop_assert!(text.contains(content), "{}: message {}: {:?} lacks {:?}", id, i, text, content);
+                if message["role"] == "assistant" {
+                    prop_assert!(text.ends_with(close), "{}: assistant {}: {:?}", id, i, text);
+                } else {
+                    // At most the bytes of the first and last token stick out of the content.
+                    prop_assert!(text.len() <= content.len() + 16, "{}: message {}: {:?}", id, i, text);
+                }
+            }
+            let mask = rendered.assistant_mask(&messages);
+            let masked: Vec<u32> = rendered.ids.iter().zip(&mask).filter(|(_, m)| **m).map(|(id, _)| *id).collect();
+            let masked_text = tokenizer.decode(&masked).unwrap();
+            prop_assert!(!masked_text.contains("<|im_start|>") && !masked_text.contains("<|start_header_id|>"), "{}: {:?}", id, masked_text);
+        }
+    }
+}
