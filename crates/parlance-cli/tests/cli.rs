@@ -210,3 +210,36 @@ fn bench_grammar_writes_the_runners_summary_fields() {
     assert!(summary["tbm_us"]["p99"].as_f64().is_some() && summary["ttfm_us"]["p50"].as_f64().is_some());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn roundtrip_reports_every_scenario_and_the_bridge() {
+    let Some(corpus) = corpus() else { return };
+    let tokenizer = corpus.join("../tokenizers/qwen3");
+    if !tokenizer.is_dir() {
+        eprintln!("skipping: tokenizers not found at {}", tokenizer.display());
+        return;
+    }
+    let out = parlance()
+        .args(["roundtrip", "--json", "--sessions", "8", "--template"])
+        .arg(corpus.join("templates/Qwen-Qwen3-0.6B.jinja"))
+        .arg("--tokenizer")
+        .arg(&tokenizer)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let scenarios = report["scenarios"].as_array().unwrap();
+    let names: Vec<&str> = scenarios.iter().map(|s| s["scenario"].as_str().unwrap()).collect();
+    for name in ["tool_call_reasoning", "history_reasoning_default", "args_as_string", "stop_token_not_returned"] {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    // Qwen3 drops reasoning of turns before the last user message (`loop.index0 > ns.last_query_index`).
+    let dropped = scenarios.iter().find(|s| s["scenario"] == "history_reasoning_default").unwrap();
+    assert_eq!(dropped["string_prefix_ok"], false);
+    assert_eq!(dropped["cause"], "reasoning-dropped");
+    assert!(dropped["first_divergence"]["byte"].as_u64().is_some());
+    let bridge = &report["bridge"];
+    assert_eq!(bridge["sessions"], 8);
+    assert_eq!(bridge["bridge_breaks"], 0);
+    assert!(bridge["rerender_breaks"].as_u64().unwrap() > 0);
+}

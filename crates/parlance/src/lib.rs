@@ -1,9 +1,10 @@
 //! parlance: the layer between an LLM inference engine and the agents that call it.
 //!
-//! Today this crate renders conversations through a model's own chat template, byte for byte as
-//! Hugging Face `apply_chat_template` does ([`ChatTemplate`]), and turns the rendered text into
-//! token ids ([`Tokenizer`]). The analyzer, output parser, grammar bridge and roundtrip checks of
-//! `DESIGN.md` build on these.
+//! This crate renders conversations through a model's own chat template, byte for byte as Hugging
+//! Face `apply_chat_template` does ([`ChatTemplate`]), turns the rendered text into token ids
+//! ([`Tokenizer`]), learns the template's output syntax ([`analyze()`] → [`Format`]), parses model
+//! output with it ([`Parser`]), and checks and bridges the parse-render roundtrip ([`roundtrip`],
+//! [`Renderer`]).
 
 pub mod analyze;
 pub mod format;
@@ -16,7 +17,7 @@ mod tokenizer;
 pub use analyze::{AnalyzeError, AnalyzeOptions, CaseResult, RenderedCase, analyze, rendered_cases, self_check};
 pub use format::{Format, ToolFamily};
 pub use message::{Conversation, FunctionCall, FunctionDefinition, Message, Tool, ToolCall};
-pub use roundtrip::{RenderedTokens, Renderer, RoundtripOptions};
 pub use parse::{Delta, ParseOptions, ParsedMessage, ParsedToolCall, Parser, StreamParser, parse};
+pub use roundtrip::{RenderedTokens, Renderer, RoundtripOptions};
 pub use template::{ChatTemplate, RenderLimits, RenderOptions, RenderRequest, TemplateError, TemplateSource};
-pub use tokenizer::{Tokenizer, TokenizerError};
+pub use tokenizer::{ByteRange, Tokenizer, TokenizerError};

@@ -23,6 +23,9 @@ pub enum TokenizerError {
     Encode(String),
 }
 
+/// A token's byte range `(start, end)` in the encoded text.
+pub type ByteRange = (usize, usize);
+
 /// A Hugging Face tokenizer loaded from `tokenizer.json`; build once, share (`&self`).
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
@@ -65,7 +68,7 @@ impl Tokenizer {
 
     /// Like [`Tokenizer::encode_rendered`], with each token's byte range in `text` (ranges may be
     /// trimmed of leading spaces by the tokenizer's post-processor; never outside `text`).
-    pub fn encode_with_offsets(&self, text: &str) -> Result<(Vec<u32>, Vec<(usize, usize)>), TokenizerError> {
+    pub fn encode_with_offsets(&self, text: &str) -> Result<(Vec<u32>, Vec<ByteRange>), TokenizerError> {
         let encoding = self.inner.encode(text, false).map_err(|e| TokenizerError::Encode(e.to_string()))?;
         let offsets = encoding.get_offsets().iter().map(|&(s, e)| (s.min(text.len()), e.min(text.len()))).collect();
         Ok((encoding.get_ids().to_vec(), offsets))

@@ -101,12 +101,14 @@ impl<'a> Renderer<'a> {
         let after = rendered.find("It is sunny.").map(|at| at + "It is sunny.".len()).ok_or_else(|| {
             RoundtripError::NoBridge { reason: "an assistant answer does not appear in history".to_owned() }
         })?;
-        let close = bracketed_pieces(&rendered[after..])
-            .into_iter()
-            .find(|piece| sim.is_stop_marker(piece))
-            .ok_or_else(|| RoundtripError::NoBridge { reason: "no marker closes an assistant turn in history".to_owned() })?;
+        let close =
+            bracketed_pieces(&rendered[after..]).into_iter().find(|piece| sim.is_stop_marker(piece)).ok_or_else(
+                || RoundtripError::NoBridge { reason: "no marker closes an assistant turn in history".to_owned() },
+            )?;
         let history_close = single_token(close).ok_or_else(|| RoundtripError::NoBridge {
-            reason: format!("the turn close {close:?} is not a single token, so tokens after it could merge across the join"),
+            reason: format!(
+                "the turn close {close:?} is not a single token, so tokens after it could merge across the join"
+            ),
         })?;
         if stop_ids.is_empty() {
             return Err(RoundtripError::NoBridge { reason: "the model's stop token could not be found".to_owned() });
@@ -139,8 +141,14 @@ impl<'a> Renderer<'a> {
         self.history_close
     }
 
-    fn render_text(&self, messages: &[Json], tools: Option<&[Json]>, add_generation_prompt: bool) -> Result<String, RoundtripError> {
-        let conversation = Conversation { messages: messages.to_vec(), tools: tools.map(<[Json]>::to_vec), documents: None };
+    fn render_text(
+        &self,
+        messages: &[Json],
+        tools: Option<&[Json]>,
+        add_generation_prompt: bool,
+    ) -> Result<String, RoundtripError> {
+        let conversation =
+            Conversation { messages: messages.to_vec(), tools: tools.map(<[Json]>::to_vec), documents: None };
         let options = RenderOptions {
             add_generation_prompt,
             variables: self.variables.clone(),
@@ -194,7 +202,8 @@ impl<'a> Renderer<'a> {
         // The assistant message as the client would send it back, to render the new messages in
         // the context they expect (tool results after the calls they answer).
         let text = self.tokenizer.decode(stop.map_or(kept, |at| &kept[..at]))?;
-        let parse_options = ParseOptions { tools: tools.map(<[Json]>::to_vec).unwrap_or_default(), ..ParseOptions::default() };
+        let parse_options =
+            ParseOptions { tools: tools.map(<[Json]>::to_vec).unwrap_or_default(), ..ParseOptions::default() };
         let parsed = Parser::new(self.format, &parse_options).parse(&text);
         let assistant = rebuild(&parsed, Args::Object, None);
         let mut stand_in: Vec<Json> = self.opening.clone();
@@ -211,7 +220,9 @@ impl<'a> Renderer<'a> {
         let turn_start = common_prefix_angle(&opening, &rendered);
         let spans = message_spans(&rendered, &stand_in[self.opening.len()..], &self.header, &self.closes, turn_start);
         let Some((_, close_end)) = spans[0] else {
-            return Err(RoundtripError::NoBridge { reason: "the assistant turn was not found in the stand-in render".to_owned() });
+            return Err(RoundtripError::NoBridge {
+                reason: "the assistant turn was not found in the stand-in render".to_owned(),
+            });
         };
         if !self.closes.iter().any(|c| rendered[..close_end].ends_with(c.as_str())) {
             return Err(RoundtripError::NoBridge {

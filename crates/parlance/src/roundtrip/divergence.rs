@@ -133,7 +133,8 @@ pub(crate) fn cause(outcome: &Outcome, format: &Format, expected: &str, actual: 
     let offset = at - prompt;
     let stop_at = outcome.stop.as_ref().map_or(outcome.completion.len(), |s| outcome.completion.len() - s.len());
     // In the stop marker, and history writes another marker there (not text before the same one).
-    let replaced = outcome.stop.as_ref().is_none_or(|stop| !a.chars().take(CONTEXT).collect::<String>().contains(stop.as_str()));
+    let replaced =
+        outcome.stop.as_ref().is_none_or(|stop| !a.chars().take(CONTEXT).collect::<String>().contains(stop.as_str()));
     if (offset >= outcome.returned.len() || offset >= stop_at) && replaced {
         return Cause::StopToken;
     }

@@ -134,7 +134,12 @@ pub struct Report {
 
 /// Runs every scenario for `template` (analyzed as `format`), token-level when `tokenizer` is
 /// given, and `options.sessions` bridge sessions.
-pub fn run(template: &ChatTemplate, format: &Format, tokenizer: Option<&Tokenizer>, options: &RoundtripOptions) -> Report {
+pub fn run(
+    template: &ChatTemplate,
+    format: &Format,
+    tokenizer: Option<&Tokenizer>,
+    options: &RoundtripOptions,
+) -> Report {
     let sim = simulate::Sim::new(template, format, tokenizer, options);
     let scenarios = Scenario::ALL.iter().map(|scenario| scenarios::check(&sim, *scenario)).collect();
     let (bridge, bridge_error) = match tokenizer {

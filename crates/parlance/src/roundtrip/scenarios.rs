@@ -150,11 +150,17 @@ fn turn_of(sim: &Sim, scenario: Scenario) -> Result<(Turn, String), String> {
         Scenario::ToolCallReasoning => {
             need(reasoning, "reasoning")?;
             need(tools, "tool calls")?;
-            (Turn { assistant: calls(vec![weather(ID_1, "Paris")]), ..base }, "reasoning + get_weather call, arguments passed back as an object, tool result".to_owned())
+            (
+                Turn { assistant: calls(vec![weather(ID_1, "Paris")]), ..base },
+                "reasoning + get_weather call, arguments passed back as an object, tool result".to_owned(),
+            )
         }
         Scenario::MultiParam => {
             need(tools, "tool calls")?;
-            (Turn { assistant: calls(vec![alarm()]), ..base }, "set_alarm with string, integer, boolean and number arguments".to_owned())
+            (
+                Turn { assistant: calls(vec![alarm()]), ..base },
+                "set_alarm with string, integer, boolean and number arguments".to_owned(),
+            )
         }
         Scenario::HistoryReasoningDefault => {
             need(reasoning, "reasoning")?;
@@ -163,13 +169,16 @@ fn turn_of(sim: &Sim, scenario: Scenario) -> Result<(Turn, String), String> {
         Scenario::HistoryReasoningPreserved => {
             need(reasoning, "reasoning")?;
             if sim.format.reasoning_details.as_ref().is_some_and(|d| d.kept_in_history) {
-                (answer_then_user, "reasoning + answer, then a user message; the template keeps reasoning by default".to_owned())
+                (
+                    answer_then_user,
+                    "reasoning + answer, then a user message; the template keeps reasoning by default".to_owned(),
+                )
             } else {
                 let sources: String = sim.template.names().filter_map(|n| sim.template.source(n)).collect();
-                let (name, value) = KEEP_REASONING
-                    .iter()
-                    .find(|(name, _)| sources.contains(name))
-                    .ok_or_else(|| "the template drops reasoning from history and has no switch to keep it".to_owned())?;
+                let (name, value) =
+                    KEEP_REASONING.iter().find(|(name, _)| sources.contains(name)).ok_or_else(|| {
+                        "the template drops reasoning from history and has no switch to keep it".to_owned()
+                    })?;
                 let turn = Turn { variables: vec![((*name).to_owned(), json!(value))], ..answer_then_user };
                 (turn, format!("reasoning + answer, then a user message; {name}={value}"))
             }
@@ -197,9 +206,16 @@ fn turn_of(sim: &Sim, scenario: Scenario) -> Result<(Turn, String), String> {
         }
         Scenario::TruncatedReasoning => {
             need(reasoning, "reasoning")?;
-            let turn =
-                Turn { edit: Edit::TruncateReasoning, follow_up: FollowUp::User("Please continue.".to_owned()), ..answer_then_user };
-            (turn, "output cut in the middle of the reasoning (no end marker, no stop marker), then a user message".to_owned())
+            let turn = Turn {
+                edit: Edit::TruncateReasoning,
+                follow_up: FollowUp::User("Please continue.".to_owned()),
+                ..answer_then_user
+            };
+            (
+                turn,
+                "output cut in the middle of the reasoning (no end marker, no stop marker), then a user message"
+                    .to_owned(),
+            )
         }
         Scenario::MalformedToolCall => {
             need(tools, "tool calls")?;
@@ -271,10 +287,12 @@ pub(crate) fn check(sim: &Sim, scenario: Scenario) -> ScenarioResult {
         let completion = &expected[outcome.prompt.len()..];
         let ids = tokenizer
             .encode_rendered(&outcome.prompt)
-            .and_then(|mut ids| tokenizer.encode_rendered(completion).map(|more| {
-                ids.extend(more);
-                ids
-            }))
+            .and_then(|mut ids| {
+                tokenizer.encode_rendered(completion).map(|more| {
+                    ids.extend(more);
+                    ids
+                })
+            })
             .and_then(|ids| tokenizer.encode_with_offsets(actual).map(|next| (ids, next)));
         match ids {
             Ok((ids, (next, offsets))) => {
@@ -285,9 +303,13 @@ pub(crate) fn check(sim: &Sim, scenario: Scenario) -> ScenarioResult {
                         Some(divergence) => divergence.token = Some(token),
                         None => {
                             let at = offsets.get(token).map_or(actual.len(), |o| o.0);
-                            let at = (0..=at).rev().find(|&i| expected.is_char_boundary(i) && actual.is_char_boundary(i)).unwrap_or(0);
+                            let at = (0..=at)
+                                .rev()
+                                .find(|&i| expected.is_char_boundary(i) && actual.is_char_boundary(i))
+                                .unwrap_or(0);
                             result.cause = Some(Cause::BpeBoundary);
-                            result.first_divergence = Some(divergence(&expected, actual, at.min(expected.len()), Some(token)));
+                            result.first_divergence =
+                                Some(divergence(&expected, actual, at.min(expected.len()), Some(token)));
                         }
                     }
                 }

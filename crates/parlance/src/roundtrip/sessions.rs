@@ -69,7 +69,8 @@ const THOUGHTS: [&str; 4] = [
     "An alarm at 7:30 with a label \"Wake up\" seems right.",
     "Nothing else is needed; answer briefly.",
 ];
-const ANSWERS: [&str; 4] = ["It is sunny.", "Done: the alarm is set.", "Here is what I found:\n- 21 °C\n- sunny", "Checking now."];
+const ANSWERS: [&str; 4] =
+    ["It is sunny.", "Done: the alarm is set.", "Here is what I found:\n- 21 °C\n- sunny", "Checking now."];
 const CITIES: [&str; 5] = ["Paris", "São Paulo", "New York", "Zürich", "東京"];
 const SPACES: [&str; 5] = ["", "", "\n", " ", "\n\n"];
 
@@ -147,13 +148,13 @@ pub(crate) fn run(sim: &Sim, renderer: &Renderer, sessions: usize, seed: u64) ->
                 other => other,
             };
             let Ok(outcome) = outcome else { break };
+            summary.transitions += 1;
             let Ok(next) = &outcome.next_prompt else {
                 rerender_broke = true;
                 summary.rerender_break_transitions += 1;
                 *summary.rerender_causes.entry(name(Cause::TemplateRaised)).or_default() += 1;
                 break;
             };
-            summary.transitions += 1;
             let seen = outcome.seen(turn.stop_returned);
             let encode = |text: &str| tokenizer.encode_rendered(text).unwrap_or_default();
             let mut expected = encode(&outcome.prompt);
@@ -181,7 +182,9 @@ pub(crate) fn run(sim: &Sim, renderer: &Renderer, sessions: usize, seed: u64) ->
                     held.extend_from_slice(&returned_ids);
                     if !tokens.ids.starts_with(&held) {
                         bridge_broke = true;
-                        summary.first_problem.get_or_insert_with(|| format!("session {session}: bridge lost the prefix"));
+                        summary
+                            .first_problem
+                            .get_or_insert_with(|| format!("session {session}: bridge lost the prefix"));
                     }
                     if !rerender_broke && kept {
                         summary.compared += 1;

@@ -182,7 +182,8 @@ impl<'a> Sim<'a> {
         }
         let tools = tools();
         let user = json!({"role": "user", "content": "What's the weather in Paris? Also set an alarm."});
-        let openings = [vec![user.clone()], vec![json!({"role": "system", "content": "You are a helpful assistant."}), user]];
+        let openings =
+            [vec![user.clone()], vec![json!({"role": "system", "content": "You are a helpful assistant."}), user]];
         let mut sim = Sim {
             template,
             format,
@@ -226,13 +227,17 @@ impl<'a> Sim<'a> {
         add_generation_prompt: bool,
         extra: &[(String, Json)],
     ) -> Result<String, TemplateError> {
-        let conversation =
-            Conversation { messages: messages.to_vec(), tools: with_tools.then(|| self.tools.clone()), documents: None };
+        let conversation = Conversation {
+            messages: messages.to_vec(),
+            tools: with_tools.then(|| self.tools.clone()),
+            documents: None,
+        };
         let mut variables = self.variables.clone();
         for (name, value) in extra {
             variables.insert(name.clone(), value.clone());
         }
-        let options = RenderOptions { add_generation_prompt, variables, now: render_date(), ..RenderOptions::default() };
+        let options =
+            RenderOptions { add_generation_prompt, variables, now: render_date(), ..RenderOptions::default() };
         self.template.render(&conversation, &options)
     }
 
@@ -315,16 +320,7 @@ impl<'a> Sim<'a> {
             FollowUp::User(text) => new_messages.push(json!({"role": "user", "content": text})),
         }
         let next_prompt = self.render_next(&turn.history, &mut new_messages, &turn.variables);
-        Ok(Outcome {
-            prompt,
-            generation_prompt_at,
-            completion,
-            stop,
-            returned,
-            parsed,
-            new_messages,
-            next_prompt,
-        })
+        Ok(Outcome { prompt, generation_prompt_at, completion, stop, returned, parsed, new_messages, next_prompt })
     }
 
     /// Renders `history + new_messages` with the generation prompt; a rebuilt assistant message
@@ -388,7 +384,9 @@ impl<'a> Sim<'a> {
                 let value_end = self.format.tools.as_ref().map(|t| t.arg_value_suffix.trim()).unwrap_or_default();
                 if completion[..span.end].ends_with('}') {
                     completion.remove(span.end - 1);
-                } else if let Some(at) = (!value_end.is_empty()).then(|| completion[span.end..].find(value_end)).flatten() {
+                } else if let Some(at) =
+                    (!value_end.is_empty()).then(|| completion[span.end..].find(value_end)).flatten()
+                {
                     completion.replace_range(span.end + at..span.end + at + value_end.len(), "");
                 }
             }

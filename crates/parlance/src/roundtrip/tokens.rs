@@ -38,9 +38,7 @@ impl RenderedTokens {
     pub fn assistant_mask(&self, messages: &[Json]) -> Vec<bool> {
         self.message_indices
             .iter()
-            .map(|&i| {
-                usize::try_from(i).ok().and_then(|i| messages.get(i)).is_some_and(|m| m["role"] == "assistant")
-            })
+            .map(|&i| usize::try_from(i).ok().and_then(|i| messages.get(i)).is_some_and(|m| m["role"] == "assistant"))
             .collect()
     }
 }

@@ -105,9 +105,8 @@ fn bridge_refuses_assistant_messages_and_templates_without_a_token_close() {
     let messages = [json!({"role": "user", "content": "Hi"})];
     let prompt = renderer.render(&messages, None, true).unwrap();
     let completion = qwen.encode_rendered("<think>\nhm\n</think>\n\nHello.<|im_end|>").unwrap();
-    let error = renderer
-        .bridge(&prompt, &completion, &[json!({"role": "assistant", "content": "again"})], None)
-        .unwrap_err();
+    let error =
+        renderer.bridge(&prompt, &completion, &[json!({"role": "assistant", "content": "again"})], None).unwrap_err();
     assert!(matches!(error, RoundtripError::AssistantInNewMessages { index: 0 }), "{error}");
     // A cut-off completion is closed with the template's turn close, then the new turn follows.
     let cut = qwen.encode_rendered("<think>\nhm").unwrap();
