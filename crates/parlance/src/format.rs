@@ -133,6 +133,16 @@ pub struct ToolCallFormat {
     pub arg_name_suffix: String,
     /// Tagged arguments: after each argument value.
     pub arg_value_suffix: String,
+    /// Tagged arguments whose closing tag repeats the argument's name (MiniMax-M3's
+    /// `<city>Paris]<]minimax[>[</city>`): what follows the name, `arg_value_suffix` being what
+    /// precedes it. `None` when the value suffix is the same for every argument.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arg_value_suffix_after_name: Option<String>,
+    /// Tagged arguments: the element name of array items when arrays and objects are written as
+    /// nested tags with the argument markers (`<tags><item>a</item></tags>`, objects as
+    /// `<number><real>1.5</real></number>`); `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested_item_name: Option<String>,
     /// Tagged arguments: between one argument's value suffix and the next argument's name prefix.
     pub arg_separator: String,
     /// Tagged arguments: other name suffixes, for non-string values whose type the template marks

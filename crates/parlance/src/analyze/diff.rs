@@ -27,7 +27,7 @@ fn unsplit_prefix(prefix: &str) -> usize {
     let mut cut = prefix.len();
     for (open, close) in [('<', '>'), ('[', ']')] {
         if let Some(at) = prefix.rfind(open) {
-            if prefix[at..].find(close).is_none() {
+            if prefix[at..].find(close).is_none() && (open == '<' || square_inner(&prefix[at + 1..])) {
                 cut = cut.min(at);
             }
         }
@@ -40,12 +40,19 @@ fn unsplit_suffix(suffix: &str) -> usize {
     let mut start = 0;
     for (open, close) in [('<', '>'), ('[', ']')] {
         if let Some(at) = suffix.find(close) {
-            if suffix[..at].find(open).is_none() {
+            if suffix[..at].find(open).is_none() && (open == '<' || square_inner(&suffix[..at])) {
                 start = start.max(at + close.len_utf8());
             }
         }
     }
     suffix.len() - start
+}
+
+/// Whether `inner` can be the inside of a `[…]` marker (`TOOL_CALLS`, `BEGIN FINAL RESPONSE`):
+/// no angle bracket or line break. Square brackets also occur unpaired inside other tokens
+/// (MiniMax-M3 writes `]<]minimax[>[` before every tag); those are not `[…]` markers.
+fn square_inner(inner: &str) -> bool {
+    !inner.contains(['<', '>', '\n'])
 }
 
 /// Position of `needle` in `haystack` at or after `from`.

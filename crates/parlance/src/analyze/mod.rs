@@ -51,9 +51,13 @@ impl Format {
 
 /// Analyzes `template`: every marker from diffs of probe renders.
 pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Format, AnalyzeError> {
-    let probe = Probe::new(template, options.variables.clone())
+    let mut probe = Probe::new(template, options.variables.clone())
         .ok_or_else(|| AnalyzeError::NoConversation { template: template.label().to_owned() })?;
     let mut format = Format { template: template.label().to_owned(), ..Format::default() };
+    if let Some(lenient) = probe.with_list_append_ignored() {
+        probe = lenient;
+        format.workarounds.push(WORKAROUND_LIST_APPEND.to_owned());
+    }
     if !probe.emptied.is_empty() {
         format.workarounds.push("undeclared-variables-set-empty".to_owned());
         format.unsupported.push(format!(
@@ -92,12 +96,22 @@ pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Form
     // Sets the turn end too: what every kind of turn ends with (a content wrapper is not part of it).
     tools::analyze(&probe, &mut format, &shared_tail, &empty_block);
     format.content.end = shared_tail[..shared_tail.len() - format.turn_end.len()].to_owned();
+    // A template that always wraps content writes an empty wrapper before calls: it is content's,
+    // not the call section's (Kimi-K3's `<|open|>response<|sep|><|close|>response`).
+    let empty_content = format!("{}{}", format.content.start, format.content.end);
+    if let Some(tools) = format.tools.as_mut() {
+        let wrapped = !format.content.start.trim().is_empty() && !format.content.end.trim().is_empty();
+        match tools.section_start.strip_prefix(empty_content.as_str()) {
+            Some(rest) if wrapped && !rest.trim().is_empty() => tools.section_start = rest.to_owned(),
+            _ => {}
+        }
+    }
     collect_preserved_tokens(&mut format);
     Ok(format)
 }
 
 /// Reasoning: R1 (with vs without reasoning), R2 (thinking switched on / off), history.
-fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
+fn analyze_reasoning(probe: &Probe, format: &mut Format) {
     let field = json!({"role": "assistant", "reasoning_content": REASONING, "content": CONTENT});
     // Some templates take reasoning as a content block instead (`{"type": "thinking", ...}`).
     let block = json!({"role": "assistant", "content": [
@@ -146,6 +160,17 @@ fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
             let cut = end_literal.trim_end().len() - header.len();
             if !end_literal[..cut].trim().is_empty() {
                 end_literal.truncate(cut);
+            }
+        }
+        // A prompt with thinking switched off may open the content itself where thinking on opens
+        // the reasoning (Kimi-K3: `<|open|>response<|sep|>` for `<|open|>think<|sep|>`): that
+        // opener, glued to the reasoning end in every render, is the content's.
+        if let Some(opener) = content_opener_with_thinking_off(probe, &output.generation_prompt) {
+            if end_literal.trim_end().ends_with(opener.as_str()) {
+                let cut = end_literal.trim_end().len() - opener.len();
+                if !end_literal[..cut].trim().is_empty() {
+                    end_literal.truncate(cut);
+                }
             }
         }
         let (mode, start) = if !start_literal.trim().is_empty() {
@@ -212,6 +237,10 @@ fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
     }
 }
 
+/// Named workaround: a message with a tool call renders only when `list.append` is ignored
+/// (`Probe::with_list_append_ignored`).
+pub(crate) const WORKAROUND_LIST_APPEND: &str = "list-append-ignored";
+
 /// Named workaround: a generation prompt opens a tag (`<think>\n`) that no render ever closes,
 /// because the template cuts a message's content at the closing tag and never renders reasoning.
 /// The closing tag is guessed as the opener's mirror (`</think>`) and accepted only if the template
@@ -219,7 +248,7 @@ fn analyze_reasoning(probe: &Probe<'_>, format: &mut Format) {
 /// See: `analyze::tests` and DeepSeek-R1-Distill templates in the corpus.
 pub(crate) const WORKAROUND_MIRROR_TAG: &str = "reasoning-end-from-stripped-mirror-tag";
 
-fn stripped_mirror_tag(probe: &Probe<'_>) -> Option<(String, String)> {
+fn stripped_mirror_tag(probe: &Probe) -> Option<(String, String)> {
     let output = probe.output(&json!({"role": "assistant", "content": CONTENT}), false, &[])?;
     let opener = last_marker(&output.unrepeated_prompt)?;
     let name = opener.strip_prefix('<')?.strip_suffix('>')?;
@@ -232,10 +261,30 @@ fn stripped_mirror_tag(probe: &Probe<'_>) -> Option<(String, String)> {
     (stripped.text.trim() == output.text.trim()).then_some((opener, closer))
 }
 
+/// The markers a generation prompt with thinking switched off ends with in place of the ones
+/// `prompt` (thinking on) ends with, when they differ: `<|open|>response<|sep|>` where thinking on
+/// ends `<|open|>think<|sep|>`. `None` when no switch changes the prompt or the difference is not
+/// made of whole markers.
+fn content_opener_with_thinking_off(probe: &Probe, prompt: &str) -> Option<String> {
+    ["enable_thinking", "thinking"].into_iter().find_map(|var| {
+        let off = probe.generation_prompt(false, &[(var, json!(false))])?;
+        let mut shared = diff::common_prefix_angle(prompt, &off);
+        // A word glued to the marker before it (`<|open|>` + `response`) goes with that marker.
+        if !off[shared..].starts_with(['<', '[']) {
+            shared = off[..shared].rfind(['<', '[']).unwrap_or(shared);
+        }
+        let rest = off[shared..].trim();
+        let whole_markers = (rest.starts_with('<') || rest.starts_with('['))
+            && (rest.ends_with('>') || rest.ends_with(']'))
+            && !diff::bracketed_pieces(rest).is_empty();
+        (whole_markers && !prompt.trim_end().ends_with(rest)).then(|| rest.to_owned())
+    })
+}
+
 /// Generation prompts with thinking switched off and on, where they differ from `default`.
 /// Templates whose default turns thinking off (`{%- if not enable_thinking %}</think>`) open
 /// reasoning only when asked; the parser needs that prompt to know where output starts.
-fn thinking_prompts(probe: &Probe<'_>, default: &str) -> (Option<String>, Option<String>) {
+fn thinking_prompts(probe: &Probe, default: &str) -> (Option<String>, Option<String>) {
     let off = probe.generation_prompt(false, &[("enable_thinking", json!(false))]).filter(|p| p != default);
     let on = [("enable_thinking", json!(true)), ("thinking", json!(true))]
         .into_iter()
@@ -245,14 +294,7 @@ fn thinking_prompts(probe: &Probe<'_>, default: &str) -> (Option<String>, Option
 }
 
 /// Records reasoning found without a rendered message's reasoning (R2, R3).
-fn set_reasoning(
-    probe: &Probe<'_>,
-    format: &mut Format,
-    mode: &str,
-    start: String,
-    end: String,
-    extra: &[(&str, Json)],
-) {
+fn set_reasoning(probe: &Probe, format: &mut Format, mode: &str, start: String, end: String, extra: &[(&str, Json)]) {
     let history = [
         json!({"role": "assistant", "reasoning_content": REASONING, "content": CONTENT}),
         json!({"role": "user", "content": USER_2}),
@@ -271,7 +313,7 @@ fn set_reasoning(
 }
 
 /// R3: reasoning next to a tool call; markers are the text around it that a call alone lacks.
-fn reasoning_with_calls(probe: &Probe<'_>) -> Option<(String, String)> {
+fn reasoning_with_calls(probe: &Probe) -> Option<(String, String)> {
     let arguments = json!({probe::ARG_1: probe::VALUE_1});
     let calls = || vec![probe::call(probe::ID_1, probe::FN_1, arguments.clone())];
     let with = probe.output_with_calls_and(calls(), &[("reasoning_content", json!(REASONING))], &[])?;
@@ -297,7 +339,7 @@ fn reasoning_with_calls(probe: &Probe<'_>) -> Option<(String, String)> {
 /// prefix/suffix diff of the two whole conversations. For templates whose turn output cannot be cut
 /// against the generation prompt (Command-R7B prints its trailing prompt even without
 /// `add_generation_prompt`; Gemma 4 shows reasoning only in calls after the last user message).
-fn reasoning_by_insertion(probe: &Probe<'_>) -> Option<(String, String)> {
+fn reasoning_by_insertion(probe: &Probe) -> Option<(String, String)> {
     let arguments = json!({probe::ARG_1: probe::VALUE_1});
     let call =
         json!({"role": "assistant", "content": "", "tool_calls": [probe::call(probe::ID_1, probe::FN_1, arguments)]});
@@ -339,9 +381,9 @@ fn markers_in(text: &str) -> Vec<String> {
 fn empty_reasoning_block(format: &Format) -> String {
     let Some(markers) = &format.reasoning else { return String::new() };
     let lead = &format.content.start;
-    let forced_open = format.reasoning_details.as_ref().is_some_and(|d| d.mode == "forced-open");
-    if forced_open && lead.trim_start().starts_with(markers.end.as_str()) {
-        // The prompt opened the block; an empty one is just its end.
+    if lead.trim_start().starts_with(markers.end.as_str()) {
+        // The prompt opened the block, or the template writes the end alone when there is no
+        // reasoning (MiniMax-M3's `</mm:think>`): an empty block is just the end.
         let end_at = lead.find(markers.end.as_str()).unwrap_or(0) + markers.end.len();
         let trailing = lead[end_at..].len() - lead[end_at..].trim_start().len();
         return lead[..end_at + trailing].to_owned();

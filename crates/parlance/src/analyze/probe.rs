@@ -29,8 +29,9 @@ pub(crate) const ID_1: &str = "call00001";
 pub(crate) const ID_2: &str = "call99999";
 
 /// Renders probe conversations through one template.
-pub(crate) struct Probe<'t> {
-    template: &'t ChatTemplate,
+#[derive(Clone)]
+pub(crate) struct Probe {
+    template: ChatTemplate,
     variables: IndexMap<String, Json>,
     /// Messages before the assistant turn under study (a user message, maybe after a system one).
     prefix: Vec<Json>,
@@ -68,13 +69,13 @@ pub(crate) fn call(id: &str, name: &str, arguments: Json) -> Json {
     json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
 }
 
-impl<'t> Probe<'t> {
+impl Probe {
     /// A probe whose prefix renders; `None` when the template renders no simple conversation.
     ///
     /// When nothing renders, the variables the template reads but nobody defines (firefunction-v2
     /// concatenates `functions` and `datetime`, which a caller must pass) are set to `""` and the
     /// probe is tried again: the analysis then describes the template as such a caller sees it.
-    pub(crate) fn new(template: &'t ChatTemplate, variables: IndexMap<String, Json>) -> Option<Probe<'t>> {
+    pub(crate) fn new(template: &ChatTemplate, variables: IndexMap<String, Json>) -> Option<Probe> {
         Probe::with_variables(template, variables.clone(), Vec::new()).or_else(|| {
             let mut variables = variables;
             let mut emptied = Vec::new();
@@ -89,16 +90,17 @@ impl<'t> Probe<'t> {
     }
 
     fn with_variables(
-        template: &'t ChatTemplate,
+        template: &ChatTemplate,
         variables: IndexMap<String, Json>,
         emptied: Vec<String>,
-    ) -> Option<Probe<'t>> {
+    ) -> Option<Probe> {
         let prefixes = [
             vec![json!({"role": "user", "content": USER})],
             vec![json!({"role": "system", "content": "PLNC system prompt"}), json!({"role": "user", "content": USER})],
         ];
         for prefix in prefixes {
-            let probe = Probe { template, variables: variables.clone(), prefix, emptied: emptied.clone() };
+            let probe =
+                Probe { template: template.clone(), variables: variables.clone(), prefix, emptied: emptied.clone() };
             let assistant = json!({"role": "assistant", "content": CONTENT});
             if probe.render(&[assistant], false, false, &[]).is_some() && probe.render(&[], false, true, &[]).is_some()
             {
@@ -106,6 +108,22 @@ impl<'t> Probe<'t> {
             }
         }
         None
+    }
+
+    /// This probe over the template with `list.append` ignored (workaround `list-append-ignored`),
+    /// when that is what makes a message with a tool call render: Kimi-K2 queues each call's id
+    /// with `ids.append(...)` for the tool responses that follow, which transformers' immutable
+    /// sandbox refuses as minijinja does. The assistant turn never reads the queue, so ignoring
+    /// the append changes nothing in the output under study; `None` when the call renders
+    /// already, or still raises without `append`.
+    pub(crate) fn with_list_append_ignored(&self) -> Option<Probe> {
+        let calls = || vec![call(ID_1, FN_1, json!({ARG_1: VALUE_1}))];
+        if self.output_with_calls(calls(), &[]).is_some() {
+            return None;
+        }
+        let template = self.template.with_list_append_ignored().ok()?;
+        let lenient = Probe { template, ..self.clone() };
+        lenient.output_with_calls(calls(), &[]).map(|_| lenient)
     }
 
     /// Renders `prefix + messages`; `None` if the template raises.

@@ -16,7 +16,7 @@ use crate::format::{Format, JsonCallFields, ToolCallFormat, ToolFamily};
 /// `content_tail` (what follows content in a content-only turn).
 /// `empty_block` (an empty reasoning block the template writes in every turn) is removed from the
 /// start of each output first.
-pub(super) fn analyze(probe: &Probe<'_>, format: &mut Format, content_tail: &str, empty_block: &str) {
+pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, empty_block: &str) {
     format.turn_end = content_tail.to_owned();
     let one_call = vec![call(ID_1, FN_1, json!({ARG_1: VALUE_1}))];
     let strip = |mut output: super::probe::Output| {
@@ -223,7 +223,7 @@ fn split_around_calls(tools: &mut ToolCallFormat, before: &str, after: &str, bet
 }
 
 /// Tag + tagged arguments: name and each argument in markers.
-fn tag_tagged(probe: &Probe<'_>, one: &str, two_calls: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)> {
+fn tag_tagged(probe: &Probe, one: &str, two_calls: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)> {
     let name_at = one.find(FN_1)?;
     let arg_at = find_from(one, ARG_1, name_at + FN_1.len())?;
     let value_at = find_from(one, VALUE_1, arg_at + ARG_1.len())?;
@@ -241,11 +241,22 @@ fn tag_tagged(probe: &Probe<'_>, one: &str, two_calls: Option<&str>) -> Option<(
     });
     let after_value = match between_args {
         Some(between) => {
-            let suffix_len = common_prefix(tail, &between);
+            let mut suffix_len = common_prefix(tail, &between);
             let mut prefix_len = common_suffix(head, &between);
-            // Text shared by both ends (the `\n` of `</parameter>\n<parameter=`) is written once:
-            // it stays with the value suffix, so suffix + separator + prefix rebuild `between`.
-            prefix_len -= (suffix_len + prefix_len).saturating_sub(between.len()).min(prefix_len);
+            // Text shared by both ends is written once, so suffix + separator + prefix rebuild
+            // `between`. It stays with the value suffix (the `\n` of `</parameter>\n<parameter=`,
+            // Kimi-K3's `<|sep|>` closing `<|close|>argument`), unless the suffix is a whole tag
+            // without it: then it opens the next argument (MiniMax-M3's `]<]minimax[>[`, written
+            // before every tag).
+            let overlap = (suffix_len + prefix_len).saturating_sub(between.len());
+            let shared = between.get(between.len() - prefix_len..suffix_len).unwrap_or_default();
+            let own_end = suffix_len - overlap.min(suffix_len);
+            let own_closed = tail.get(..own_end).is_some_and(|own| own.trim_end().ends_with(['>', ']']));
+            if overlap > 0 && !shared.trim().is_empty() && own_closed {
+                suffix_len -= overlap.min(suffix_len);
+            } else {
+                prefix_len -= overlap.min(prefix_len);
+            }
             while !head.is_char_boundary(head.len() - prefix_len) {
                 prefix_len -= 1;
             }
@@ -262,6 +273,12 @@ fn tag_tagged(probe: &Probe<'_>, one: &str, two_calls: Option<&str>) -> Option<(
     };
     // Measured before the quote moves from the markers to the values below.
     let rendered_value_suffix_len = tools.arg_value_suffix.len();
+    // A closing tag that repeats the argument's name: the name is not part of the marker.
+    if let Some(at) = tools.arg_value_suffix.find(ARG_1) {
+        let after = tools.arg_value_suffix[at + ARG_1.len()..].to_owned();
+        tools.arg_value_suffix.truncate(at);
+        tools.arg_value_suffix_after_name = Some(after);
+    }
     // How non-string values are written, and whether their name suffix differs (typed markers).
     tools.value_encoding = "json".into();
     let typed = |value: Json| {
@@ -314,6 +331,26 @@ fn tag_tagged(probe: &Probe<'_>, one: &str, two_calls: Option<&str>) -> Option<(
         }
     }
     tools.arg_name_suffixes_typed = typed_suffixes;
+    // Arrays and objects as nested tags written with the argument markers (MiniMax-M3): possible
+    // only where a closing tag names its element. The array item's element name is read off.
+    if let Some(after_name) = tools.arg_value_suffix_after_name.clone() {
+        let element = |name: &str, inner: &str| {
+            format!(
+                "{}{name}{}{inner}{}{name}{after_name}",
+                tools.arg_name_prefix, tools.arg_name_suffix, tools.arg_value_suffix
+            )
+        };
+        let object = typed(json!({ARG_2: VALUE_2})).is_some_and(|after| after.contains(&element(ARG_2, VALUE_2)));
+        let item = typed(json!([VALUE_2])).and_then(|after| {
+            let open = after.find(tools.arg_name_prefix.as_str()).map(|at| at + tools.arg_name_prefix.len())?;
+            let name_len = after[open..].find(tools.arg_name_suffix.as_str())?;
+            let name = &after[open..open + name_len];
+            (!name.is_empty() && after.contains(&element(name, VALUE_2))).then(|| name.to_owned())
+        });
+        if object {
+            tools.nested_item_name = item;
+        }
+    }
     // In the two-call output: from the end of call 1's value (and value suffix) to call 2's name.
     let between_calls = two_calls.and_then(|two| {
         let end = two.find(VALUE_1)? + VALUE_1.len() + rendered_value_suffix_len;

@@ -46,7 +46,7 @@ pub struct RenderedCase {
 /// The self-roundtrip cases of `format` rendered through `template` (cases the template raises on
 /// are left out): inputs for parse-render roundtrip tests.
 pub fn rendered_cases(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions) -> Vec<RenderedCase> {
-    let Some(probe) = Probe::new(template, options.variables.clone()) else { return Vec::new() };
+    let Some(probe) = probe_for(template, format, options) else { return Vec::new() };
     cases(format)
         .into_iter()
         .filter_map(|(case, message, _)| {
@@ -59,9 +59,18 @@ pub fn rendered_cases(template: &ChatTemplate, format: &Format, options: &Analyz
         .collect()
 }
 
+/// The probe the analysis of `format` used: with its workarounds.
+fn probe_for(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions) -> Option<Probe> {
+    let probe = Probe::new(template, options.variables.clone())?;
+    if format.workarounds.iter().any(|w| w == super::WORKAROUND_LIST_APPEND) {
+        return probe.with_list_append_ignored().or(Some(probe));
+    }
+    Some(probe)
+}
+
 /// Self-roundtrip of every case that applies to `format`.
 pub fn self_check(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions) -> Vec<CaseResult> {
-    let Some(probe) = Probe::new(template, options.variables.clone()) else {
+    let Some(probe) = probe_for(template, format, options) else {
         return vec![CaseResult {
             case: "render".into(),
             passed: false,
@@ -124,7 +133,7 @@ fn cases(format: &Format) -> Vec<(String, Json, Expected)> {
     cases
 }
 
-fn run_case(probe: &Probe<'_>, format: &Format, case: String, message: Json, expected: Expected) -> CaseResult {
+fn run_case(probe: &Probe, format: &Format, case: String, message: Json, expected: Expected) -> CaseResult {
     let with_tools = message.get("tool_calls").is_some();
     let output = probe.output(&message, with_tools, &[]);
     let dropped = |text: &str| {
@@ -463,12 +472,32 @@ fn tagged_arguments(tools: &ToolCallFormat, text: &str) -> Result<(Json, usize),
             }
             continue;
         }
+        // A closing tag that repeats the name (`</city>`).
+        let value_suffix = match &tools.arg_value_suffix_after_name {
+            Some(after) => format!("{}{key}{after}", tools.arg_value_suffix).trim_end().to_owned(),
+            None => value_suffix.to_owned(),
+        };
         let value_end = if value_suffix.is_empty() {
             next_end.unwrap_or(text.len())
         } else {
-            find_from(text, value_suffix, value_start).ok_or("argument value suffix missing")?
+            find_from(text, &value_suffix, value_start).ok_or("argument value suffix missing")?
         };
-        args.insert(key, decode_value(&text[value_start..value_end], &tools.value_encoding));
+        let raw = &text[value_start..value_end];
+        let nested = match (&tools.nested_item_name, &tools.arg_value_suffix_after_name) {
+            (Some(item), Some(close_end)) => {
+                let tags = crate::parse::NestedTags {
+                    open: tools.arg_name_prefix.trim_start(),
+                    open_end: &tools.arg_name_suffix,
+                    close: &tools.arg_value_suffix,
+                    close_end: close_end.trim_end(),
+                    item,
+                    python: tools.value_encoding == "python",
+                };
+                crate::parse::nested(raw, &tags, None, 0)
+            }
+            _ => None,
+        };
+        args.insert(key, nested.unwrap_or_else(|| decode_value(raw, &tools.value_encoding)));
         at = value_end + value_suffix.len();
     }
 }

@@ -13,12 +13,26 @@ use serde_json::value::RawValue;
 use super::channel::{Body, ChannelSyntax, MAX_HEADER};
 use super::scan::{JsonEnd, JsonScan, find_marker, marker_hold, starts_with_marker};
 use super::syntax::{Syntax, ToolSyntax};
-use super::values::{Converted, convert};
+use super::values::{Converted, NestedTags, convert, nested};
 use super::{Delta, Issue, ParseOptions, ParsedMessage, ParsedToolCall, Span, SpanKind, ToolChoice};
 use crate::format::Format;
 
 /// Longest function or argument name accepted; longer "names" are not names.
 const MAX_NAME: usize = 256;
+
+/// Bytes at the end of `text` that are a turn end cut short after one of its whole bracketed
+/// markers (`<|sep|><|close|>message<|sep|>` of `…<|sep|><|end_of_msg|>`); 0 if none.
+fn cut_turn_end(text: &str, turn_end: &[String]) -> usize {
+    turn_end
+        .iter()
+        .map(|m| marker_hold(text, m))
+        .filter(|&hold| {
+            let held = text[text.len() - hold..].trim_start();
+            (held.ends_with('>') || held.ends_with(']')) && !crate::analyze::bracketed_pieces(held).is_empty()
+        })
+        .max()
+        .unwrap_or(0)
+}
 
 /// Everything fixed for one (format, request).
 #[derive(Debug)]
@@ -405,6 +419,15 @@ impl Machine {
         None
     }
 
+    /// `at_marker` for the reasoning start, or (when the start's word does not follow) its token
+    /// alone (`<|channel>` of `<|channel>thought`).
+    fn at_reasoning_start(&self, reasoning: &super::syntax::ReasoningSyntax) -> Option<Result<usize, ()>> {
+        match self.at_marker(&reasoning.start) {
+            None => self.at_marker(&reasoning.start_token),
+            found => found,
+        }
+    }
+
     /// A marker that may open what follows: consumed (`Again`), maybe still arriving (`Wait`), or
     /// not there (`None`, also for an empty marker).
     fn opening_marker(&mut self, marker: &str) -> Option<Step> {
@@ -429,9 +452,27 @@ impl Machine {
             self.state = State::Content;
             return Step::Again;
         };
+        // The prompt opened reasoning but the output opens the content (Kimi-K3's
+        // `<|open|>response<|sep|>` right after the prompt's `<|open|>think<|sep|>`): the model wrote
+        // no reasoning. A content opener that shares text with the reasoning markers says nothing.
+        let content_start = setup.syntax.content_start.as_str();
+        let distinct = |m: &str| !m.is_empty() && !m.starts_with(content_start) && !content_start.starts_with(m);
+        if setup.in_reasoning && !content_start.is_empty() && distinct(&reasoning.start) && distinct(&reasoning.end) {
+            match self.at_marker(content_start) {
+                Some(Ok(_)) => {
+                    self.state = State::Content;
+                    return Step::Again;
+                }
+                Some(Err(())) => {
+                    self.state = State::Start;
+                    return Step::Wait;
+                }
+                None => {}
+            }
+        }
         if !setup.separate_reasoning {
             let opened = setup.in_reasoning
-                || match self.at_marker(&reasoning.start) {
+                || match self.at_reasoning_start(reasoning) {
                     Some(Ok(_)) => true,
                     Some(Err(())) => {
                         self.state = State::Start;
@@ -441,7 +482,7 @@ impl Machine {
                 };
             if opened {
                 // The opener the prompt held goes back in front, unless the model wrote it again.
-                let written = match self.at_marker(&reasoning.start) {
+                let written = match self.at_reasoning_start(reasoning) {
                     Some(Ok(_)) => true,
                     Some(Err(())) => {
                         self.state = State::Start;
@@ -462,7 +503,7 @@ impl Machine {
         }
         if setup.in_reasoning {
             // A model may write the opener the prompt already holds.
-            match self.at_marker(&reasoning.start) {
+            match self.at_reasoning_start(reasoning) {
                 Some(Ok(end)) => self.marker(end),
                 Some(Err(())) => {
                     self.state = State::Start;
@@ -473,7 +514,7 @@ impl Machine {
             self.state = State::Reasoning;
             return Step::Again;
         }
-        match self.at_marker(&reasoning.start) {
+        match self.at_reasoning_start(reasoning) {
             Some(Ok(end)) => {
                 self.marker(end);
                 self.state = State::Reasoning;
@@ -612,9 +653,17 @@ impl Machine {
             markers.push((syntax.content_end.as_str(), 2));
         }
         // Reasoning again after content (interleaved thinking), when reasoning is separated.
-        let reopen = syntax.reasoning.as_ref().map_or("", |r| r.start.as_str());
-        if setup.separate_reasoning && !reopen.is_empty() {
-            markers.push((reopen, 3));
+        if let Some(reasoning) = syntax.reasoning.as_ref().filter(|_| setup.separate_reasoning) {
+            for reopen in [&reasoning.start, &reasoning.start_token] {
+                if !reopen.is_empty() {
+                    markers.push((reopen.as_str(), 3));
+                }
+            }
+            // A reasoning end outside reasoning is a stray marker, not content.
+            let end = reasoning.end.as_str();
+            if !end.is_empty() && markers.iter().all(|(m, _)| !m.starts_with(end) && !end.starts_with(m)) {
+                markers.push((end, 4));
+            }
         }
         // The earliest marker wins, the longest at one position; a marker that may still be
         // completing at or before it (a longer one sharing its start) must be decided first.
@@ -653,6 +702,23 @@ impl Machine {
                     phase: Phase::Open,
                 };
                 self.state = State::Section(Box::new(section));
+                Step::Again
+            }
+            Some((at, marker_end, 4)) => {
+                // Text around a stray marker is one piece of content, as written.
+                let had_text = self.seg_text || !self.buf[self.pos..at].trim().is_empty();
+                self.emit_text(false, at, !had_text);
+                if self.pos < at {
+                    let piece = self.buf[self.pos..at].to_owned();
+                    self.span(SpanKind::Content, self.pos, at);
+                    self.content.push_str(&piece);
+                    self.deltas.push(Delta::Content { content: piece });
+                }
+                self.span(SpanKind::Marker, at, marker_end);
+                self.issue("stray-reasoning-end", at, "a reasoning end marker outside reasoning, left out of content");
+                self.pos = marker_end;
+                self.seg_text = had_text;
+                self.state = State::Content;
                 Step::Again
             }
             Some((at, marker_end, 3)) => {
@@ -697,11 +763,19 @@ impl Machine {
             }
             None => {
                 if self.eof {
-                    let end = self.buf.len();
+                    let mut end = self.buf.len();
                     if self.after_turn_end && !self.buf[self.pos..end].trim().is_empty() {
                         self.issue("text-after-turn-end", self.pos, "text after the turn-end marker kept as content");
                     }
+                    // The output stopped inside the turn end (an engine cuts at a stop token the
+                    // turn end ends with): its whole leading markers are the turn end, not content.
+                    let cut = if self.after_turn_end { 0 } else { cut_turn_end(&self.buf[from..], &syntax.turn_end) };
+                    end -= cut;
                     self.emit_text(false, end, true);
+                    if cut > 0 {
+                        self.marker(self.buf.len());
+                        self.after_turn_end = true;
+                    }
                     self.state = State::Content;
                     return Step::Wait;
                 }
@@ -1505,7 +1579,8 @@ impl Machine {
                 }
             }
             TaggedStep::Value { name, from, searched, mut literal } => {
-                match self.read_value(tools, from, searched, &mut literal) {
+                let value_suffix = tools.value_suffix_for(&name).into_owned();
+                match self.read_value(tools, &value_suffix, from, searched, &mut literal) {
                     None => {
                         let searched = self.buf.len() - from;
                         tagged.step = TaggedStep::Value { name, from, searched, literal };
@@ -1516,11 +1591,11 @@ impl Machine {
                         self.span(SpanKind::ToolArguments, from, value_end);
                         self.span(SpanKind::Marker, value_end, end);
                         self.pos = end;
-                        let truncated = end == self.buf.len() && self.eof && !tools.arg_value_suffix.is_empty();
+                        let truncated = end == self.buf.len() && self.eof && !value_suffix.is_empty();
                         self.emit_argument(tools, &name, &raw, quoted, tagged.count, from);
                         tagged.count += 1;
                         tagged.separated = false;
-                        if truncated && !self.buf[from..end].contains(tools.arg_value_suffix.as_str()) {
+                        if truncated && !self.buf[from..end].contains(value_suffix.as_str()) {
                             self.issue("truncated-call", end, "the output ends inside an argument value");
                             return Ok(self.finish_tagged(section, tagged, Some(end)));
                         }
@@ -1538,18 +1613,19 @@ impl Machine {
     fn read_value(
         &self,
         tools: &ToolSyntax,
+        value_suffix: &str,
         from: usize,
         searched: usize,
         literal: &mut LiteralScan,
     ) -> Option<(String, bool, usize, usize)> {
         let rest = &self.buf[from..];
-        if !tools.arg_value_suffix.is_empty() && tools.string_quote.is_empty() {
+        if !value_suffix.is_empty() && tools.string_quote.is_empty() {
             // Resume the search a marker's length (plus loose whitespace) before where it stopped.
-            let mut resume = searched.saturating_sub(tools.arg_value_suffix.len() + 32 * tools.arg_value_suffix.len());
+            let mut resume = searched.saturating_sub(value_suffix.len() + 32 * value_suffix.len());
             while !rest.is_char_boundary(resume) {
                 resume -= 1;
             }
-            let found = find_marker(&rest[resume..], &tools.arg_value_suffix).map(|(i, e)| (resume + i, resume + e));
+            let found = find_marker(&rest[resume..], value_suffix).map(|(i, e)| (resume + i, resume + e));
             return match found {
                 Some((i, suffix_end)) => {
                     let mut value = &rest[..i];
@@ -1588,7 +1664,7 @@ impl Machine {
                 None => None,
             };
         }
-        let stops: Vec<&str> = [tools.arg_separator.as_str(), tools.call_end.as_str(), tools.arg_value_suffix.as_str()]
+        let stops: Vec<&str> = [tools.arg_separator.as_str(), tools.call_end.as_str(), value_suffix]
             .into_iter()
             .filter(|m| !m.is_empty())
             .collect();
@@ -1615,7 +1691,7 @@ impl Machine {
             if depth == 0 && in_quote.is_none() {
                 if let Some(stop) = stops.iter().find(|s| rest[i..].starts_with(**s)) {
                     let value = rest[..i].trim_end();
-                    let end = if *stop == tools.arg_value_suffix { from + i + stop.len() } else { from + i };
+                    let end = if *stop == value_suffix { from + i + stop.len() } else { from + i };
                     let (value_text, quoted) = unquote(value);
                     return Some((value_text, quoted, from + value.len(), end));
                 }
@@ -1641,7 +1717,27 @@ impl Machine {
         if schema.is_some() && param_schema.is_none() {
             self.issue("unknown-parameter", at, format!("{call_name:?} has no parameter {name:?}"));
         }
-        let value = match convert(raw, quoted, param_schema, tools.python) {
+        let types = super::values::allowed_types(param_schema);
+        let may_nest = types.is_empty() || types.iter().any(|t| t == "array" || t == "object");
+        let nested = match (&tools.nested_item_name, &tools.arg_value_suffix_after_name) {
+            (Some(item), Some(close_end)) if may_nest && !quoted => {
+                let tags = NestedTags {
+                    open: &tools.arg_name_prefix,
+                    open_end: tools.arg_name_suffixes.first().map_or("", String::as_str),
+                    close: &tools.arg_value_suffix,
+                    close_end,
+                    item,
+                    python: tools.python,
+                };
+                nested(raw, &tags, param_schema, 0)
+            }
+            _ => None,
+        };
+        let converted = match nested {
+            Some(value) => Converted::Fits(value),
+            None => convert(raw, quoted, param_schema, tools.python),
+        };
+        let value = match converted {
             Converted::Fits(value) => value,
             Converted::Misfit(value) => {
                 self.issue(

@@ -19,7 +19,17 @@
 //! - a tool name not among the request's tools, a parameter not in its schema, a value that does
 //!   not fit its schema: kept, reported (`unknown-tool`, `unknown-parameter`, `value-misfit`);
 //! - a second call when `parallel_tool_calls` is off: kept, reported (`parallel-calls`);
-//! - text after the turn-end marker: kept as content, reported (`text-after-turn-end`).
+//! - text after the turn-end marker: kept as content, reported (`text-after-turn-end`);
+//! - output that stops inside the turn end, after one of its whole tokens (an engine cuts at a
+//!   stop token the turn end ends with: `<|close|>message<|sep|>` of
+//!   `…<|sep|><|end_of_msg|>`): that text is the turn end, not content;
+//! - a reasoning end marker outside reasoning (when reasoning is separated): a marker, left out of
+//!   content, reported (`stray-reasoning-end`); the text around it is one piece of content;
+//! - a prompt that opened reasoning followed by the content opener (a content start distinct from
+//!   the reasoning markers): the model wrote no reasoning.
+//!
+//! Reasoning opens at its start marker, or, for a start made of one bracketed token and a word
+//! (`<|channel>thought`), at the token alone when a different word or none follows.
 //!
 //! Whitespace: reasoning and content are trimmed at their ends (the template writes its own
 //! whitespace around markers); tagged values lose exactly the whitespace the template writes
@@ -31,6 +41,7 @@ mod machine;
 mod scan;
 mod syntax;
 mod values;
+pub(crate) use values::{NestedTags, nested};
 
 use serde::Serialize;
 use serde_json::Value as Json;

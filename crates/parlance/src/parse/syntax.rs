@@ -22,6 +22,9 @@ pub(crate) struct Syntax {
 pub(crate) struct ReasoningSyntax {
     /// Empty when the model never writes it (delimiter formats).
     pub start: String,
+    /// For a start made of one bracketed token and a word (Gemma 4's `<|channel>thought`), the
+    /// token alone: it opens reasoning too when the word does not follow. Empty otherwise.
+    pub start_token: String,
     pub end: String,
 }
 
@@ -51,6 +54,10 @@ pub(crate) struct ToolSyntax {
     /// Whitespace the template writes after an argument name's suffix (`>\n`): taken off values.
     pub arg_value_lead_ws: String,
     pub arg_value_suffix: String,
+    /// After the argument's name in a closing tag that repeats it (`arg_value_suffix` + name + this).
+    pub arg_value_suffix_after_name: Option<String>,
+    /// Arrays and objects written as nested tags with the argument markers; the array item name.
+    pub nested_item_name: Option<String>,
     /// Whitespace the template writes before the value suffix (`\n</parameter>`): taken off values.
     pub arg_value_trail_ws: String,
     pub arg_separator: String,
@@ -61,6 +68,17 @@ pub(crate) struct ToolSyntax {
     pub trigger: String,
 }
 
+impl ToolSyntax {
+    /// The marker after the value of argument `name` (the closing tag, for formats that repeat
+    /// the name in it).
+    pub(crate) fn value_suffix_for(&self, name: &str) -> std::borrow::Cow<'_, str> {
+        match &self.arg_value_suffix_after_name {
+            Some(after) => format!("{}{name}{after}", self.arg_value_suffix).into(),
+            None => self.arg_value_suffix.as_str().into(),
+        }
+    }
+}
+
 /// A marker as matched: whitespace may also come between two tags (`</arg_key>\n<arg_value>` for
 /// `</arg_key><arg_value>`), so a newline (a loose whitespace run) goes between `>` and `<`.
 fn loose(marker: &str) -> String {
@@ -69,11 +87,11 @@ fn loose(marker: &str) -> String {
 
 impl Syntax {
     pub(crate) fn from_format(format: &Format) -> Syntax {
-        let reasoning = format
-            .reasoning
-            .as_ref()
-            .filter(|r| !r.end.trim().is_empty())
-            .map(|r| ReasoningSyntax { start: loose(&r.start), end: loose(&r.end) });
+        let reasoning = format.reasoning.as_ref().filter(|r| !r.end.trim().is_empty()).map(|r| ReasoningSyntax {
+            start: loose(&r.start),
+            start_token: start_token(&r.start),
+            end: loose(&r.end),
+        });
         let turn_end: Vec<String> = Some(loose(&format.turn_end)).into_iter().filter(|m| !m.is_empty()).collect();
         let tools = format.tools.as_ref().map(|t| {
             let (name_suffix, after_index) = if t.indexed_name_suffix {
@@ -102,6 +120,12 @@ impl Syntax {
                 arg_name_suffixes,
                 arg_value_lead_ws: trailing_ws(&t.arg_name_suffix).to_owned(),
                 arg_value_suffix: loose(&t.arg_value_suffix),
+                arg_value_suffix_after_name: t
+                    .arg_value_suffix_after_name
+                    .as_deref()
+                    .map(str::trim_end)
+                    .map(str::to_owned),
+                nested_item_name: t.nested_item_name.clone(),
                 arg_value_trail_ws: leading_ws(&t.arg_value_suffix).to_owned(),
                 arg_separator: loose(&t.arg_separator),
                 string_quote: t.string_quote.clone(),
@@ -125,6 +149,17 @@ impl Syntax {
             turn_end,
             tools: tools.filter(|t| !t.trigger.is_empty() || t.bare_json),
         }
+    }
+}
+
+/// The bracketed token a reasoning start begins with, when only a word follows it
+/// (`<|channel>thought` gives `<|channel>`); empty otherwise.
+fn start_token(start: &str) -> String {
+    let start = start.trim();
+    let Some(&token) = crate::analyze::bracketed_pieces(start).first() else { return String::new() };
+    match start.strip_prefix(token) {
+        Some(word) if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphabetic()) => token.to_owned(),
+        _ => String::new(),
     }
 }
 

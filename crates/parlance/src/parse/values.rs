@@ -249,6 +249,119 @@ impl PyReader<'_> {
     }
 }
 
+/// The tags of arrays and objects written as nested elements with the argument markers
+/// (MiniMax-M3): `<k>v</k>` is an object member, `<item>v</item>` an array item.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NestedTags<'a> {
+    /// Before an element's name (`]<]minimax[>[<`).
+    pub open: &'a str,
+    /// After an element's name in its opening tag (`>`).
+    pub open_end: &'a str,
+    /// Before the name in the closing tag (`]<]minimax[>[</`).
+    pub close: &'a str,
+    /// After the name in the closing tag (`>`).
+    pub close_end: &'a str,
+    /// The element name of array items.
+    pub item: &'a str,
+    /// Leaves are Python literals.
+    pub python: bool,
+}
+
+/// Deepest nesting read; deeper values stay text.
+const MAX_NESTING: usize = 32;
+
+/// Reads `raw` as nested elements: an array when every element is an item (and the schema
+/// allows arrays or says nothing), else an object; leaves are converted by their sub-schema as
+/// top-level values are. `None` when `raw` is not a sequence of whole elements.
+pub(crate) fn nested(raw: &str, tags: &NestedTags<'_>, schema: Option<&Json>, depth: usize) -> Option<Json> {
+    if depth > MAX_NESTING || tags.open.is_empty() || tags.open_end.is_empty() {
+        return None;
+    }
+    let mut elements: Vec<(&str, &str)> = Vec::new();
+    let mut pos = 0;
+    loop {
+        let rest = raw[pos..].trim_start();
+        if rest.is_empty() {
+            break;
+        }
+        let body = rest.strip_prefix(tags.open)?;
+        let name_len = body.find(tags.open_end)?;
+        let name = &body[..name_len];
+        if name.is_empty() || name.len() > 256 || name.contains(['<', '>', '\n', '/']) {
+            return None;
+        }
+        let inner_at = raw.len() - body.len() + name_len + tags.open_end.len();
+        let opening = format!("{}{name}{}", tags.open, tags.open_end);
+        let closing = format!("{}{name}{}", tags.close, tags.close_end);
+        // The matching closing tag: same-name elements may nest.
+        let (mut level, mut at) = (1usize, inner_at);
+        let close_at = loop {
+            let next_close = raw[at..].find(&closing).map(|i| at + i)?;
+            match raw[at..next_close].find(&opening) {
+                Some(i) => {
+                    level += 1;
+                    at += i + opening.len();
+                }
+                None if level == 1 => break next_close,
+                None => {
+                    level -= 1;
+                    at = next_close + closing.len();
+                }
+            }
+        };
+        elements.push((name, &raw[inner_at..close_at]));
+        pos = close_at + closing.len();
+    }
+    if elements.is_empty() {
+        return None;
+    }
+    let types = allowed_types(schema);
+    let as_array =
+        elements.iter().all(|(name, _)| *name == tags.item) && (types.is_empty() || types.iter().any(|t| t == "array"));
+    let value = |inner: &str, sub: Option<&Json>| -> Json {
+        let sub_types = allowed_types(sub);
+        let may_nest = sub_types.is_empty() || sub_types.iter().any(|t| t == "array" || t == "object");
+        if may_nest && inner.trim_start().starts_with(tags.open) {
+            if let Some(value) = nested(inner, tags, sub, depth + 1) {
+                return value;
+            }
+        }
+        match convert(inner, false, sub, tags.python) {
+            Converted::Fits(value) | Converted::Misfit(value) => value,
+        }
+    };
+    if as_array {
+        let items = sub_schema(schema, "items", None);
+        return Some(Json::Array(elements.iter().map(|(_, inner)| value(inner, items)).collect()));
+    }
+    let mut object = Map::new();
+    for (name, inner) in elements {
+        let sub = sub_schema(schema, "properties", Some(name));
+        object.insert(name.to_owned(), value(inner, sub));
+    }
+    Some(Json::Object(object))
+}
+
+/// `schema[key]` (`items`), or `schema[key][name]` (`properties`), looked up in the schema and
+/// its `anyOf` / `oneOf` branches, first found.
+fn sub_schema<'s>(schema: Option<&'s Json>, key: &str, name: Option<&str>) -> Option<&'s Json> {
+    fn walk<'s>(schema: &'s Json, key: &str, name: Option<&str>, depth: usize) -> Option<&'s Json> {
+        if depth > 16 {
+            return None;
+        }
+        let direct = schema.get(key).and_then(|v| match name {
+            Some(name) => v.get(name),
+            None => Some(v),
+        });
+        direct.or_else(|| {
+            ["anyOf", "oneOf"]
+                .into_iter()
+                .find_map(|k| schema.get(k)?.as_array()?.iter().find_map(|branch| walk(branch, key, name, depth + 1)))
+        })
+    }
+    walk(schema?, key, name, 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,5 +395,24 @@ mod tests {
         assert_eq!(read_literal("{'a': 1, 'b': [2]}", true), Some(json!({"a": 1, "b": [2]})));
         assert_eq!(read_literal("True", false), None);
         assert_eq!(read_literal("[1, 2", true), None);
+    }
+
+    #[test]
+    fn nested_tags_read_as_arrays_and_objects_by_schema() {
+        let tags = NestedTags { open: "<", open_end: ">", close: "</", close_end: ">", item: "item", python: false };
+        let schema = json!({"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}}}});
+        let raw = "<item><id>1</id><label>one</label></item><item><id>2</id></item>";
+        assert_eq!(nested(raw, &tags, Some(&schema), 0), Some(json!([{"id": 1, "label": "one"}, {"id": 2}])));
+        // Same-name elements nest; a string leaf stays text.
+        let raw = "<a><a>7</a></a><b>007</b>";
+        let schema = json!({"type": "object", "properties": {"b": {"type": "string"}}});
+        assert_eq!(nested(raw, &tags, Some(&schema), 0), Some(json!({"a": {"a": 7}, "b": "007"})));
+        // Items under a schema that allows no array make an object.
+        let object = json!({"type": "object"});
+        assert_eq!(nested("<item>x</item>", &tags, Some(&object), 0), Some(json!({"item": "x"})));
+        // Not whole elements: not nested.
+        assert_eq!(nested("<a>1</a> tail", &tags, None, 0), None);
+        assert_eq!(nested("<a>1", &tags, None, 0), None);
+        assert_eq!(nested("plain", &tags, None, 0), None);
     }
 }

@@ -281,6 +281,17 @@ fn is_number(value: Value) -> bool {
     matches!(value.kind(), ValueKind::Number | ValueKind::Bool)
 }
 
+/// Makes `list.append(x)` a no-op returning `None` (Python's return value) instead of an error.
+/// Lists stay immutable: the analyzer's workaround `list-append-ignored`, never a real render.
+pub(crate) fn ignore_list_append(env: &mut Environment<'static>) {
+    env.set_unknown_method_callback(|state, value, method, args| {
+        if method == "append" && value.kind() == ValueKind::Seq && args.len() == 1 {
+            return Ok(Value::from(()));
+        }
+        python_method(state, value, method, args)
+    });
+}
+
 /// Python methods minijinja-contrib's pycompat lacks; everything else is delegated to it.
 fn python_method(state: &mut State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {
     if let Some(s) = value.as_str() {

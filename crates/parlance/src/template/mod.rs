@@ -125,7 +125,31 @@ impl ChatTemplate {
 
     /// Compiles every template of `source` under `limits`.
     pub fn from_source(source: TemplateSource, limits: RenderLimits) -> Result<ChatTemplate, TemplateError> {
+        ChatTemplate::compile(source, limits, false)
+    }
+
+    /// The same templates in an environment where `list.append(x)` does nothing and returns
+    /// `None` instead of raising. transformers' immutable sandbox refuses `append` too, so this
+    /// renders what no reference renders: only the analyzer uses it (workaround
+    /// `list-append-ignored`), for templates that append to a list only read by later messages.
+    pub(crate) fn with_list_append_ignored(&self) -> Result<ChatTemplate, TemplateError> {
+        let source = TemplateSource {
+            label: self.inner.label.clone(),
+            templates: self.inner.names.iter().cloned().zip(self.inner.sources.iter().cloned()).collect(),
+            special_tokens: self.inner.special_tokens.clone(),
+        };
+        ChatTemplate::compile(source, self.inner.limits.clone(), true)
+    }
+
+    fn compile(
+        source: TemplateSource,
+        limits: RenderLimits,
+        ignore_list_append: bool,
+    ) -> Result<ChatTemplate, TemplateError> {
         let mut env = environment::hf_environment(&limits);
+        if ignore_list_append {
+            environment::ignore_list_append(&mut env);
+        }
         environment::set_clock(&mut env, Arc::new(|| NOW.get().unwrap_or_else(|| chrono::Local::now().naive_local())));
         let mut names = Vec::new();
         let mut sources = Vec::new();

@@ -221,3 +221,35 @@ fn undeclared_variables_workaround_analyzes_a_template_that_needs_caller_variabl
     assert!(direct.workarounds.is_empty(), "{:?}", direct.workarounds);
     assert_eq!(direct.tools, format.tools);
 }
+
+#[test]
+fn list_append_workaround_analyzes_calls_of_a_template_that_appends() {
+    // Kimi-K2's shape (written here, not copied): each call's id is queued with `list.append` for
+    // the tool responses that follow. transformers' immutable sandbox refuses `append`, as
+    // minijinja does, so every message with a call raises; the analysis ignores the append (the
+    // assistant turn never reads the queue) and says so.
+    let text = "{% set queue = namespace(ids=[]) %}{% for m in messages %}<{{ m.role }}>{{ m.content or '' }}\
+                {% if m.tool_calls %}<calls>{% for c in m.tool_calls %}{% set _ = queue.ids.append(c.id) %}\
+                <call>{{ c.function.name }}|{{ c.function.arguments | tojson }}</call>{% endfor %}</calls>{% endif %}</s>\
+                {% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+    let template = ChatTemplate::from_text(text).unwrap();
+    let conversation = parlance::Conversation {
+        messages: vec![serde_json::json!({"role": "assistant", "tool_calls": [
+            {"id": "1", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}
+        ]})],
+        tools: None,
+        documents: None,
+    };
+    let err = template.render(&conversation, &parlance::RenderOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("append"), "{err}");
+    let format = parlance::Format::from_template(&template).unwrap();
+    assert_eq!(format.workarounds, ["list-append-ignored"]);
+    assert_eq!(format.tool_format, parlance::ToolFamily::TagJson);
+    let tools = format.tools.as_ref().expect("tool calls found");
+    assert_eq!((tools.name_prefix.as_str(), tools.name_suffix.as_str()), ("<call>", "|"));
+    // Rendering is untouched: the template still raises outside the analysis.
+    assert!(template.render(&conversation, &parlance::RenderOptions::default()).is_err());
+    // Without the append, no workaround is claimed.
+    let plain = ChatTemplate::from_text(&text.replace("{% set _ = queue.ids.append(c.id) %}", "")).unwrap();
+    assert!(parlance::Format::from_template(&plain).unwrap().workarounds.is_empty());
+}

@@ -229,6 +229,10 @@ fn every_two_way_split_of_peer_inputs_streams_like_the_whole() {
         "moonshotai-Kimi-K2",
         "meta-llama-Llama-3.1-8B-Instruct",
         "openai-gpt-oss-120b",
+        "Kimi-K3",
+        "MiniMax-M3",
+        "google-gemma-4-31B-it",
+        "Kimi-K2-Instruct",
     ];
     let dir = corpus.join("parse");
     let mut inputs = Vec::new();
@@ -251,6 +255,83 @@ fn every_two_way_split_of_peer_inputs_streams_like_the_whole() {
         }
     }
     assert!(splits > 10_000, "only {splits} splits");
+}
+
+/// Parses `output` under the corpus template `id` (default options, `tools`), checks that every
+/// two-way split streams like the whole, and returns the message as JSON.
+#[track_caller]
+fn parse_under(id: &str, output: &str, tools: Json) -> Option<Json> {
+    let corpus = corpus::corpus()?;
+    let (template, options) = crate::analyze::corpus_template(&corpus, id);
+    let format = analyze(&template, &options).unwrap();
+    let options = ParseOptions { tools: tools.as_array().cloned().unwrap_or_default(), ..ParseOptions::default() };
+    let parser = Parser::new(&format, &options);
+    for (at, _) in output.char_indices().skip(1) {
+        assert_chunking_invariant(&parser, output, &[&output[..at], &output[at..]], id);
+    }
+    let message = parser.parse(output);
+    Some(json!({
+        "reasoning": message.reasoning_content,
+        "content": message.content,
+        "calls": message.tool_calls.iter().map(|c| json!([c.name, c.arguments_value])).collect::<Vec<_>>(),
+        "issues": message.issues.iter().map(|i| i.kind).collect::<Vec<_>>(),
+    }))
+}
+
+// See: issue 4 (peer cases of Kimi-K3, Gemma 4 and MiniMax-M3).
+#[test]
+fn turn_end_cut_at_a_stop_token_is_not_content() {
+    // Kimi-K3's turn ends `<|close|>message<|sep|><|end_of_msg|>`; engines stop at the last token.
+    let Some(got) = parse_under(
+        "Kimi-K3",
+        "R<|close|>think<|sep|><|open|>response<|sep|>Hi<|close|>response<|sep|><|close|>message<|sep|>",
+        json!(null),
+    ) else {
+        return;
+    };
+    assert_eq!((&got["reasoning"], &got["content"]), (&json!("R"), &json!("Hi")), "{got}");
+    // A lone `<` at the end is no whole token: it stays content.
+    let got = parse_under("Kimi-K3", "<|open|>response<|sep|>a <", json!(null)).unwrap();
+    assert_eq!(got["content"], json!("a <"), "{got}");
+}
+
+#[test]
+fn content_opener_right_after_an_opened_reasoning_means_no_reasoning() {
+    let Some(got) = parse_under("Kimi-K3", "<|open|>response<|sep|>Hello<|close|>response<|sep|>", json!(null)) else {
+        return;
+    };
+    assert_eq!((&got["reasoning"], &got["content"]), (&json!(null), &json!("Hello")), "{got}");
+}
+
+#[test]
+fn stray_reasoning_end_is_a_marker_and_a_bare_start_token_opens_reasoning() {
+    let Some(got) = parse_under("google-gemma-4-31B-it", "Hello<channel|> world", json!(null)) else { return };
+    assert_eq!(got["content"], json!("Hello world"), "{got}");
+    assert_eq!(got["issues"], json!(["stray-reasoning-end"]), "{got}");
+    // `<|channel>thought` is the start; the token alone opens reasoning too, the word does not.
+    let got = parse_under("google-gemma-4-31B-it", "<|channel>thinking hard<channel|>Done", json!(null)).unwrap();
+    assert_eq!((&got["reasoning"], &got["content"]), (&json!("thinking hard"), &json!("Done")), "{got}");
+    let got = parse_under("google-gemma-4-31B-it", "<|channel>thought\nplan<channel|>Done", json!(null)).unwrap();
+    assert_eq!(got["reasoning"], json!("plan"), "{got}");
+}
+
+#[test]
+fn closing_tags_that_name_the_argument_and_nested_values_parse_by_schema() {
+    let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "n": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "point": {"type": "object", "properties": {"x": {"type": "number"}}},
+        "text": {"type": "string"}
+    }}}}]);
+    let ns = "]<]minimax[>[";
+    let output = format!(
+        "</mm:think>{ns}<tool_call>\n{ns}<invoke name=\"f\">{ns}<n>7{ns}</n>{ns}<tags>{ns}<item>a{ns}</item>{ns}<item>7{ns}</item>{ns}</tags>\
+         {ns}<point>{ns}<x>1.5{ns}</x>{ns}</point>{ns}<text>{ns}<b>raw{ns}</b>{ns}</text>{ns}</invoke>\n{ns}</tool_call>"
+    );
+    let Some(got) = parse_under("MiniMax-M3", &output, tools) else { return };
+    let want = json!({"n": 7, "tags": ["a", "7"], "point": {"x": 1.5}, "text": format!("{ns}<b>raw{ns}</b>")});
+    assert_eq!(got["calls"], json!([["f", want]]), "{got}");
+    assert_eq!(got["content"], json!(null), "{got}");
 }
 
 proptest! {
