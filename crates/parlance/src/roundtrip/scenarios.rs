@@ -121,9 +121,23 @@ fn not_applicable(scenario: Scenario, why: &str) -> ScenarioResult {
 
 /// The turn a scenario simulates, with a note on what it is; `Err` says why it does not apply.
 fn turn_of(sim: &Sim, scenario: Scenario) -> Result<(Turn, String), String> {
-    let reasoning = sim.format.reasoning.is_some();
+    let reasoning = sim.reasoning;
     let tools = sim.has_tools();
     let need = |ok: bool, what: &str| if ok { Ok(()) } else { Err(format!("the template renders no {what}")) };
+    if !reasoning && sim.format.reasoning.is_some() {
+        let reasoning_scenario = matches!(
+            scenario,
+            Scenario::ToolCallReasoning
+                | Scenario::HistoryReasoningDefault
+                | Scenario::HistoryReasoningPreserved
+                | Scenario::NewlinesAfterReasoning
+                | Scenario::TrailingWsInReasoning
+                | Scenario::TruncatedReasoning
+        );
+        if reasoning_scenario {
+            return Err("the generation prompt closes reasoning and no known switch opens it".to_owned());
+        }
+    }
     let base = Turn {
         history: sim.opening.clone(),
         assistant: json!({"role": "assistant", "content": ANSWER}),

@@ -93,7 +93,7 @@ fn random_call(rng: &mut Rng, index: usize) -> Json {
 
 fn random_turn(sim: &Sim, rng: &mut Rng, history: Vec<Json>) -> Turn {
     let mut message = json!({"role": "assistant"});
-    if sim.format.reasoning.is_some() {
+    if sim.reasoning {
         let thought = format!("{}{}{}", rng.pick(&SPACES), rng.pick(&THOUGHTS), rng.pick(&SPACES));
         message["reasoning_content"] = json!(thought);
     }

@@ -117,6 +117,9 @@ pub(crate) struct Sim<'a> {
     pub variables: IndexMap<String, Json>,
     /// The tools every request declares.
     pub tools: Vec<Json>,
+    /// Whether the model can reason: the template has reasoning and the prompt in use does not
+    /// close it (a default that closes it and no switch the analyzer knows to open it: no).
+    pub reasoning: bool,
     /// The first messages of every conversation (a user message, after a system one if the
     /// template needs it).
     pub opening: Vec<Json>,
@@ -190,6 +193,7 @@ impl<'a> Sim<'a> {
             tokenizer,
             variables,
             tools,
+            reasoning: false,
             opening: openings[0].clone(),
             parser: Parser::new(format, &ParseOptions::default()),
             seed: options.seed,
@@ -209,6 +213,11 @@ impl<'a> Sim<'a> {
             }
         }
         let generation_prompt = sim.generation_prompt(&sim.opening, &[]);
+        let closed_by_prompt = |end: &str| {
+            let end = end.trim();
+            !end.is_empty() && generation_prompt.as_deref().is_some_and(|p| p.trim_end().ends_with(end))
+        };
+        sim.reasoning = format.reasoning.as_ref().is_some_and(|r| !closed_by_prompt(&r.end));
         let parse_options = ParseOptions {
             tools: sim.tools.clone(),
             generation_prompt,
