@@ -299,12 +299,6 @@ impl Nfa<'_> {
         self.edges[from as usize].push((label, to));
     }
 
-    fn fresh_from(&mut self, from: u32) -> Result<u32, BuildError> {
-        let s = self.new_state()?;
-        self.edge(from, Label::Eps, s);
-        Ok(s)
-    }
-
     /// Splices the product automaton of `base ∩ and ∖ not` in from `from`; returns its end state.
     fn restrict(&mut self, from: u32, base: &Expr, and: &[Expr], not: &[Expr]) -> Result<u32, BuildError> {
         let no_rules = |_: u32| -> Option<u32> { None };
@@ -440,135 +434,111 @@ impl Nfa<'_> {
     /// Builds `e` from `from` and returns its end state.
     fn build(&mut self, e: &Expr, from: u32, rule_map: &dyn Fn(u32) -> Option<u32>) -> Result<u32, BuildError> {
         let end = self.new_state()?;
-        self.build_k(e, from, end, rule_map)?;
+        let start = self.build_to(e, end, rule_map)?;
+        self.edge(from, Label::Eps, start);
         Ok(end)
     }
 
-    /// Builds `e` from `from` with its end joined to the continuation state `k`. Sequences are built
-    /// back to front so that every part knows its continuation, and an inlined rule is built once per
-    /// continuation: the chains of optional object members stay linear instead of being copied.
-    fn build_k(
-        &mut self,
-        e: &Expr,
-        from: u32,
-        k: u32,
-        rule_map: &dyn Fn(u32) -> Option<u32>,
-    ) -> Result<(), BuildError> {
+    /// Builds `e` followed by the continuation state `k` and returns its start state. Callers only
+    /// ever add edges *into* the returned state, so one fragment can be entered from many places:
+    /// sequences are built back to front, and an inlined rule is built once per continuation (the
+    /// `shared` map). The same rule before the same continuation (an object's member written first
+    /// or after a comma, an array's first or next item) is therefore one set of NFA states, which
+    /// keeps subset construction from copying nested objects once per path that reaches them.
+    fn build_to(&mut self, e: &Expr, k: u32, rule_map: &dyn Fn(u32) -> Option<u32>) -> Result<u32, BuildError> {
         match e {
-            Expr::Seq(parts) if !parts.is_empty() => {
+            Expr::Empty => Ok(k),
+            Expr::Seq(parts) => {
                 let mut next = k;
-                for (i, p) in parts.iter().enumerate().rev() {
-                    let start = if i == 0 { from } else { self.new_state()? };
-                    self.build_k(p, start, next, rule_map)?;
-                    next = start;
+                for p in parts.iter().rev() {
+                    next = self.build_to(p, next, rule_map)?;
                 }
-                Ok(())
+                Ok(next)
             }
             Expr::Alt(parts) => {
+                let s = self.new_state()?;
                 for p in parts {
-                    let s = self.fresh_from(from)?;
-                    self.build_k(p, s, k, rule_map)?;
+                    let t = self.build_to(p, k, rule_map)?;
+                    self.edge(s, Label::Eps, t);
                 }
-                Ok(())
+                Ok(s)
+            }
+            Expr::Literal(text) => {
+                // Built back to front, the last byte straight into `k`.
+                let mut next = k;
+                for &b in text.as_bytes().iter().rev() {
+                    let s = self.new_state()?;
+                    self.edge(s, Label::Bytes(b, b), next);
+                    next = s;
+                }
+                Ok(next)
             }
             Expr::Rule(r) if self.inline_depth < INLINE_DEPTH => match (self.inline)(r.0) {
                 Some(body) => {
                     if let Some(&start) = self.shared.get(&(r.0, k)) {
-                        self.edge(from, Label::Eps, start);
-                        return Ok(());
+                        return Ok(start);
                     }
-                    let start = self.fresh_from(from)?;
-                    self.shared.insert((r.0, k), start);
                     self.inline_depth += 1;
-                    let res = self.build_k(body, start, k, rule_map);
+                    let start = self.build_to(body, k, rule_map);
                     self.inline_depth -= 1;
-                    res
+                    let start = start?;
+                    self.shared.insert((r.0, k), start);
+                    Ok(start)
                 }
-                None => {
-                    let end = self.build_plain(e, from, rule_map)?;
-                    self.edge(end, Label::Eps, k);
-                    Ok(())
-                }
+                None => self.build_leaf(e, k, rule_map),
             },
-            _ => {
-                let end = self.build_plain(e, from, rule_map)?;
-                self.edge(end, Label::Eps, k);
-                Ok(())
+            Expr::Repeat { expr, min, max } => {
+                // The optional or looping part first (it is what follows the mandatory copies).
+                let mut next = match max {
+                    None => {
+                        // A hub that either leaves to `k` or reads one more copy back to itself.
+                        let hub = self.new_state()?;
+                        self.edge(hub, Label::Eps, k);
+                        let body = self.build_to(expr, hub, rule_map)?;
+                        self.edge(hub, Label::Eps, body);
+                        hub
+                    }
+                    Some(max) => {
+                        let mut next = k;
+                        for _ in *min..*max {
+                            let s = self.new_state()?;
+                            self.edge(s, Label::Eps, k);
+                            let body = self.build_to(expr, next, rule_map)?;
+                            self.edge(s, Label::Eps, body);
+                            next = s;
+                        }
+                        next
+                    }
+                };
+                for _ in 0..*min {
+                    next = self.build_to(expr, next, rule_map)?;
+                }
+                Ok(next)
             }
+            _ => self.build_leaf(e, k, rule_map),
         }
     }
 
-    /// Builds `e` starting at `from`; returns the end state.
+    /// A fresh start state, `e` built from it by [`Nfa::build_plain`], its end joined to `k`.
+    fn build_leaf(&mut self, e: &Expr, k: u32, rule_map: &dyn Fn(u32) -> Option<u32>) -> Result<u32, BuildError> {
+        let s = self.new_state()?;
+        let end = self.build_plain(e, s, rule_map)?;
+        self.edge(end, Label::Eps, k);
+        Ok(s)
+    }
+
+    /// Builds the leaf `e` (composites go through [`Nfa::build_to`]) starting at `from`; returns the
+    /// end state.
     fn build_plain(&mut self, e: &Expr, from: u32, rule_map: &dyn Fn(u32) -> Option<u32>) -> Result<u32, BuildError> {
         match e {
-            Expr::Empty => Ok(from),
-            Expr::Literal(s) => {
-                let mut cur = from;
-                for &b in s.as_bytes() {
-                    let to = self.new_state()?;
-                    self.edge(cur, Label::Bytes(b, b), to);
-                    cur = to;
-                }
-                Ok(cur)
-            }
             Expr::CharClass { negated, ranges } => self.chars(from, *negated, ranges),
-            Expr::Rule(r) => {
-                if self.inline_depth < INLINE_DEPTH
-                    && let Some(body) = (self.inline)(r.0)
-                {
-                    self.inline_depth += 1;
-                    let end = self.build(body, from, rule_map);
-                    self.inline_depth -= 1;
-                    return end;
-                }
+            Expr::Rule(r) if self.inline_depth >= INLINE_DEPTH || (self.inline)(r.0).is_none() => {
                 let to = self.new_state()?;
                 // A rule that can never match leaves `to` unreachable.
                 if let Some(id) = rule_map(r.0) {
                     self.edge(from, Label::Rule(id), to);
                 }
                 Ok(to)
-            }
-            Expr::Seq(parts) => {
-                let mut cur = from;
-                for p in parts {
-                    cur = self.build(p, cur, rule_map)?;
-                }
-                Ok(cur)
-            }
-            Expr::Alt(parts) => {
-                let end = self.new_state()?;
-                for p in parts {
-                    let s = self.fresh_from(from)?;
-                    let e = self.build(p, s, rule_map)?;
-                    self.edge(e, Label::Eps, end);
-                }
-                Ok(end)
-            }
-            Expr::Repeat { expr, min, max } => {
-                let mut cur = from;
-                for _ in 0..*min {
-                    let s = self.fresh_from(cur)?;
-                    cur = self.build(expr, s, rule_map)?;
-                }
-                match max {
-                    None => {
-                        let hub = self.fresh_from(cur)?;
-                        let s = self.fresh_from(hub)?;
-                        let e = self.build(expr, s, rule_map)?;
-                        self.edge(e, Label::Eps, hub);
-                        Ok(hub)
-                    }
-                    Some(max) => {
-                        let end = self.new_state()?;
-                        for _ in *min..*max {
-                            self.edge(cur, Label::Eps, end);
-                            let s = self.fresh_from(cur)?;
-                            cur = self.build(expr, s, rule_map)?;
-                        }
-                        self.edge(cur, Label::Eps, end);
-                        Ok(end)
-                    }
-                }
             }
             Expr::Restrict { base, and, not } => self.restrict(from, base, and, not),
             Expr::Regex(pattern) => {
@@ -580,6 +550,9 @@ impl Nfa<'_> {
                 let r = self.build(&inner, from, rule_map);
                 self.regex_depth -= 1;
                 r
+            }
+            Expr::Empty | Expr::Literal(_) | Expr::Rule(_) | Expr::Seq(_) | Expr::Alt(_) | Expr::Repeat { .. } => {
+                self.build(e, from, rule_map)
             }
         }
     }

@@ -521,7 +521,9 @@ impl<'a> Compiler<'a> {
                 let bp = format!("{ptr}/{kw}/{i}");
                 if has_siblings {
                     let b = self.deref_value(b, &bp)?;
-                    match merge::merge(&Value::Object(siblings.clone()), &b) {
+                    // The branch first, then the siblings, as `allOf` merges (subschemas first):
+                    // a branch's properties come before the shared ones.
+                    match merge::merge(&b, &Value::Object(siblings.clone())) {
                         Ok(v) => alts.push(self.schema(&v, &bp)?),
                         Err(k) => {
                             self.unsupported(&bp, &k, &format!("cannot be combined with the {kw} branch"))?;
@@ -1011,6 +1013,11 @@ impl<'a> Compiler<'a> {
     fn members(&mut self, members: Vec<(Expr, bool)>, extra: Option<Expr>, non_empty: bool) -> Expr {
         let sep = self.item_sep();
         let n = members.len();
+        // Each member is written twice below (first, or after a separator) before the same
+        // continuation; as rules, the automaton builder shares one copy (see `automaton::build`).
+        let members: Vec<(Expr, bool)> =
+            members.into_iter().map(|(m, req)| (Expr::Rule(self.b.rule("member", m)), req)).collect();
+        let extra = extra.map(|e| Expr::Rule(self.b.rule("extra-member", e)));
         let tail = match &extra {
             Some(e) => Expr::repeat(Expr::seq(vec![sep.clone(), e.clone()]), 0, None),
             None => Expr::Empty,
@@ -1053,7 +1060,14 @@ impl<'a> Compiler<'a> {
         // Two sets of prefixes over the trie of names, then one shared tail each: prefixes that are no
         // name but end the key, and prefixes that leave the trie (followed by any characters).
         let rest = Expr::seq(vec![Expr::repeat(self.json_char(), 0, None), lit("\"")]);
-        let (ends, leaves) = self.trie_not(&chars, 0);
+        // Escapes and non-ASCII characters leave the trie the same way at every depth (names are
+        // ASCII, checked per depth in `trie_not`): one shared rule instead of a copy per depth.
+        let leave = Expr::alt(vec![
+            Expr::seq(vec![lit("\\"), Self::escape_tail()]),
+            Expr::CharClass { negated: false, ranges: vec![('\u{80}', '\u{10FFFF}')] },
+        ]);
+        let leave = Expr::Rule(self.b.rule("key-char", leave));
+        let (ends, leaves) = self.trie_not(&chars, 0, &leave);
         let mut alts = vec![Expr::seq(vec![leaves, rest])];
         if let Some(ends) = ends {
             alts.push(Expr::seq(vec![ends, lit("\"")]));
@@ -1063,7 +1077,7 @@ impl<'a> Compiler<'a> {
 
     /// For names sharing a prefix of `depth` characters: (prefixes from here that end at no name,
     /// prefixes from here that leave the trie with one character no name continues with).
-    fn trie_not(&self, names: &[Vec<char>], depth: usize) -> (Option<Expr>, Expr) {
+    fn trie_not(&self, names: &[Vec<char>], depth: usize, leave: &Expr) -> (Option<Expr>, Expr) {
         let mut ends = Vec::new();
         if !names.iter().any(|n| n.len() == depth) {
             ends.push(Expr::Empty);
@@ -1073,13 +1087,18 @@ impl<'a> Compiler<'a> {
         next.dedup();
         let mut excluded: Vec<(char, char)> = vec![('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')];
         excluded.extend(next.iter().map(|&c| (c, c)));
-        let mut leaves = vec![Expr::alt(vec![
-            Expr::CharClass { negated: true, ranges: excluded },
-            Expr::seq(vec![lit("\\"), Self::escape_tail()]),
-        ])];
+        let mut leaves = if next.iter().all(char::is_ascii) {
+            excluded.push(('\u{80}', '\u{10FFFF}'));
+            vec![Expr::CharClass { negated: true, ranges: excluded }, leave.clone()]
+        } else {
+            vec![Expr::alt(vec![
+                Expr::CharClass { negated: true, ranges: excluded },
+                Expr::seq(vec![lit("\\"), Self::escape_tail()]),
+            ])]
+        };
         for c in next {
             let sub: Vec<Vec<char>> = names.iter().filter(|n| n.len() > depth && n[depth] == c).cloned().collect();
-            let (e, l) = self.trie_not(&sub, depth + 1);
+            let (e, l) = self.trie_not(&sub, depth + 1, leave);
             if let Some(e) = e {
                 ends.push(Expr::seq(vec![lit(&c.to_string()), e]));
             }

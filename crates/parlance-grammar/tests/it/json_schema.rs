@@ -155,6 +155,19 @@ fn combinators_and_references() {
 }
 
 #[test]
+fn branch_properties_come_before_sibling_properties() {
+    // As `allOf` merges its subschemas before the siblings, a `oneOf` branch's own properties come
+    // first (MaskBench's `calculate_area` schemas write `shape` from the branch before `radius`).
+    check(
+        json!({"type": "object", "properties": {"radius": {"type": "number"}, "shape": {"type": "string"}},
+               "oneOf": [{"properties": {"shape": {"const": "circle"}}, "required": ["radius"]},
+                         {"properties": {"shape": {"const": "square"}}, "required": ["side"]}]}),
+        &[r#"{"shape":"circle","radius":10}"#, r#"{"radius":10}"#],
+        &[r#"{"shape":"square","radius":10}"#],
+    );
+}
+
+#[test]
 fn unsupported_keywords_are_errors_naming_keyword_and_pointer() {
     let vocab = synthetic_vocab();
     let schema = json!({"type": "object", "properties": {"a": {"type": "array", "uniqueItems": true}}});
