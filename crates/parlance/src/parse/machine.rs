@@ -137,6 +137,8 @@ struct Section {
     separated: bool,
     /// Between calls: the call start was read.
     started: bool,
+    /// Opened by the call's own opener, the section start left out.
+    implicit: bool,
     phase: Phase,
 }
 
@@ -232,6 +234,9 @@ pub(crate) struct Machine {
     header_pending: bool,
     /// Reasoning interrupted content: when it ends, content continues with its whitespace.
     resume_content: bool,
+    /// Unseparated reasoning just ended: a content opener right after it is a marker (Command-R7B's
+    /// `<|END_THINKING|><|START_RESPONSE|>`), though the reasoning stays in content.
+    opener_pending: bool,
 }
 
 enum Step {
@@ -258,6 +263,7 @@ impl Machine {
             call: None,
             after_turn_end: false,
             header_pending: false,
+            opener_pending: false,
             resume_content: false,
         }
     }
@@ -587,6 +593,7 @@ impl Machine {
             self.deltas.push(Delta::Content { content: piece });
             self.pos = upto;
         }
+        self.opener_pending = found.is_some();
         self.state = if found.is_some() { State::Content } else { State::RawReasoning };
         if found.is_some() { Step::Again } else { Step::Wait }
     }
@@ -604,6 +611,16 @@ impl Machine {
                     return step;
                 }
                 None => self.header_pending = false,
+            }
+        }
+        if self.opener_pending {
+            match self.opening_marker(&setup.syntax.content_start) {
+                Some(Step::Wait) => return Step::Wait,
+                Some(step) => {
+                    self.opener_pending = false;
+                    return step;
+                }
+                None => self.opener_pending = false,
             }
         }
         // The empty reasoning block of a turn without reasoning.
@@ -635,6 +652,7 @@ impl Machine {
                         calls: 0,
                         separated: false,
                         started: false,
+                        implicit: false,
                         phase: Phase::JsonCall { from: at, scan: JsonEnd::default() },
                     };
                     self.state = State::Section(Box::new(section));
@@ -645,6 +663,9 @@ impl Machine {
         let mut markers: Vec<(&str, u8)> = Vec::with_capacity(3);
         if setup.calls_enabled && !setup.tools().trigger.is_empty() {
             markers.push((setup.tools().trigger.as_str(), 0));
+            if !setup.tools().call_trigger.is_empty() {
+                markers.push((setup.tools().call_trigger.as_str(), 5));
+            }
         }
         if !self.after_turn_end {
             markers.extend(syntax.turn_end.iter().map(|m| (m.as_str(), 1)));
@@ -689,7 +710,7 @@ impl Machine {
             }
         }
         match found {
-            Some((at, _, 0)) => {
+            Some((at, _, what @ (0 | 5))) => {
                 // Content up to the trigger; whitespace before it stays undecided until the call is.
                 self.emit_text(false, at, false);
                 let section = Section {
@@ -699,6 +720,7 @@ impl Machine {
                     calls: 0,
                     separated: false,
                     started: false,
+                    implicit: what == 5,
                     phase: Phase::Open,
                 };
                 self.state = State::Section(Box::new(section));
@@ -954,7 +976,12 @@ impl Machine {
         self.issue("unparsed-call", section.trigger_at, why);
         self.pos = section.ws_from;
         // The trigger is content; markers are searched after it.
-        let trigger_len = if self.setup.tools().bare_json { 1 } else { self.setup.tools().trigger.len() };
+        let tools = self.setup.tools();
+        let trigger_len = match (tools.bare_json, section.implicit) {
+            (true, _) => 1,
+            (false, true) => tools.call_trigger.len(),
+            (false, false) => tools.trigger.len(),
+        };
         self.scan_from = section.trigger_at + trigger_len;
         self.message.spans.retain(|s| s.start < section.ws_from);
         if let Some(last) = self.message.spans.last_mut() {
@@ -977,7 +1004,7 @@ impl Machine {
                 // Nothing decided yet: the pos still sits before the whitespace ahead of the trigger.
                 let saved = self.pos;
                 self.pos = section.trigger_at;
-                if !tools.section_start.is_empty() {
+                if !tools.section_start.is_empty() && !section.implicit {
                     match self.at_marker(&tools.section_start) {
                         Some(Ok(end)) => {
                             self.pos = saved;
