@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use super::channel::{Body, ChannelSyntax, MAX_HEADER};
 use super::scan::{JsonEnd, JsonScan, find_marker, marker_hold, starts_with_marker};
 use super::syntax::{Syntax, ToolSyntax};
-use super::values::{Converted, NestedTags, convert, nested};
+use super::values::{Converted, NestedTags, convert, nested, requote};
 use super::{Delta, Issue, ParseOptions, ParsedMessage, ParsedToolCall, Span, SpanKind, ToolChoice};
 use crate::format::Format;
 
@@ -372,6 +372,18 @@ impl Machine {
         }
     }
 
+    /// Text up to `upto` into content exactly as written.
+    fn emit_raw(&mut self, upto: usize) {
+        if upto > self.pos {
+            let piece = self.buf[self.pos..upto].to_owned();
+            self.span(SpanKind::Content, self.pos, upto);
+            self.content.push_str(&piece);
+            self.deltas.push(Delta::Content { content: piece });
+            self.pos = upto;
+            self.seg_text = true;
+        }
+    }
+
     fn marker(&mut self, end: usize) {
         // Leading whitespace before a marker, then the marker.
         let text = &self.buf[self.pos..end];
@@ -450,7 +462,7 @@ impl Machine {
 
     fn start(&mut self) -> Step {
         let setup = self.setup.clone();
-        if setup.channel.is_some() && setup.separate_reasoning && !setup.in_reasoning {
+        if setup.channel.is_some() && !setup.in_reasoning {
             self.state = State::ChannelHeader;
             return Step::Again;
         }
@@ -854,7 +866,17 @@ impl Machine {
         }
         let header = rest[..at].to_owned();
         let body = channel.classify(&header);
-        self.marker(self.pos + at + channel.message.len());
+        let header_end = self.pos + at + channel.message.len();
+        if body == Body::Reasoning && !setup.separate_reasoning {
+            // Unseparated reasoning stays in content as written, its header too.
+            let lead = rest.len() - rest.trim_start().len();
+            self.span(SpanKind::Whitespace, self.pos, self.pos + lead);
+            self.pos += lead;
+            self.emit_raw(header_end);
+            self.state = State::ChannelBody(Body::RawReasoning);
+            return Step::Again;
+        }
+        self.marker(header_end);
         self.seg_text = false;
         match &body {
             Body::Call(name) => {
@@ -886,6 +908,24 @@ impl Machine {
             .filter_map(|m| self.buf[self.pos..].find(m.as_str()).map(|i| (self.pos + i, self.pos + i + m.len())))
             .min();
         let reasoning = body == Body::Reasoning;
+        if body == Body::RawReasoning {
+            let upto = match found {
+                Some((_, end)) => end,
+                None if self.eof => self.buf.len(),
+                None => {
+                    self.buf.len()
+                        - channel.ends.iter().map(|m| marker_hold(&self.buf[self.pos..], m)).max().unwrap_or(0)
+                }
+            };
+            self.emit_raw(upto);
+            if found.is_none() && !self.eof {
+                self.state = State::ChannelBody(body);
+                return Step::Wait;
+            }
+            self.seg_text = false;
+            self.state = State::ChannelHeader;
+            return if found.is_some() { Step::Again } else { Step::Wait };
+        }
         if let Body::Call(_) = body {
             let (upto, done) = match found {
                 Some((at, _)) => (at, true),
@@ -1760,9 +1800,15 @@ impl Machine {
             }
             _ => None,
         };
+        // Strings inside a literal in a multi-character quote (Gemma 4's `[<|"|>a<|"|>]`).
+        let quote = tools.string_quote.as_str();
+        let requoted = (!quoted && may_nest && quote.chars().count() > 1 && raw.contains(quote))
+            .then(|| requote(raw, quote))
+            .flatten()
+            .filter(|json| serde_json::from_str::<Json>(json).is_ok());
         let converted = match nested {
             Some(value) => Converted::Fits(value),
-            None => convert(raw, quoted, param_schema, tools.python),
+            None => convert(requoted.as_deref().unwrap_or(raw), quoted, param_schema, tools.python),
         };
         let value = match converted {
             Converted::Fits(value) => value,

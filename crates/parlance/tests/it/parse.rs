@@ -340,6 +340,28 @@ fn content_opener_after_unseparated_reasoning_is_a_marker() {
 }
 
 #[test]
+fn unseparated_channel_reasoning_stays_as_written_and_later_headers_are_markers() {
+    let output = "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>Hi";
+    let options = ParseOptions { separate_reasoning: Some(false), ..ParseOptions::default() };
+    let Some(got) = parse_with("openai-gpt-oss-120b", output, options) else { return };
+    assert_eq!(
+        (&got["reasoning"], &got["content"]),
+        (&json!(null), &json!("<|channel|>analysis<|message|>hm<|end|>Hi")),
+        "{got}"
+    );
+}
+
+#[test]
+fn literals_with_multi_character_quotes_read_by_schema() {
+    let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "todos": {"type": "array"}, "note": {"type": "string"}
+    }}}}]);
+    let output = "<|tool_call>call:f{todos:[<|\"|>a, b<|\"|>,{k:<|\"|>c<|\"|>}],note:<|\"|>[x]<|\"|>}<tool_call|>";
+    let Some(got) = parse_under("google-gemma-4-31B-it", output, tools) else { return };
+    assert_eq!(got["calls"], json!([["f", {"todos": ["a, b", {"k": "c"}], "note": "[x]"}]]), "{got}");
+}
+
+#[test]
 fn closing_tags_that_name_the_argument_and_nested_values_parse_by_schema() {
     let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
         "n": {"type": "integer"},
