@@ -32,6 +32,8 @@ pub(crate) struct ChannelSyntax {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Body {
     Reasoning,
+    /// Reasoning left in content as written, header and end included (`separate_reasoning: false`).
+    RawReasoning,
     Content,
     /// A call of this function; the body is its JSON arguments.
     Call(String),

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use super::channel::{Body, ChannelSyntax, MAX_HEADER};
 use super::scan::{JsonEnd, JsonScan, find_marker, marker_hold, starts_with_marker};
 use super::syntax::{Syntax, ToolSyntax};
-use super::values::{Converted, NestedTags, convert, nested};
+use super::values::{Converted, NestedTags, convert, nested, requote};
 use super::{Delta, Issue, ParseOptions, ParsedMessage, ParsedToolCall, Span, SpanKind, ToolChoice};
 use crate::format::Format;
 
@@ -137,6 +137,8 @@ struct Section {
     separated: bool,
     /// Between calls: the call start was read.
     started: bool,
+    /// Opened by the call's own opener, the section start left out.
+    implicit: bool,
     phase: Phase,
 }
 
@@ -232,6 +234,9 @@ pub(crate) struct Machine {
     header_pending: bool,
     /// Reasoning interrupted content: when it ends, content continues with its whitespace.
     resume_content: bool,
+    /// Unseparated reasoning just ended: a content opener right after it is a marker (Command-R7B's
+    /// `<|END_THINKING|><|START_RESPONSE|>`), though the reasoning stays in content.
+    opener_pending: bool,
 }
 
 enum Step {
@@ -258,6 +263,7 @@ impl Machine {
             call: None,
             after_turn_end: false,
             header_pending: false,
+            opener_pending: false,
             resume_content: false,
         }
     }
@@ -366,6 +372,18 @@ impl Machine {
         }
     }
 
+    /// Text up to `upto` into content exactly as written.
+    fn emit_raw(&mut self, upto: usize) {
+        if upto > self.pos {
+            let piece = self.buf[self.pos..upto].to_owned();
+            self.span(SpanKind::Content, self.pos, upto);
+            self.content.push_str(&piece);
+            self.deltas.push(Delta::Content { content: piece });
+            self.pos = upto;
+            self.seg_text = true;
+        }
+    }
+
     fn marker(&mut self, end: usize) {
         // Leading whitespace before a marker, then the marker.
         let text = &self.buf[self.pos..end];
@@ -444,7 +462,7 @@ impl Machine {
 
     fn start(&mut self) -> Step {
         let setup = self.setup.clone();
-        if setup.channel.is_some() && setup.separate_reasoning && !setup.in_reasoning {
+        if setup.channel.is_some() && !setup.in_reasoning {
             self.state = State::ChannelHeader;
             return Step::Again;
         }
@@ -587,6 +605,7 @@ impl Machine {
             self.deltas.push(Delta::Content { content: piece });
             self.pos = upto;
         }
+        self.opener_pending = found.is_some();
         self.state = if found.is_some() { State::Content } else { State::RawReasoning };
         if found.is_some() { Step::Again } else { Step::Wait }
     }
@@ -604,6 +623,16 @@ impl Machine {
                     return step;
                 }
                 None => self.header_pending = false,
+            }
+        }
+        if self.opener_pending {
+            match self.opening_marker(&setup.syntax.content_start) {
+                Some(Step::Wait) => return Step::Wait,
+                Some(step) => {
+                    self.opener_pending = false;
+                    return step;
+                }
+                None => self.opener_pending = false,
             }
         }
         // The empty reasoning block of a turn without reasoning.
@@ -635,6 +664,7 @@ impl Machine {
                         calls: 0,
                         separated: false,
                         started: false,
+                        implicit: false,
                         phase: Phase::JsonCall { from: at, scan: JsonEnd::default() },
                     };
                     self.state = State::Section(Box::new(section));
@@ -645,6 +675,9 @@ impl Machine {
         let mut markers: Vec<(&str, u8)> = Vec::with_capacity(3);
         if setup.calls_enabled && !setup.tools().trigger.is_empty() {
             markers.push((setup.tools().trigger.as_str(), 0));
+            if !setup.tools().call_trigger.is_empty() {
+                markers.push((setup.tools().call_trigger.as_str(), 5));
+            }
         }
         if !self.after_turn_end {
             markers.extend(syntax.turn_end.iter().map(|m| (m.as_str(), 1)));
@@ -689,7 +722,7 @@ impl Machine {
             }
         }
         match found {
-            Some((at, _, 0)) => {
+            Some((at, _, what @ (0 | 5))) => {
                 // Content up to the trigger; whitespace before it stays undecided until the call is.
                 self.emit_text(false, at, false);
                 let section = Section {
@@ -699,6 +732,7 @@ impl Machine {
                     calls: 0,
                     separated: false,
                     started: false,
+                    implicit: what == 5,
                     phase: Phase::Open,
                 };
                 self.state = State::Section(Box::new(section));
@@ -832,7 +866,17 @@ impl Machine {
         }
         let header = rest[..at].to_owned();
         let body = channel.classify(&header);
-        self.marker(self.pos + at + channel.message.len());
+        let header_end = self.pos + at + channel.message.len();
+        if body == Body::Reasoning && !setup.separate_reasoning {
+            // Unseparated reasoning stays in content as written, its header too.
+            let lead = rest.len() - rest.trim_start().len();
+            self.span(SpanKind::Whitespace, self.pos, self.pos + lead);
+            self.pos += lead;
+            self.emit_raw(header_end);
+            self.state = State::ChannelBody(Body::RawReasoning);
+            return Step::Again;
+        }
+        self.marker(header_end);
         self.seg_text = false;
         match &body {
             Body::Call(name) => {
@@ -864,6 +908,24 @@ impl Machine {
             .filter_map(|m| self.buf[self.pos..].find(m.as_str()).map(|i| (self.pos + i, self.pos + i + m.len())))
             .min();
         let reasoning = body == Body::Reasoning;
+        if body == Body::RawReasoning {
+            let upto = match found {
+                Some((_, end)) => end,
+                None if self.eof => self.buf.len(),
+                None => {
+                    self.buf.len()
+                        - channel.ends.iter().map(|m| marker_hold(&self.buf[self.pos..], m)).max().unwrap_or(0)
+                }
+            };
+            self.emit_raw(upto);
+            if found.is_none() && !self.eof {
+                self.state = State::ChannelBody(body);
+                return Step::Wait;
+            }
+            self.seg_text = false;
+            self.state = State::ChannelHeader;
+            return if found.is_some() { Step::Again } else { Step::Wait };
+        }
         if let Body::Call(_) = body {
             let (upto, done) = match found {
                 Some((at, _)) => (at, true),
@@ -954,7 +1016,12 @@ impl Machine {
         self.issue("unparsed-call", section.trigger_at, why);
         self.pos = section.ws_from;
         // The trigger is content; markers are searched after it.
-        let trigger_len = if self.setup.tools().bare_json { 1 } else { self.setup.tools().trigger.len() };
+        let tools = self.setup.tools();
+        let trigger_len = match (tools.bare_json, section.implicit) {
+            (true, _) => 1,
+            (false, true) => tools.call_trigger.len(),
+            (false, false) => tools.trigger.len(),
+        };
         self.scan_from = section.trigger_at + trigger_len;
         self.message.spans.retain(|s| s.start < section.ws_from);
         if let Some(last) = self.message.spans.last_mut() {
@@ -977,7 +1044,7 @@ impl Machine {
                 // Nothing decided yet: the pos still sits before the whitespace ahead of the trigger.
                 let saved = self.pos;
                 self.pos = section.trigger_at;
-                if !tools.section_start.is_empty() {
+                if !tools.section_start.is_empty() && !section.implicit {
                     match self.at_marker(&tools.section_start) {
                         Some(Ok(end)) => {
                             self.pos = saved;
@@ -1733,9 +1800,15 @@ impl Machine {
             }
             _ => None,
         };
+        // Strings inside a literal in a multi-character quote (Gemma 4's `[<|"|>a<|"|>]`).
+        let quote = tools.string_quote.as_str();
+        let requoted = (!quoted && may_nest && quote.chars().count() > 1 && raw.contains(quote))
+            .then(|| requote(raw, quote))
+            .flatten()
+            .filter(|json| serde_json::from_str::<Json>(json).is_ok());
         let converted = match nested {
             Some(value) => Converted::Fits(value),
-            None => convert(raw, quoted, param_schema, tools.python),
+            None => convert(requoted.as_deref().unwrap_or(raw), quoted, param_schema, tools.python),
         };
         let value = match converted {
             Converted::Fits(value) => value,

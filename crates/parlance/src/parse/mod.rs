@@ -26,7 +26,18 @@
 //! - a reasoning end marker outside reasoning (when reasoning is separated): a marker, left out of
 //!   content, reported (`stray-reasoning-end`); the text around it is one piece of content;
 //! - a prompt that opened reasoning followed by the content opener (a content start distinct from
-//!   the reasoning markers): the model wrote no reasoning.
+//!   the reasoning markers): the model wrote no reasoning;
+//! - a call's own opener (a bracketed token) without the section start that precedes it
+//!   (`<|tool_call_begin|>` without `<|tool_calls_section_begin|>`): it opens the section.
+//!
+//! Unseparated reasoning (`separate_reasoning: false`) stays in content with its markers, but a
+//! content opener right after its end is a marker (`<|END_THINKING|><|START_RESPONSE|>`); in
+//! channel formats the reasoning message stays as written (header and end included) and the
+//! headers of later messages are markers.
+//!
+//! Tagged literals whose strings use a multi-character quote (Gemma 4's `[<|"|>a<|"|>,{k:…}]`,
+//! keys bare) are read as JSON with those strings and keys quoted, for parameters that allow
+//! arrays or objects.
 //!
 //! Reasoning opens at its start marker, or, for a start made of one bracketed token and a word
 //! (`<|channel>thought`), at the token alone when a different word or none follows.

@@ -66,6 +66,10 @@ pub(crate) struct ToolSyntax {
     pub bare_json: bool,
     /// The marker that opens a tool-call section.
     pub trigger: String,
+    /// The call's own opener when a section start precedes it (Qwen3-Coder's `<function=` after
+    /// `<tool_call>`): a model that leaves the section start out opens the section with it.
+    /// Empty unless it is a bracketed token unrelated to the section start.
+    pub call_trigger: String,
 }
 
 impl ToolSyntax {
@@ -131,6 +135,7 @@ impl Syntax {
                 string_quote: t.string_quote.clone(),
                 bare_json: false,
                 trigger: String::new(),
+                call_trigger: String::new(),
             };
             // A section start made of the call's own first marker is not a separate marker.
             syntax.trigger = [&syntax.section_start, &syntax.call_start, &syntax.name_prefix]
@@ -139,6 +144,16 @@ impl Syntax {
                 .cloned()
                 .unwrap_or_default();
             syntax.bare_json = syntax.trigger.is_empty() && syntax.json.is_some();
+            let opener = if syntax.call_start.is_empty() { &syntax.name_prefix } else { &syntax.call_start };
+            let section = syntax.section_start.as_str();
+            if !section.is_empty()
+                && opener.starts_with(['<', '['])
+                && !crate::analyze::bracketed_pieces(opener).is_empty()
+                && !opener.starts_with(section)
+                && !section.starts_with(opener.as_str())
+            {
+                syntax.call_trigger = opener.clone();
+            }
             syntax
         });
         Syntax {

@@ -362,6 +362,44 @@ fn sub_schema<'s>(schema: Option<&'s Json>, key: &str, name: Option<&str>) -> Op
     walk(schema?, key, name, 0)
 }
 
+/// A literal whose strings are delimited by a multi-character quote (Gemma 4's
+/// `[<|"|>a<|"|>,{k:<|"|>b<|"|>}]`, keys bare) rewritten as JSON text: quoted strings become JSON
+/// strings, bare keys before `:` are quoted. `None` when a quote is unterminated.
+pub(crate) fn requote(raw: &str, quote: &str) -> Option<String> {
+    if quote.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    // After `{` or `,`: a bare key may follow.
+    let mut key_may_follow = false;
+    while !rest.is_empty() {
+        if let Some(body) = rest.strip_prefix(quote) {
+            let end = body.find(quote)?;
+            out.push_str(&Json::String(body[..end].to_owned()).to_string());
+            rest = &body[end + quote.len()..];
+            key_may_follow = false;
+            continue;
+        }
+        let c = rest.chars().next()?;
+        if key_may_follow && (c.is_ascii_alphabetic() || c == '_') {
+            let len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            if rest[len..].trim_start().starts_with(':') {
+                out.push_str(&Json::String(rest[..len].to_owned()).to_string());
+                rest = &rest[len..];
+                key_may_follow = false;
+                continue;
+            }
+        }
+        if !c.is_whitespace() {
+            key_may_follow = c == '{' || c == ',';
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,5 +452,14 @@ mod tests {
         assert_eq!(nested("<a>1</a> tail", &tags, None, 0), None);
         assert_eq!(nested("<a>1", &tags, None, 0), None);
         assert_eq!(nested("plain", &tags, None, 0), None);
+    }
+
+    #[test]
+    fn multi_character_quotes_and_bare_keys_read_as_json() {
+        let q = "<|\"|>";
+        let raw = format!("[{q}buy, milk{q},{{n:2,inner:{q}v \\ \"x\"{q}}}]");
+        let json = requote(&raw, q).unwrap();
+        assert_eq!(serde_json::from_str::<Json>(&json).unwrap(), json!(["buy, milk", {"n": 2, "inner": "v \\ \"x\""}]));
+        assert_eq!(requote(&format!("[{q}open"), q), None);
     }
 }

@@ -261,10 +261,15 @@ fn every_two_way_split_of_peer_inputs_streams_like_the_whole() {
 /// two-way split streams like the whole, and returns the message as JSON.
 #[track_caller]
 fn parse_under(id: &str, output: &str, tools: Json) -> Option<Json> {
-    let corpus = corpus::corpus()?;
-    let (template, options) = crate::analyze::corpus_template(&corpus, id);
-    let format = analyze(&template, &options).unwrap();
     let options = ParseOptions { tools: tools.as_array().cloned().unwrap_or_default(), ..ParseOptions::default() };
+    parse_with(id, output, options)
+}
+
+#[track_caller]
+fn parse_with(id: &str, output: &str, options: ParseOptions) -> Option<Json> {
+    let corpus = corpus::corpus()?;
+    let (template, analyze_options) = crate::analyze::corpus_template(&corpus, id);
+    let format = analyze(&template, &analyze_options).unwrap();
     let parser = Parser::new(&format, &options);
     for (at, _) in output.char_indices().skip(1) {
         assert_chunking_invariant(&parser, output, &[&output[..at], &output[at..]], id);
@@ -313,6 +318,47 @@ fn stray_reasoning_end_is_a_marker_and_a_bare_start_token_opens_reasoning() {
     assert_eq!((&got["reasoning"], &got["content"]), (&json!("thinking hard"), &json!("Done")), "{got}");
     let got = parse_under("google-gemma-4-31B-it", "<|channel>thought\nplan<channel|>Done", json!(null)).unwrap();
     assert_eq!(got["reasoning"], json!("plan"), "{got}");
+}
+
+#[test]
+fn a_call_opener_without_its_section_start_opens_the_section() {
+    // Kimi-K2's calls sit in `<|tool_calls_section_begin|>`…; a model may leave it out.
+    let output = "Sure.<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{\"a\": 1}<|tool_call_end|>";
+    let Some(got) = parse_under("Kimi-K2-Instruct", output, json!(null)) else { return };
+    assert_eq!((&got["content"], &got["calls"]), (&json!("Sure."), &json!([["f", {"a": 1}]])), "{got}");
+    // Not followed by a call: the opener is content.
+    let got = parse_under("Kimi-K2-Instruct", "a <|tool_call_begin|> b", json!(null)).unwrap();
+    assert_eq!(got["content"], json!("a <|tool_call_begin|> b"), "{got}");
+}
+
+#[test]
+fn content_opener_after_unseparated_reasoning_is_a_marker() {
+    let output = "<|START_THINKING|>hm<|END_THINKING|><|START_RESPONSE|>Hi<|END_RESPONSE|>";
+    let options = ParseOptions { separate_reasoning: Some(false), ..ParseOptions::default() };
+    let Some(got) = parse_with("CohereForAI-c4ai-command-r7b-12-2024-tool_use", output, options) else { return };
+    assert_eq!(got["content"], json!("<|START_THINKING|>hm<|END_THINKING|>Hi"), "{got}");
+}
+
+#[test]
+fn unseparated_channel_reasoning_stays_as_written_and_later_headers_are_markers() {
+    let output = "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>Hi";
+    let options = ParseOptions { separate_reasoning: Some(false), ..ParseOptions::default() };
+    let Some(got) = parse_with("openai-gpt-oss-120b", output, options) else { return };
+    assert_eq!(
+        (&got["reasoning"], &got["content"]),
+        (&json!(null), &json!("<|channel|>analysis<|message|>hm<|end|>Hi")),
+        "{got}"
+    );
+}
+
+#[test]
+fn literals_with_multi_character_quotes_read_by_schema() {
+    let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "todos": {"type": "array"}, "note": {"type": "string"}
+    }}}}]);
+    let output = "<|tool_call>call:f{todos:[<|\"|>a, b<|\"|>,{k:<|\"|>c<|\"|>}],note:<|\"|>[x]<|\"|>}<tool_call|>";
+    let Some(got) = parse_under("google-gemma-4-31B-it", output, tools) else { return };
+    assert_eq!(got["calls"], json!([["f", {"todos": ["a, b", {"k": "c"}], "note": "[x]"}]]), "{got}");
 }
 
 #[test]
