@@ -224,9 +224,17 @@ impl Format {
                 ("arg name suffix", &tools.arg_name_suffix),
                 ("arg value suffix", &tools.arg_value_suffix),
             ] {
-                if !marker.is_empty() {
+                let named = name == "arg value suffix" && tools.arg_value_suffix_after_name.is_some();
+                if !marker.is_empty() && !named {
                     let _ = writeln!(out, "  {name:<17}{marker:?}");
                 }
+            }
+            if let Some(after) = &tools.arg_value_suffix_after_name {
+                let _ = writeln!(out, "  arg value suffix {:?} + argument name + {after:?}", tools.arg_value_suffix);
+            }
+            if let Some(item) = &tools.nested_item_name {
+                let _ =
+                    writeln!(out, "  nested values    arrays and objects as nested tags, array items named {item:?}");
             }
             if let Some(json) = &tools.json {
                 let _ = writeln!(out, "  json fields      {json:?}");

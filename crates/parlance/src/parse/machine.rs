@@ -17,6 +17,10 @@ use super::values::{Converted, NestedTags, convert, nested, requote};
 use super::{Delta, Issue, ParseOptions, ParsedMessage, ParsedToolCall, Span, SpanKind, ToolChoice};
 use crate::format::Format;
 
+/// XML CDATA delimiters: tagged values may wrap text in them.
+const CDATA_OPEN: &str = "<![CDATA[";
+const CDATA_CLOSE: &str = "]]>";
+
 /// Longest function or argument name accepted; longer "names" are not names.
 const MAX_NAME: usize = 256;
 
@@ -692,9 +696,10 @@ impl Machine {
                     markers.push((reopen.as_str(), 3));
                 }
             }
-            // A reasoning end outside reasoning is a stray marker, not content.
+            // A reasoning end (a bracketed token) outside reasoning is a stray marker, not content.
             let end = reasoning.end.as_str();
-            if !end.is_empty() && markers.iter().all(|(m, _)| !m.starts_with(end) && !end.starts_with(m)) {
+            let token = end.starts_with(['<', '[']) && !crate::analyze::bracketed_pieces(end).is_empty();
+            if token && markers.iter().all(|(m, _)| !m.starts_with(end) && !end.starts_with(m)) {
                 markers.push((end, 4));
             }
         }
@@ -1235,7 +1240,11 @@ impl Machine {
         }
         // Call start (optional between calls when the section start opened the first).
         let mut matched_any = section.started;
-        for (i, marker) in [&tools.call_start, &tools.name_prefix].into_iter().enumerate() {
+        // A section opened by the call trigger: for the first call, the trigger stands for the
+        // name prefix it ends (or is).
+        let shortened = section.implicit && first && tools.call_start.is_empty();
+        let name_prefix = if shortened { &tools.call_trigger } else { &tools.name_prefix };
+        for (i, marker) in [&tools.call_start, name_prefix].into_iter().enumerate() {
             if i == 0 && section.started {
                 continue;
             }
@@ -1646,7 +1655,7 @@ impl Machine {
                 }
             }
             TaggedStep::Value { name, from, searched, mut literal } => {
-                let value_suffix = tools.value_suffix_for(&name).into_owned();
+                let value_suffix = tools.value_suffix_for(&name);
                 match self.read_value(tools, &value_suffix, from, searched, &mut literal) {
                     None => {
                         let searched = self.buf.len() - from;
@@ -1662,7 +1671,7 @@ impl Machine {
                         self.emit_argument(tools, &name, &raw, quoted, tagged.count, from);
                         tagged.count += 1;
                         tagged.separated = false;
-                        if truncated && !self.buf[from..end].contains(value_suffix.as_str()) {
+                        if truncated && !self.buf[from..end].contains(value_suffix.as_ref()) {
                             self.issue("truncated-call", end, "the output ends inside an argument value");
                             return Ok(self.finish_tagged(section, tagged, Some(end)));
                         }
@@ -1692,7 +1701,21 @@ impl Machine {
             while !rest.is_char_boundary(resume) {
                 resume -= 1;
             }
+            // An XML CDATA section holds text verbatim, the value suffix included (MiniCPM5's
+            // `<![CDATA[…</param>…]]>`): the suffix is looked for after it.
+            let cdata = match rest.strip_prefix(CDATA_OPEN).map(|body| body.find(CDATA_CLOSE)) {
+                Some(None) if !self.eof => return None,
+                Some(Some(i)) => Some(CDATA_OPEN.len() + i + CDATA_CLOSE.len()),
+                _ => None,
+            };
+            resume = resume.max(cdata.unwrap_or(0));
             let found = find_marker(&rest[resume..], value_suffix).map(|(i, e)| (resume + i, resume + e));
+            if let (Some(cdata_end), Some((i, suffix_end))) = (cdata, found) {
+                if rest[cdata_end..i].trim().is_empty() {
+                    let inner = &rest[CDATA_OPEN.len()..cdata_end - CDATA_CLOSE.len()];
+                    return Some((inner.to_owned(), true, from + i, from + suffix_end));
+                }
+            }
             return match found {
                 Some((i, suffix_end)) => {
                     let mut value = &rest[..i];

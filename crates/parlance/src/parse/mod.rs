@@ -28,7 +28,12 @@
 //! - a prompt that opened reasoning followed by the content opener (a content start distinct from
 //!   the reasoning markers): the model wrote no reasoning;
 //! - a call's own opener (a bracketed token) without the section start that precedes it
-//!   (`<|tool_call_begin|>` without `<|tool_calls_section_begin|>`): it opens the section.
+//!   (`<|tool_call_begin|>` without `<|tool_calls_section_begin|>`), or, without a section start,
+//!   the last tag of a name prefix without the whole tags before it (`<function=` of
+//!   `<tool_call>\n<function=`): it opens the section.
+//!
+//! A tagged value that is an XML CDATA section followed by the value suffix is the section's text,
+//! a string (`<![CDATA[a</param>b]]></param>` gives `a</param>b`).
 //!
 //! Unseparated reasoning (`separate_reasoning: false`) stays in content with its markers, but a
 //! content opener right after its end is a marker (`<|END_THINKING|><|START_RESPONSE|>`); in

@@ -66,9 +66,11 @@ pub(crate) struct ToolSyntax {
     pub bare_json: bool,
     /// The marker that opens a tool-call section.
     pub trigger: String,
-    /// The call's own opener when a section start precedes it (Qwen3-Coder's `<function=` after
-    /// `<tool_call>`): a model that leaves the section start out opens the section with it.
-    /// Empty unless it is a bracketed token unrelated to the section start.
+    /// What opens a call when the model leaves out the markers before it: the call's own opener
+    /// when a section start precedes it (Kimi-K2's `<|tool_call_begin|>` after
+    /// `<|tool_calls_section_begin|>`), or, without a section start, the last tag of a name prefix
+    /// that begins with whole tags (Qwen3-Coder's `<function=` of `<tool_call>\n<function=`).
+    /// Empty when no such marker.
     pub call_trigger: String,
 }
 
@@ -153,6 +155,19 @@ impl Syntax {
                 && !section.starts_with(opener.as_str())
             {
                 syntax.call_trigger = opener.clone();
+            }
+            // No section start: the name prefix's last tag, after whole tags.
+            let prefix = syntax.name_prefix.as_str();
+            if section.is_empty() && syntax.call_start.is_empty() {
+                if let Some(at) = prefix.rfind('<').filter(|&at| at > 0) {
+                    let (head, tail) = prefix.split_at(at);
+                    let pieces = crate::analyze::bracketed_pieces(head);
+                    let whole = pieces.iter().map(|p| p.len()).sum::<usize>()
+                        == head.chars().filter(|c| !c.is_whitespace()).map(char::len_utf8).sum::<usize>();
+                    if !pieces.is_empty() && whole && tail.len() > 1 && !tail.contains('>') {
+                        syntax.call_trigger = tail.to_owned();
+                    }
+                }
             }
             syntax
         });

@@ -332,6 +332,28 @@ fn a_call_opener_without_its_section_start_opens_the_section() {
 }
 
 #[test]
+fn the_last_tag_of_a_name_prefix_opens_a_call_without_the_tags_before_it() {
+    // Qwen3-Coder writes `<tool_call>\n<function=name>` per call; a model may leave out the first tag.
+    let output = "Let me call it.\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>";
+    let Some(got) = parse_under("Qwen3-Coder", output, json!(null)) else { return };
+    assert_eq!((&got["content"], &got["calls"]), (&json!("Let me call it."), &json!([["f", {"a": 1}]])), "{got}");
+    // Prose that only looks like the tag stays content.
+    let got = parse_under("Qwen3-Coder", "the <function= tag is used. Done", json!(null)).unwrap();
+    assert_eq!((&got["content"], &got["calls"]), (&json!("the <function= tag is used. Done"), &json!([])), "{got}");
+}
+
+#[test]
+fn cdata_values_hold_the_value_suffix_verbatim() {
+    let output = "<function name=\"f\"><param name=\"m\"><![CDATA[<a>x</a> </param>]]></param></function>";
+    let Some(got) = parse_under("openbmb-MiniCPM5-1B", output, json!(null)) else { return };
+    assert_eq!(got["calls"], json!([["f", {"m": "<a>x</a> </param>"}]]), "{got}");
+    // Text after the CDATA section: the value is the text as written.
+    let output = "<function name=\"f\"><param name=\"m\"><![CDATA[x]]>y</param></function>";
+    let got = parse_under("openbmb-MiniCPM5-1B", output, json!(null)).unwrap();
+    assert_eq!(got["calls"], json!([["f", {"m": "<![CDATA[x]]>y"}]]), "{got}");
+}
+
+#[test]
 fn content_opener_after_unseparated_reasoning_is_a_marker() {
     let output = "<|START_THINKING|>hm<|END_THINKING|><|START_RESPONSE|>Hi<|END_RESPONSE|>";
     let options = ParseOptions { separate_reasoning: Some(false), ..ParseOptions::default() };
