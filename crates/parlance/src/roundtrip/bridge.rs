@@ -37,8 +37,7 @@ pub struct Renderer<'a> {
     closes: Vec<String>,
     /// Ids the model stops on.
     stop_ids: Vec<u32>,
-    /// The close the template writes after an assistant turn in history; synthesized after a
-    /// completion that was cut off.
+    /// The close the template writes after an answer in history.
     history_close: u32,
 }
 
@@ -136,7 +135,8 @@ impl<'a> Renderer<'a> {
         &self.stop_ids
     }
 
-    /// The id the bridge appends after a completion that was cut off.
+    /// The turn close the template writes after an answer in history (the bridge appends the
+    /// close the template writes after the cut-off turn's kind, this one for an answer).
     pub fn turn_close_id(&self) -> u32 {
         self.history_close
     }
@@ -175,8 +175,8 @@ impl<'a> Renderer<'a> {
     }
 
     /// The next prompt's tokens without re-rendering the previous turn: `prev_prompt` and
-    /// `prev_completion_ids` kept as they are (trimmed after the first stop token, or closed with
-    /// [`Renderer::turn_close_id`] when there is none), then the tokens of `new_messages` and the
+    /// `prev_completion_ids` kept as they are (trimmed after the first stop token, or, when there is
+    /// none, closed with the close the template writes after such a turn), then the tokens of `new_messages` and the
     /// generation prompt as the template writes them.
     pub fn bridge(
         &self,
@@ -195,10 +195,6 @@ impl<'a> Renderer<'a> {
         let mut message_indices = prev_prompt.message_indices.clone();
         ids.extend_from_slice(kept);
         message_indices.extend(std::iter::repeat_n(assistant_index, kept.len()));
-        if stop.is_none() {
-            ids.push(self.history_close);
-            message_indices.push(-1);
-        }
         // The assistant message as the client would send it back, to render the new messages in
         // the context they expect (tool results after the calls they answer).
         let text = self.tokenizer.decode(stop.map_or(kept, |at| &kept[..at]))?;
@@ -224,10 +220,16 @@ impl<'a> Renderer<'a> {
                 reason: "the assistant turn was not found in the stand-in render".to_owned(),
             });
         };
-        if !self.closes.iter().any(|c| rendered[..close_end].ends_with(c.as_str())) {
+        let Some(close) = self.closes.iter().find(|c| rendered[..close_end].ends_with(c.as_str())) else {
             return Err(RoundtripError::NoBridge {
                 reason: "the template writes no turn close after this assistant message".to_owned(),
             });
+        };
+        if stop.is_none() {
+            // Cut off before its stop: closed as the template closes this kind of turn in history
+            // (gpt-oss: `<|call|>` after a call, `<|end|>` otherwise).
+            ids.push(self.tokenizer.token_to_id(close).unwrap_or(self.history_close));
+            message_indices.push(-1);
         }
         let suffix = &rendered[close_end..];
         let (suffix_ids, offsets) = self.tokenizer.encode_with_offsets(suffix)?;

@@ -1,4 +1,5 @@
-//! Random multi-turn tool sessions, run twice: the re-render path (every prompt rendered from
+//! Random multi-turn tool sessions (every other one clean: no stray whitespace, no cut-off turn),
+//! run twice: the re-render path (every prompt rendered from
 //! messages built from the parse) and the bridge path (every prompt bridged from the last one's
 //! ids). Counts the prefix breaks of each, and checks that the bridge equals the re-render wherever
 //! the re-render keeps the prefix.
@@ -35,7 +36,8 @@ pub struct BridgeSummary {
     pub compared: usize,
     /// Of those, how many were equal.
     pub bridge_equals_rerender: usize,
-    /// Sessions the template could not render (they count in neither path).
+    /// Sessions ended early (not counted from there on): the template could not render a turn,
+    /// or the turn could not be told apart from re-rendered history (a stop token inside it).
     pub skipped: usize,
     /// The first bridge failure or bridge/re-render difference, for diagnosis.
     pub first_problem: Option<String>,
@@ -91,21 +93,24 @@ fn random_call(rng: &mut Rng, index: usize) -> Json {
     json!({"id": id, "type": "function", "function": function})
 }
 
-fn random_turn(sim: &Sim, rng: &mut Rng, history: Vec<Json>) -> Turn {
+/// A random assistant turn; a `clean` one has no stray whitespace and no deviation from the
+/// template (the sessions where re-rendering has a chance, so the bridge is compared with it).
+fn random_turn(sim: &Sim, rng: &mut Rng, history: Vec<Json>, clean: bool) -> Turn {
     let mut message = json!({"role": "assistant"});
+    let space = |rng: &mut Rng| if clean { "" } else { rng.pick(&SPACES) };
     if sim.reasoning {
-        let thought = format!("{}{}{}", rng.pick(&SPACES), rng.pick(&THOUGHTS), rng.pick(&SPACES));
+        let thought = format!("{}{}{}", space(rng), rng.pick(&THOUGHTS), space(rng));
         message["reasoning_content"] = json!(thought);
     }
     let parallel = sim.format.tools.as_ref().is_some_and(|t| t.parallel);
     let calls = if sim.has_tools() { rng.below(if parallel { 3 } else { 2 }) } else { 0 };
     if calls == 0 || rng.chance(40) {
-        message["content"] = json!(format!("{}{}", rng.pick(&ANSWERS), rng.pick(&SPACES)));
+        message["content"] = json!(format!("{}{}", rng.pick(&ANSWERS), space(rng)));
     }
     if calls > 0 {
         message["tool_calls"] = json!((0..calls).map(|i| random_call(rng, i)).collect::<Vec<_>>());
     }
-    let edit = match rng.below(100) {
+    let edit = match if clean { 100 } else { rng.below(100) } {
         0..15 => Edit::CutAt(rng.below(160)),
         15..30 => Edit::NewlineAfterReasoning,
         30..40 => Edit::TrailingSpaceInReasoning,
@@ -137,7 +142,7 @@ pub(crate) fn run(sim: &Sim, renderer: &Renderer, sessions: usize, seed: u64) ->
         };
         let (mut rerender_broke, mut bridge_broke) = (false, false);
         for _ in 0..TURNS {
-            let mut turn = random_turn(sim, &mut rng, history.clone());
+            let mut turn = random_turn(sim, &mut rng, history.clone(), session % 2 == 0);
             // Some templates refuse content next to reasoning and calls (gpt-oss): the model then
             // writes no content.
             let outcome = match sim.turn(&turn) {
@@ -160,6 +165,14 @@ pub(crate) fn run(sim: &Sim, renderer: &Renderer, sessions: usize, seed: u64) ->
             let mut expected = encode(&outcome.prompt);
             let returned_ids = encode(&seen[outcome.prompt.len()..]);
             expected.extend_from_slice(&returned_ids);
+            // A turn that holds a stop token before its end cannot come from a model (a template
+            // that re-renders earlier turns once one is added leaves them in the diffed turn).
+            let stops = renderer.stop_token_ids();
+            if returned_ids.iter().rev().skip(1).any(|id| stops.contains(id)) {
+                summary.skipped += 1;
+                summary.transitions -= 1;
+                break;
+            }
             let next_ids = encode(next);
             let kept = next_ids.starts_with(&expected);
             if !kept {

@@ -304,7 +304,12 @@ impl<'a> Sim<'a> {
         let output = split_output(&closed, &prompt, &full);
         let generation_prompt_at = prompt.len() - output.generation_prompt.len();
         let (mut completion, mut stop) = match self.trailing_stop(&output.text) {
-            Some((start, end)) => (output.text[..end].to_owned(), Some(output.text[start..end].to_owned())),
+            Some((start, end)) => {
+                // The model stops at the first stop marker it writes.
+                let marker = &output.text[start..end];
+                let first = output.text.find(marker).unwrap_or(start);
+                (output.text[..first + marker.len()].to_owned(), Some(marker.to_owned()))
+            }
             None => (output.text.trim_end().to_owned(), None),
         };
         self.edit(&mut completion, &mut stop, turn.edit);
