@@ -81,12 +81,14 @@ impl Automaton {
         (0..4).all(|i| bytes[i] & !l[i] == 0)
     }
 
-    /// Whether every token of a trie subtree with these bytes, all of it well-formed UTF-8, leads from
-    /// `state` back to `state`: its ASCII bytes loop and so does every multi-byte character.
+    /// Whether every token of a trie subtree with these bytes, all of it well-formed UTF-8 but for a
+    /// possibly cut-short last character, stays alive in `state`'s character loop: its ASCII bytes
+    /// loop and every multi-byte character returns to `state` (so a cut-short one ends on a live
+    /// state of that loop, inside the same component).
     #[inline]
-    pub(crate) fn loops_on_chars(&self, state: u32, bytes: &[u64; 4], utf8_tail: bool) -> bool {
+    pub(crate) fn loops_on_chars(&self, state: u32, bytes: &[u64; 4], utf8_prefix: bool) -> bool {
         let l = &self.self_loop[state as usize];
-        utf8_tail && self.char_loop[state as usize] && bytes[0] & !l[0] == 0 && bytes[1] & !l[1] == 0
+        utf8_prefix && self.char_loop[state as usize] && bytes[0] & !l[0] == 0 && bytes[1] & !l[1] == 0
     }
 
     /// Rewrites rule references through `map` (rules not in the map are dropped as dead edges).
