@@ -42,6 +42,9 @@ pub(crate) struct Automaton {
     self_loop: Vec<[u64; 4]>,
     /// Per state, whether every multi-byte UTF-8 character leads back to the same state.
     char_loop: Vec<bool>,
+    /// Per state, how many JSON-string characters in a row it reads for certain (see
+    /// [`Automaton::reads_chars`]); `u32::MAX` when the run never ends.
+    char_run: Vec<u32>,
 }
 
 impl Automaton {
@@ -89,6 +92,95 @@ impl Automaton {
     pub(crate) fn loops_on_chars(&self, state: u32, bytes: &[u64; 4], utf8_prefix: bool) -> bool {
         let l = &self.self_loop[state as usize];
         utf8_prefix && self.char_loop[state as usize] && bytes[0] & !l[0] == 0 && bytes[1] & !l[1] == 0
+    }
+
+    /// Whether `state` reads any `chars` characters in a row, each a JSON-string character without
+    /// an escape (a byte in `0x20..=0x7F` other than `"` and `\\`, or a well-formed multi-byte
+    /// character), the last one possibly cut short, without dying. True of a string's inside and
+    /// of a length-counting chain (`maxLength`) with that many characters left, where no state
+    /// loops and [`Automaton::loops_on_chars`] cannot help.
+    #[inline]
+    pub(crate) fn reads_chars(&self, state: u32, chars: u32) -> bool {
+        chars > 0 && self.char_run[state as usize] >= chars
+    }
+
+    /// The state every JSON-string character (see [`Automaton::reads_chars`]) leads to from
+    /// `state`, if it is one and the same for all of them.
+    fn plain_char_target(&self, state: u32) -> Option<u32> {
+        let v = self.next(state, b'a');
+        if v == DEAD || (0x20..=0x7Fu8).any(|b| b != b'"' && b != b'\\' && self.next(state, b) != v) {
+            return None;
+        }
+        let lo = char::from_u32(0x80).expect("valid");
+        let hi = char::from_u32(0x10FFFF).expect("valid");
+        for seq in Utf8Sequences::new(lo, hi) {
+            let mut cur = vec![state];
+            for r in seq.as_slice() {
+                let mut next = Vec::new();
+                for &s in &cur {
+                    for b in r.start..=r.end {
+                        let t = self.next(s, b);
+                        if t == DEAD {
+                            return None;
+                        }
+                        if !next.contains(&t) {
+                            next.push(t);
+                        }
+                    }
+                }
+                cur = next;
+            }
+            if cur != [v] {
+                return None;
+            }
+        }
+        Some(v)
+    }
+
+    /// [`Automaton::reads_chars`]'s run lengths: the character targets form a functional graph;
+    /// a path into a cycle never ends.
+    fn char_runs(&self) -> Vec<u32> {
+        let n = self.len();
+        // Cheap filter first: a state whose `a` and `"`-free ASCII do not agree has no target.
+        let target: Vec<Option<u32>> = (0..n as u32).map(|s| self.plain_char_target(s)).collect();
+        const UNKNOWN: u32 = u32::MAX - 1;
+        let mut run = vec![UNKNOWN; n];
+        // on_path[x] == s + 1: x is on the path followed from s.
+        let mut on_path = vec![0usize; n];
+        let mut path: Vec<usize> = Vec::new();
+        for s in 0..n {
+            if run[s] != UNKNOWN {
+                continue;
+            }
+            // Follow targets until a known run, a dead end or a state already on this path.
+            path.clear();
+            let mut cur = s;
+            let end = loop {
+                if run[cur] != UNKNOWN {
+                    break run[cur];
+                }
+                if on_path[cur] == s + 1 {
+                    break u32::MAX;
+                }
+                on_path[cur] = s + 1;
+                path.push(cur);
+                match target[cur] {
+                    Some(t) => cur = t as usize,
+                    None => break 0,
+                }
+            };
+            // `end` is the run after the last state on the path (0 when that state has no target).
+            let mut acc = end;
+            for &p in path.iter().rev() {
+                acc = match target[p] {
+                    None => 0,
+                    Some(_) if acc == u32::MAX => u32::MAX,
+                    Some(_) => acc.saturating_add(1).min(u32::MAX - 2),
+                };
+                run[p] = acc;
+            }
+        }
+        run
     }
 
     /// Rewrites rule references through `map` (rules not in the map are dropped as dead edges).
@@ -1078,8 +1170,10 @@ impl Dfa {
             scannable,
             self_loop,
             char_loop: Vec::new(),
+            char_run: Vec::new(),
         };
         a.char_loop = (0..n as u32).map(|s| a.loops_on_all_multibyte(s)).collect();
+        a.char_run = a.char_runs();
         a
     }
 }

@@ -246,6 +246,13 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry
             i = node.end as usize;
             continue;
         }
+        // A run of string characters long enough for every token below (a counting chain may
+        // leave the component, so the subtree is not flagged: flags stay conservative).
+        if a.reads_chars(t, node.plain_chars) {
+            accepted.set_range(node.lo, node.hi);
+            i = node.end as usize;
+            continue;
+        }
         let u = a.next(t, node.byte);
         if u == crate::automaton::DEAD {
             if done[d - 1] {
@@ -322,9 +329,12 @@ fn earley_walk(
         let set = parser.last();
         if set.iter().any(|it| {
             let a = &tables.rules[it.rule as usize];
-            a.loops_on_all(it.state, &node.bytes) || a.loops_on_chars(it.state, &node.bytes, node.utf8_prefix)
+            a.loops_on_all(it.state, &node.bytes)
+                || a.loops_on_chars(it.state, &node.bytes, node.utf8_prefix)
+                || a.reads_chars(it.state, node.plain_chars)
         }) {
-            // Every byte below loops on one item of this set: the whole subtree is accepted.
+            // One item of this set reads every token below and stays alive: the whole subtree is
+            // accepted.
             accepted.set_range(node.lo, node.hi);
             i = node.end as usize;
             continue;

@@ -44,6 +44,10 @@ pub(crate) struct TrieNode {
     /// Every token in the subtree, read from this node's byte on, is well-formed UTF-8 except that
     /// its last character may be cut short (byte-level BPE splits characters between tokens).
     pub(crate) utf8_prefix: bool,
+    /// If every token in the subtree, read from this node's byte on, is JSON-string characters
+    /// without escapes (bytes `0x20..=0x7F` but `"` and `\\`, multi-byte characters, the last one
+    /// possibly cut short): the largest number of characters among them; otherwise 0.
+    pub(crate) plain_chars: u32,
 }
 
 /// A tokenizer's vocabulary as the engine needs it.
@@ -172,6 +176,7 @@ fn build_trie(tokens: &[Vec<u8>], sorted: &[u32]) -> Vec<TrieNode> {
                     hi: hi as u32,
                     bytes: own,
                     utf8_prefix: true,
+                    plain_chars: 0,
                 });
                 stack.push(Task::Exit { node });
                 // Children in reverse so that they are entered in byte order.
@@ -201,6 +206,21 @@ fn build_trie(tokens: &[Vec<u8>], sorted: &[u32]) -> Vec<TrieNode> {
             Ok(_) => true,
             Err(e) => e.error_len().is_none(),
         });
+        n.plain_chars = if n.utf8_prefix {
+            let mut max = 0u32;
+            for p in n.lo..n.hi {
+                let tail = &bytes_of(p as usize)[k..];
+                if tail.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+                    max = 0;
+                    break;
+                }
+                // Characters (a cut-short one included) start with a non-continuation byte.
+                max = max.max(tail.iter().filter(|&&b| b & 0xC0 != 0x80).count() as u32);
+            }
+            max
+        } else {
+            0
+        };
     }
     // Bytes below each node, bottom-up: a node's subtree is `node+1..end`.
     for n in (0..nodes.len()).rev() {
