@@ -981,6 +981,9 @@ impl Dfa {
         }
         let mut touched: Vec<u32> = Vec::new();
         let mut hit: Vec<Vec<u32>> = vec![Vec::new(); members.len()];
+        let mut sym_seen: Vec<u32> = vec![0; nsym];
+        let mut stamp = 0u32;
+        let mut incoming: Vec<u32> = Vec::new();
         let mut rounds = 0usize;
         while let Some((b, a)) = work.pop() {
             in_work[b as usize * nsym + a as usize] = false;
@@ -1020,18 +1023,34 @@ impl Dfa {
                 hit.push(Vec::new());
                 in_work.extend(std::iter::repeat_n(false, nsym));
                 let dead_block = block[n] as usize;
+                let small = if dead_block == z {
+                    y
+                } else if dead_block == y || members[z].len() <= members[y].len() {
+                    z
+                } else {
+                    y
+                };
+                // Symbols with a transition into the smaller half: only those can split anything,
+                // so the others are never queued (most states are entered on one or two symbols).
+                stamp += 1;
+                incoming.clear();
+                for &t in &members[small] {
+                    for &(c, _) in &pred[pred_start[t as usize] as usize..pred_start[t as usize + 1] as usize] {
+                        if sym_seen[c as usize] != stamp {
+                            sym_seen[c as usize] = stamp;
+                            incoming.push(c);
+                        }
+                    }
+                }
                 for c in 0..nsym {
                     if in_work[y * nsym + c] {
                         in_work[z * nsym + c] = true;
                         work.push((z as u32, c as u32));
-                    } else {
-                        let small = if dead_block == z {
-                            y
-                        } else if dead_block == y || members[z].len() <= members[y].len() {
-                            z
-                        } else {
-                            y
-                        };
+                    }
+                }
+                for &c in &incoming {
+                    let c = c as usize;
+                    if !in_work[small * nsym + c] && !(small == z && in_work[y * nsym + c]) {
                         in_work[small * nsym + c] = true;
                         work.push((small as u32, c as u32));
                     }
@@ -1291,6 +1310,20 @@ mod tests {
         let a = automaton(r"root ::= /[a-c]+(x|yz)?\d/");
         assert!(matches(&a, b"abyz7") && matches(&a, b"c1"));
         assert!(!matches(&a, b"yz7") && !matches(&a, b"ab"));
+    }
+
+    #[test]
+    fn minimization_merges_states_entered_on_different_symbols() {
+        // Copies of `x [0-9]+ "}"` reached on `a`, `b` and `c` must merge into one (4 + start + end).
+        let (a, b) = (
+            automaton(r#"root ::= "a" "x" [0-9]+ "}" | "b" "x" [0-9]+ "}" | "c" "x" [0-9]+ "}""#),
+            automaton(r#"root ::= [a-c] "x" [0-9] [0-9]* "}""#),
+        );
+        assert_eq!(a.len(), 5);
+        let (mut ea, mut eb) = (Vec::new(), Vec::new());
+        a.encode(&mut |r| r, &mut ea);
+        b.encode(&mut |r| r, &mut eb);
+        assert_eq!(ea, eb);
     }
 
     #[test]
