@@ -193,6 +193,8 @@ impl Automaton {
                 }
                 None => false,
             });
+            // Kept sorted, as `canonical` leaves them, whatever the new numbering.
+            edges.sort_unstable();
         }
     }
 
@@ -974,7 +976,14 @@ impl Dfa {
         // choosing the side without the dead state is what lets its transitions be ignored.
         let first = (0..members.len()).find(|&b| block[n] as usize != b);
         if let Some(first) = first {
-            for a in 0..nsym {
+            // Only symbols that enter the block can split anything (as below for split halves).
+            let mut enters = vec![false; nsym];
+            for &t in &members[first] {
+                for &(c, _) in &pred[pred_start[t as usize] as usize..pred_start[t as usize + 1] as usize] {
+                    enters[c as usize] = true;
+                }
+            }
+            for a in (0..nsym).filter(|&a| enters[a]) {
                 work.push((first as u32, a as u32));
                 in_work[first * nsym + a] = true;
             }
