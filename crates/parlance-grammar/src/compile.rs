@@ -216,6 +216,25 @@ fn compile(
         let body = &g.rules()[rule].expr;
         let before = ids.borrow().0.len();
         let attempt_deadline = deadline.min(Instant::now() + INLINE_TIME);
+        let shape = RuleShape::of(g, rule, &recursive, &long, inline_budget, limits.automaton_states);
+        if let Some(shape) = &shape
+            && let Some(cached) = shape.cached()
+        {
+            let mut a = (*cached).clone();
+            a.remap_rules(&|local| map(shape.rules[local as usize]));
+            total += a.len();
+            if total > limits.total_states {
+                return Err(CompileError::Limit {
+                    rule: name.clone(),
+                    what: "total automaton states",
+                    got: total,
+                    max: limits.total_states,
+                });
+            }
+            rules.push(a);
+            i += 1;
+            continue;
+        }
         let a = match automaton::build(body, &map, &inline_body, inline_budget, attempt_deadline) {
             Err(BuildError::Limit(..)) | Err(BuildError::Timeout) if Instant::now() < deadline => {
                 // Forget the rules the failed attempt referenced.
@@ -230,6 +249,10 @@ fn compile(
             other => other,
         }
         .map_err(|e| build_err(name, e, &limits))?;
+        if let Some(shape) = shape {
+            let kept = &ids.borrow().0;
+            shape.store(&a, &|id| kept.get(id as usize).map(|&r| r as u32));
+        }
         total += a.len();
         if total > limits.total_states {
             return Err(CompileError::Limit {
@@ -263,6 +286,129 @@ fn compile(
     let keys = (0..rules.len()).map(|_| OnceLock::new()).collect();
     let sccs = (0..rules.len()).map(|_| OnceLock::new()).collect();
     Ok(CompiledGrammar { vocab, tables: Tables { rules, nullable, start: 0 }, limits, names, keys, local, sccs })
+}
+
+/// A rule's automaton depends only on the rules it reaches (bodies, and whether each is inlined) and
+/// the size budgets; `RuleShape` is that, encoded with rules numbered by first reference, so that
+/// the generic rules every JSON Schema shares (any value, object, array) are built once per process.
+/// Cached automata number their rule references by that local order; a grammar maps them back to
+/// its own rules.
+struct RuleShape {
+    key: Vec<u32>,
+    /// Grammar rule of each local number.
+    rules: Vec<u32>,
+}
+
+/// Process-wide automata by [`RuleShape`] key.
+type ShapeCache = std::sync::Mutex<HashMap<Vec<u32>, Arc<Automaton>>>;
+
+fn shape_cache() -> &'static ShapeCache {
+    static CACHE: OnceLock<ShapeCache> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// Only rules reaching at most this many rules, with keys at most this long, are cached (whole
+/// schemas are unique: encoding them would be wasted work).
+const SHAPE_MAX_RULES: usize = 16;
+const SHAPE_MAX_KEY: usize = 4096;
+/// Automata larger than this, and entries past this count, are not cached.
+const SHAPE_MAX_STATES: usize = 4096;
+const SHAPE_MAX_ENTRIES: usize = 4096;
+
+impl RuleShape {
+    fn of(g: &Grammar, rule: usize, recursive: &[bool], long: &[bool], budget: usize, max: usize) -> Option<RuleShape> {
+        let mut rules: Vec<u32> = vec![rule as u32];
+        let mut key: Vec<u32> = vec![budget as u32, max as u32];
+        let mut i = 0;
+        while i < rules.len() {
+            let r = rules[i] as usize;
+            key.push(u32::MAX - 1);
+            key.push(recursive[r] as u32 | (long[r] as u32) << 1);
+            let mut local = |x: u32| match rules.iter().position(|&y| y == x) {
+                Some(p) => p as u32,
+                None => {
+                    rules.push(x);
+                    rules.len() as u32 - 1
+                }
+            };
+            encode_expr(&g.rules()[r].expr, &mut local, &mut key);
+            if rules.len() > SHAPE_MAX_RULES || key.len() > SHAPE_MAX_KEY {
+                return None;
+            }
+            i += 1;
+        }
+        Some(RuleShape { key, rules })
+    }
+
+    fn cached(&self) -> Option<Arc<Automaton>> {
+        shape_cache().lock().ok()?.get(&self.key).cloned()
+    }
+
+    /// Caches `a`, whose rule references are compiled ids (`grammar_rule` maps them back).
+    fn store(&self, a: &Automaton, grammar_rule: &dyn Fn(u32) -> Option<u32>) {
+        if a.len() > SHAPE_MAX_STATES {
+            return;
+        }
+        let mut local = a.clone();
+        let mut complete = true;
+        local.remap_rules(&|id| {
+            let p = grammar_rule(id).and_then(|r| self.rules.iter().position(|&x| x == r));
+            p.map(|p| p as u32)
+        });
+        // Every reference must have survived the mapping, or the copy would differ.
+        let edges = |x: &Automaton| (0..x.len() as u32).map(|s| x.rule_edges(s).len()).sum::<usize>();
+        if edges(&local) != edges(a) {
+            complete = false;
+        }
+        let Ok(mut cache) = shape_cache().lock() else { return };
+        if complete && cache.len() < SHAPE_MAX_ENTRIES {
+            cache.insert(self.key.clone(), Arc::new(local));
+        }
+    }
+}
+
+/// A canonical encoding of `e`, rule references through `local`.
+fn encode_expr(e: &Expr, local: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) {
+    const END: u32 = u32::MAX;
+    if out.len() > SHAPE_MAX_KEY {
+        return; // too long to be cached: the caller gives up
+    }
+    match e {
+        Expr::Empty => out.push(0),
+        Expr::Literal(s) => {
+            out.extend([1, s.len() as u32]);
+            out.extend(s.bytes().map(u32::from));
+        }
+        Expr::CharClass { negated, ranges } => {
+            out.extend([2, *negated as u32, ranges.len() as u32]);
+            for &(a, b) in ranges {
+                out.extend([a as u32, b as u32]);
+            }
+        }
+        Expr::Rule(r) => out.extend([3, local(r.0)]),
+        Expr::Seq(p) | Expr::Alt(p) => {
+            out.push(if matches!(e, Expr::Seq(_)) { 4 } else { 5 });
+            for x in p {
+                encode_expr(x, local, out);
+            }
+            out.push(END);
+        }
+        Expr::Repeat { expr, min, max } => {
+            out.extend([6, *min, max.map_or(u32::MAX, |m| m)]);
+            encode_expr(expr, local, out);
+        }
+        Expr::Regex(s) => {
+            out.extend([7, s.len() as u32]);
+            out.extend(s.bytes().map(u32::from));
+        }
+        Expr::Restrict { base, and, not } => {
+            out.extend([8, and.len() as u32, not.len() as u32]);
+            encode_expr(base, local, out);
+            for x in and.iter().chain(not) {
+                encode_expr(x, local, out);
+            }
+        }
+    }
 }
 
 /// Whether `e` holds a bounded repetition with more than [`LONG_REPEAT`] copies.
@@ -338,4 +484,48 @@ fn reaches_final(a: &Automaton, rule_ok: &dyn Fn(u32) -> bool, use_bytes: bool) 
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matcher::Matcher;
+
+    fn vocab() -> Arc<TokenVocab> {
+        let mut toks: Vec<Vec<u8>> = (0x20u8..0x7f).map(|b| vec![b]).collect();
+        toks.push(b"<eos>".to_vec());
+        let eos = toks.len() as u32 - 1;
+        Arc::new(TokenVocab::new(toks, &[], &[eos]).expect("valid"))
+    }
+
+    fn accepts(g: &Arc<CompiledGrammar>, text: &str) -> bool {
+        let mut m = Matcher::new(g.clone()).expect("matcher");
+        m.accept_bytes(text.as_bytes()) && m.is_accepting()
+    }
+
+    #[test]
+    fn rules_of_equal_shape_reuse_one_automaton_across_grammars() {
+        // `list` recurses (stays a rule, with references to `item`); the two grammars number their
+        // rules differently, so the cached copy must be mapped back to each grammar's own rules.
+        let a =
+            Grammar::parse("root ::= \"<\" list \">\"\nlist ::= item (\",\" list)?\nitem ::= [a-c] | \"(\" list \")\"")
+                .expect("parses");
+        let b = Grammar::parse(
+            "root ::= \"[\" other \"|\" list \"]\"\nother ::= \"z\"+\nlist ::= item (\",\" list)?\nitem ::= [a-c] | \"(\" list \")\"",
+        )
+        .expect("parses");
+        let list_b = b.rules().iter().position(|r| r.name == "list").expect("list");
+        let recursive = recursive_rules(&b);
+        let long = vec![false; b.rules().len()];
+        let limits = Limits::default();
+        let budget = limits.automaton_states.min(INLINE_STATES);
+        let shape = RuleShape::of(&b, list_b, &recursive, &long, budget, limits.automaton_states).expect("small");
+        let ga = Arc::new(CompiledGrammar::new(vocab(), &a).expect("compiles"));
+        assert!(shape.cached().is_some(), "compiling `a` cached `list`");
+        let gb = Arc::new(CompiledGrammar::new(vocab(), &b).expect("compiles"));
+        for (g, good, bad) in [(&ga, "<a,(b,c)>", "<a,(b,)>"), (&gb, "[zz|a,(b,(c))]", "[z|a,(z)]")] {
+            assert!(accepts(g, good), "{good}");
+            assert!(!accepts(g, bad), "{bad}");
+        }
+    }
 }

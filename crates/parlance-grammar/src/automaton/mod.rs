@@ -42,6 +42,9 @@ pub(crate) struct Automaton {
     self_loop: Vec<[u64; 4]>,
     /// Per state, whether every multi-byte UTF-8 character leads back to the same state.
     char_loop: Vec<bool>,
+    /// Per state, how many JSON-string characters in a row it reads for certain (see
+    /// [`Automaton::reads_chars`]); `u32::MAX` when the run never ends.
+    char_run: Vec<u32>,
 }
 
 impl Automaton {
@@ -81,12 +84,103 @@ impl Automaton {
         (0..4).all(|i| bytes[i] & !l[i] == 0)
     }
 
-    /// Whether every token of a trie subtree with these bytes, all of it well-formed UTF-8, leads from
-    /// `state` back to `state`: its ASCII bytes loop and so does every multi-byte character.
+    /// Whether every token of a trie subtree with these bytes, all of it well-formed UTF-8 but for a
+    /// possibly cut-short last character, stays alive in `state`'s character loop: its ASCII bytes
+    /// loop and every multi-byte character returns to `state` (so a cut-short one ends on a live
+    /// state of that loop, inside the same component).
     #[inline]
-    pub(crate) fn loops_on_chars(&self, state: u32, bytes: &[u64; 4], utf8_tail: bool) -> bool {
+    pub(crate) fn loops_on_chars(&self, state: u32, bytes: &[u64; 4], utf8_prefix: bool) -> bool {
         let l = &self.self_loop[state as usize];
-        utf8_tail && self.char_loop[state as usize] && bytes[0] & !l[0] == 0 && bytes[1] & !l[1] == 0
+        utf8_prefix && self.char_loop[state as usize] && bytes[0] & !l[0] == 0 && bytes[1] & !l[1] == 0
+    }
+
+    /// Whether `state` reads any `chars` characters in a row, each a JSON-string character without
+    /// an escape (a byte in `0x20..=0x7F` other than `"` and `\\`, or a well-formed multi-byte
+    /// character), the last one possibly cut short, without dying. True of a string's inside and
+    /// of a length-counting chain (`maxLength`) with that many characters left, where no state
+    /// loops and [`Automaton::loops_on_chars`] cannot help.
+    #[inline]
+    pub(crate) fn reads_chars(&self, state: u32, chars: u32) -> bool {
+        chars > 0 && self.char_run[state as usize] >= chars
+    }
+
+    /// The state every JSON-string character (see [`Automaton::reads_chars`]) leads to from
+    /// `state`, if it is one and the same for all of them.
+    fn plain_char_target(&self, state: u32) -> Option<u32> {
+        let v = self.next(state, b'a');
+        if v == DEAD || (0x20..=0x7Fu8).any(|b| b != b'"' && b != b'\\' && self.next(state, b) != v) {
+            return None;
+        }
+        let lo = char::from_u32(0x80).expect("valid");
+        let hi = char::from_u32(0x10FFFF).expect("valid");
+        for seq in Utf8Sequences::new(lo, hi) {
+            let mut cur = vec![state];
+            for r in seq.as_slice() {
+                let mut next = Vec::new();
+                for &s in &cur {
+                    for b in r.start..=r.end {
+                        let t = self.next(s, b);
+                        if t == DEAD {
+                            return None;
+                        }
+                        if !next.contains(&t) {
+                            next.push(t);
+                        }
+                    }
+                }
+                cur = next;
+            }
+            if cur != [v] {
+                return None;
+            }
+        }
+        Some(v)
+    }
+
+    /// [`Automaton::reads_chars`]'s run lengths: the character targets form a functional graph;
+    /// a path into a cycle never ends.
+    fn char_runs(&self) -> Vec<u32> {
+        let n = self.len();
+        // Cheap filter first: a state whose `a` and `"`-free ASCII do not agree has no target.
+        let target: Vec<Option<u32>> = (0..n as u32).map(|s| self.plain_char_target(s)).collect();
+        const UNKNOWN: u32 = u32::MAX - 1;
+        let mut run = vec![UNKNOWN; n];
+        // on_path[x] == s + 1: x is on the path followed from s.
+        let mut on_path = vec![0usize; n];
+        let mut path: Vec<usize> = Vec::new();
+        for s in 0..n {
+            if run[s] != UNKNOWN {
+                continue;
+            }
+            // Follow targets until a known run, a dead end or a state already on this path.
+            path.clear();
+            let mut cur = s;
+            let end = loop {
+                if run[cur] != UNKNOWN {
+                    break run[cur];
+                }
+                if on_path[cur] == s + 1 {
+                    break u32::MAX;
+                }
+                on_path[cur] = s + 1;
+                path.push(cur);
+                match target[cur] {
+                    Some(t) => cur = t as usize,
+                    None => break 0,
+                }
+            };
+            // `end` is the run after the last state on the path (0 when that state has no target).
+            let mut acc = end;
+            for &p in path.iter().rev() {
+                acc = match target[p] {
+                    None => 0,
+                    Some(_) if acc == u32::MAX => u32::MAX,
+                    Some(_) => acc.saturating_add(1).min(u32::MAX - 2),
+                };
+                run[p] = acc;
+            }
+        }
+        run
     }
 
     /// Rewrites rule references through `map` (rules not in the map are dropped as dead edges).
@@ -99,6 +193,8 @@ impl Automaton {
                 }
                 None => false,
             });
+            // Kept sorted, as `canonical` leaves them, whatever the new numbering.
+            edges.sort_unstable();
         }
     }
 
@@ -880,13 +976,23 @@ impl Dfa {
         // choosing the side without the dead state is what lets its transitions be ignored.
         let first = (0..members.len()).find(|&b| block[n] as usize != b);
         if let Some(first) = first {
-            for a in 0..nsym {
+            // Only symbols that enter the block can split anything (as below for split halves).
+            let mut enters = vec![false; nsym];
+            for &t in &members[first] {
+                for &(c, _) in &pred[pred_start[t as usize] as usize..pred_start[t as usize + 1] as usize] {
+                    enters[c as usize] = true;
+                }
+            }
+            for a in (0..nsym).filter(|&a| enters[a]) {
                 work.push((first as u32, a as u32));
                 in_work[first * nsym + a] = true;
             }
         }
         let mut touched: Vec<u32> = Vec::new();
         let mut hit: Vec<Vec<u32>> = vec![Vec::new(); members.len()];
+        let mut sym_seen: Vec<u32> = vec![0; nsym];
+        let mut stamp = 0u32;
+        let mut incoming: Vec<u32> = Vec::new();
         let mut rounds = 0usize;
         while let Some((b, a)) = work.pop() {
             in_work[b as usize * nsym + a as usize] = false;
@@ -926,18 +1032,34 @@ impl Dfa {
                 hit.push(Vec::new());
                 in_work.extend(std::iter::repeat_n(false, nsym));
                 let dead_block = block[n] as usize;
+                let small = if dead_block == z {
+                    y
+                } else if dead_block == y || members[z].len() <= members[y].len() {
+                    z
+                } else {
+                    y
+                };
+                // Symbols with a transition into the smaller half: only those can split anything,
+                // so the others are never queued (most states are entered on one or two symbols).
+                stamp += 1;
+                incoming.clear();
+                for &t in &members[small] {
+                    for &(c, _) in &pred[pred_start[t as usize] as usize..pred_start[t as usize + 1] as usize] {
+                        if sym_seen[c as usize] != stamp {
+                            sym_seen[c as usize] = stamp;
+                            incoming.push(c);
+                        }
+                    }
+                }
                 for c in 0..nsym {
                     if in_work[y * nsym + c] {
                         in_work[z * nsym + c] = true;
                         work.push((z as u32, c as u32));
-                    } else {
-                        let small = if dead_block == z {
-                            y
-                        } else if dead_block == y || members[z].len() <= members[y].len() {
-                            z
-                        } else {
-                            y
-                        };
+                    }
+                }
+                for &c in &incoming {
+                    let c = c as usize;
+                    if !in_work[small * nsym + c] && !(small == z && in_work[y * nsym + c]) {
                         in_work[small * nsym + c] = true;
                         work.push((small as u32, c as u32));
                     }
@@ -1076,8 +1198,10 @@ impl Dfa {
             scannable,
             self_loop,
             char_loop: Vec::new(),
+            char_run: Vec::new(),
         };
         a.char_loop = (0..n as u32).map(|s| a.loops_on_all_multibyte(s)).collect();
+        a.char_run = a.char_runs();
         a
     }
 }
@@ -1195,6 +1319,20 @@ mod tests {
         let a = automaton(r"root ::= /[a-c]+(x|yz)?\d/");
         assert!(matches(&a, b"abyz7") && matches(&a, b"c1"));
         assert!(!matches(&a, b"yz7") && !matches(&a, b"ab"));
+    }
+
+    #[test]
+    fn minimization_merges_states_entered_on_different_symbols() {
+        // Copies of `x [0-9]+ "}"` reached on `a`, `b` and `c` must merge into one (4 + start + end).
+        let (a, b) = (
+            automaton(r#"root ::= "a" "x" [0-9]+ "}" | "b" "x" [0-9]+ "}" | "c" "x" [0-9]+ "}""#),
+            automaton(r#"root ::= [a-c] "x" [0-9] [0-9]* "}""#),
+        );
+        assert_eq!(a.len(), 5);
+        let (mut ea, mut eb) = (Vec::new(), Vec::new());
+        a.encode(&mut |r| r, &mut ea);
+        b.encode(&mut |r| r, &mut eb);
+        assert_eq!(ea, eb);
     }
 
     #[test]

@@ -238,11 +238,18 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry
             i = node.end as usize;
             continue;
         }
-        if a.loops_on_all(t, &node.bytes) || a.loops_on_chars(t, &node.bytes, node.utf8_tail) {
+        if a.loops_on_all(t, &node.bytes) || a.loops_on_chars(t, &node.bytes, node.utf8_prefix) {
             accepted.set_range(node.lo, node.hi);
             if recording && in_k[d - 1] {
                 subtree_ok.set(i as u32);
             }
+            i = node.end as usize;
+            continue;
+        }
+        // A run of string characters long enough for every token below (a counting chain may
+        // leave the component, so the subtree is not flagged: flags stay conservative).
+        if a.reads_chars(t, node.plain_chars) {
+            accepted.set_range(node.lo, node.hi);
             i = node.end as usize;
             continue;
         }
@@ -322,9 +329,12 @@ fn earley_walk(
         let set = parser.last();
         if set.iter().any(|it| {
             let a = &tables.rules[it.rule as usize];
-            a.loops_on_all(it.state, &node.bytes) || a.loops_on_chars(it.state, &node.bytes, node.utf8_tail)
+            a.loops_on_all(it.state, &node.bytes)
+                || a.loops_on_chars(it.state, &node.bytes, node.utf8_prefix)
+                || a.reads_chars(it.state, node.plain_chars)
         }) {
-            // Every byte below loops on one item of this set: the whole subtree is accepted.
+            // One item of this set reads every token below and stays alive: the whole subtree is
+            // accepted.
             accepted.set_range(node.lo, node.hi);
             i = node.end as usize;
             continue;
@@ -347,9 +357,8 @@ fn make_entry(vocab: &TokenVocab, accepted: &PosBits, uncertain: Vec<u32>) -> Ma
     let n = vocab.sorted_len();
     let count: usize = accepted.0.iter().map(|w| w.count_ones() as usize).sum();
     let small = vocab.len() / 48;
-    // Positions whose bit equals `want`, visiting only the words that hold any.
-    let positions = |want: bool| {
-        let mut out = Vec::new();
+    // Calls `f` with the id at every position whose bit equals `want`.
+    let each = |want: bool, f: &mut dyn FnMut(u32)| {
         for (w, &word) in accepted.0.iter().enumerate() {
             let mut bits = if want { word } else { !word };
             while bits != 0 {
@@ -357,10 +366,14 @@ fn make_entry(vocab: &TokenVocab, accepted: &PosBits, uncertain: Vec<u32>) -> Ma
                 if p >= n {
                     break;
                 }
-                out.push(vocab.id_at(p as u32));
+                f(vocab.id_at(p as u32));
                 bits &= bits - 1;
             }
         }
+    };
+    let positions = |want: bool| {
+        let mut out = Vec::new();
+        each(want, &mut |id| out.push(id));
         out
     };
     let accepted = if count <= small {
@@ -373,9 +386,7 @@ fn make_entry(vocab: &TokenVocab, accepted: &PosBits, uncertain: Vec<u32>) -> Ma
         Accepted::AllExcept(ids)
     } else {
         let mut bits = vec![0u32; vocab.mask_words()];
-        for id in positions(true) {
-            bits[id as usize / 32] |= 1 << (id % 32);
-        }
+        each(true, &mut |id| bits[id as usize / 32] |= 1 << (id % 32));
         Accepted::Bits(bits)
     };
     MaskEntry { accepted, uncertain }

@@ -41,9 +41,13 @@ pub(crate) struct TrieNode {
     pub(crate) hi: u32,
     /// Bytes on edges in this subtree, including this node's own byte.
     pub(crate) bytes: [u64; 4],
-    /// Every token in the subtree, read from this node's byte on, is well-formed UTF-8 (complete
-    /// characters only).
-    pub(crate) utf8_tail: bool,
+    /// Every token in the subtree, read from this node's byte on, is well-formed UTF-8 except that
+    /// its last character may be cut short (byte-level BPE splits characters between tokens).
+    pub(crate) utf8_prefix: bool,
+    /// If every token in the subtree, read from this node's byte on, is JSON-string characters
+    /// without escapes (bytes `0x20..=0x7F` but `"` and `\\`, multi-byte characters, the last one
+    /// possibly cut short): the largest number of characters among them; otherwise 0.
+    pub(crate) plain_chars: u32,
 }
 
 /// A tokenizer's vocabulary as the engine needs it.
@@ -171,7 +175,8 @@ fn build_trie(tokens: &[Vec<u8>], sorted: &[u32]) -> Vec<TrieNode> {
                     here: here as u32,
                     hi: hi as u32,
                     bytes: own,
-                    utf8_tail: true,
+                    utf8_prefix: true,
+                    plain_chars: 0,
                 });
                 stack.push(Task::Exit { node });
                 // Children in reverse so that they are entered in byte order.
@@ -193,10 +198,29 @@ fn build_trie(tokens: &[Vec<u8>], sorted: &[u32]) -> Vec<TrieNode> {
             }
         }
     }
-    // Whether each token is well-formed UTF-8 from byte k on, for every k.
+    // Whether each token is well-formed UTF-8 from byte k on, but for a cut-short last character
+    // (`error_len() == None`: the input ended inside a character), for every k.
     for n in nodes.iter_mut().skip(1) {
         let k = n.depth as usize - 1;
-        n.utf8_tail = (n.lo..n.hi).all(|p| std::str::from_utf8(&bytes_of(p as usize)[k..]).is_ok());
+        n.utf8_prefix = (n.lo..n.hi).all(|p| match std::str::from_utf8(&bytes_of(p as usize)[k..]) {
+            Ok(_) => true,
+            Err(e) => e.error_len().is_none(),
+        });
+        n.plain_chars = if n.utf8_prefix {
+            let mut max = 0u32;
+            for p in n.lo..n.hi {
+                let tail = &bytes_of(p as usize)[k..];
+                if tail.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+                    max = 0;
+                    break;
+                }
+                // Characters (a cut-short one included) start with a non-continuation byte.
+                max = max.max(tail.iter().filter(|&&b| b & 0xC0 != 0x80).count() as u32);
+            }
+            max
+        } else {
+            0
+        };
     }
     // Bytes below each node, bottom-up: a node's subtree is `node+1..end`.
     for n in (0..nodes.len()).rev() {
@@ -232,6 +256,16 @@ mod tests {
         assert_eq!(n[0].end as usize, n.len());
         assert_ne!(n[1].bytes[1] & (1 << (b'c' - 64)), 0, "`c` occurs below `a`");
         assert!(v.is_special(6) && v.sorted.iter().all(|&id| id != 6));
+    }
+
+    #[test]
+    fn cut_short_last_characters_count_as_utf8_prefixes() {
+        // "é" is C3 A9: a token ending after C3 is a prefix of text, one starting with A9 is not.
+        let toks: Vec<Vec<u8>> = vec![b"a\xC3".to_vec(), b"\xA9b".to_vec(), b"<eos>".to_vec()];
+        let v = TokenVocab::new(toks, &[], &[2]).expect("valid");
+        let node = |first: u8| v.nodes().iter().find(|n| n.depth == 1 && n.byte == first).expect("node");
+        assert!(node(b'a').utf8_prefix);
+        assert!(!node(0xA9).utf8_prefix);
     }
 
     #[test]

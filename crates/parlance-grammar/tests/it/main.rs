@@ -20,4 +20,6 @@ term ::= [0-9]+ | "(" expr ")" | "-" term"#;
     pub const UTF8: &str = r#"root ::= ( [^a-z\x00-\x1f"] | "é" "x"? )* "\"""#;
     pub const STRINGS: &str = r#"root ::= "[" item ( "," item )* "]"
 item ::= "\"" [a-c]{0,5} "\"" | /[0-9]{1,3}(\.[0-9]+)?/"#;
+    /// A length-bounded JSON string (a counting chain: no state loops), then a key.
+    pub const BOUNDED: &str = r#"root ::= "\"" ( [^"\\\x00-\x1f] | "\\" ["\\/bfnrt] ){0,6} "\":1""#;
 }
