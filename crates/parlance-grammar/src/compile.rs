@@ -5,6 +5,8 @@
 //! that can never complete (recursion without a base case), and computes nullable rules. The
 //! token-mask cache entries are filled lazily per `(rule, state)` and shared across grammars through
 //! the vocabulary's pool, keyed by the structural encoding of the rule and every rule it reaches.
+//! Rule automata themselves are cached process-wide by the shape of the rules they reach
+//! (`RuleShape`), so the generic JSON rules every schema shares are built once.
 
 use crate::automaton::{self, Automaton, BuildError, DEAD};
 use crate::earley::Tables;

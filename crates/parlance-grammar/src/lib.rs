@@ -27,6 +27,8 @@ pub use compile::{CompileError, CompiledGrammar};
 pub use grammar::{Expr, Grammar, GrammarBuilder, GrammarError, Rule, RuleId};
 pub use json_schema::{JsonSchemaOptions, SchemaError, SchemaReport, Whitespace, json_schema_to_grammar};
 pub use limits::Limits;
+#[cfg(feature = "rayon")]
+pub use matcher::fill_next_token_bitmasks;
 pub use matcher::{Matcher, MatcherError};
 pub use vocab::{TokenVocab, VocabError};
 

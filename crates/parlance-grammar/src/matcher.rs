@@ -3,6 +3,7 @@
 //! `fill_next_token_bitmask` writes which tokens may come next, `accept_token` / `accept_bytes` advance,
 //! `rollback(n)` undoes the last `n` accepted steps (the chart keeps a set per byte and a boundary per
 //! step), `forced_bytes` gives the bytes the grammar forces (jump-forward decoding).
+//! [`fill_next_token_bitmasks`] fills a batch of matchers' masks in parallel (feature `rayon`).
 
 use crate::compile::CompiledGrammar;
 use crate::earley::{Earley, Item, ROOT_ORIGIN, SetLimit};
@@ -259,4 +260,25 @@ impl Matcher {
         self.steps.clear();
         self.terminated = false;
     }
+}
+
+/// Fills the masks of many matchers (one per sequence of a batch) in parallel on rayon's global
+/// pool. `masks` holds `matchers.len()` masks back to back, each `masks.len() / matchers.len()`
+/// words long (at least [`crate::TokenVocab::mask_words`] of the matcher's vocabulary). Returns one
+/// result per matcher, in order; a failed fill leaves the others unaffected.
+#[cfg(feature = "rayon")]
+pub fn fill_next_token_bitmasks(matchers: &mut [Matcher], masks: &mut [u32]) -> Vec<Result<(), MatcherError>> {
+    use rayon::prelude::*;
+    let n = matchers.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let words = masks.len() / n;
+    if words == 0 {
+        return matchers
+            .iter()
+            .map(|m| Err(MatcherError::MaskTooShort { got: 0, need: m.grammar.vocab.mask_words() }))
+            .collect();
+    }
+    matchers.par_iter_mut().zip(masks.par_chunks_mut(words)).map(|(m, mask)| m.fill_next_token_bitmask(mask)).collect()
 }

@@ -1059,7 +1059,7 @@ impl Dfa {
                 }
                 for &c in &incoming {
                     let c = c as usize;
-                    if !(in_work[small * nsym + c] || (small == z && in_work[y * nsym + c])) {
+                    if !(in_work[small * nsym + c] || small == z && in_work[y * nsym + c]) {
                         in_work[small * nsym + c] = true;
                         work.push((small as u32, c as u32));
                     }

@@ -3,7 +3,8 @@
 //! Built once per tokenizer from a list the caller gives and shared behind an `Arc`. Normal tokens are
 //! sorted by their bytes; the trie is stored in preorder over that order, so a subtree is a contiguous
 //! range of sorted positions and skipping it is one jump. Each trie node also records which bytes occur
-//! below it, so a parser state that loops on all of them accepts the whole subtree at once. The vocab
+//! below it, so a parser state that loops on all of them accepts the whole subtree at once, and how
+//! many JSON-string characters its tokens hold, so a length-counting state does the same. The vocab
 //! also owns the cross-grammar pool of token-mask cache entries, since entries are only valid for one
 //! vocabulary.
 

@@ -3,6 +3,8 @@
 use crate::common::{Rng, allowed, check_mask_brute_force, compile, real_vocab, synthetic_vocab};
 use crate::grammar_texts::*;
 use parlance_grammar::{Matcher, TokenVocab};
+#[cfg(feature = "rayon")]
+use parlance_grammar::{MatcherError, fill_next_token_bitmasks};
 use std::sync::Arc;
 
 /// Random walks over allowed tokens, checking every mask against brute force.
@@ -131,4 +133,43 @@ proptest::proptest! {
         m.fill_next_token_bitmask(&mut mask).expect("mask");
         proptest::prop_assert_eq!(&mask, &history[target]);
     }
+}
+
+#[cfg(feature = "rayon")]
+#[test]
+fn batch_fill_equals_one_by_one() {
+    let vocab = synthetic_vocab();
+    let words = vocab.mask_words();
+    let mut matchers = Vec::new();
+    for (i, text) in [JSON, ARITH, STRINGS, BOUNDED].iter().enumerate() {
+        let mut m = Matcher::new(compile(&vocab, text)).expect("matcher");
+        // Advance each a different number of steps so the batch holds different states.
+        let mut rng = Rng(3 + i as u64);
+        let mut mask = vec![0u32; words];
+        for _ in 0..i * 2 {
+            m.fill_next_token_bitmask(&mut mask).expect("mask");
+            let ok: Vec<u32> =
+                (0..vocab.len() as u32).filter(|&t| allowed(&mask, t) && !vocab.eos_ids().contains(&t)).collect();
+            if ok.is_empty() {
+                break;
+            }
+            assert!(m.accept_token(ok[rng.below(ok.len())]));
+        }
+        matchers.push(m);
+    }
+    let mut expected = Vec::new();
+    for m in &matchers {
+        let mut mask = vec![0u32; words];
+        m.clone().fill_next_token_bitmask(&mut mask).expect("mask");
+        expected.extend(mask);
+    }
+    let mut batch = vec![u32::MAX; words * matchers.len()];
+    let results = fill_next_token_bitmasks(&mut matchers, &mut batch);
+    assert_eq!(results.len(), matchers.len());
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(batch, expected);
+    // Too little room: every matcher reports it, none panics.
+    let mut short = vec![0u32; matchers.len() - 1];
+    let results = fill_next_token_bitmasks(&mut matchers, &mut short);
+    assert!(results.iter().all(|r| matches!(r, Err(MatcherError::MaskTooShort { .. }))), "{results:?}");
 }
