@@ -6,7 +6,8 @@
 //! off), and appends the tokens of the new messages and the generation prompt. Those come from the
 //! template itself: a stand-in conversation (an opening user message, the assistant message parsed
 //! from the completion, the new messages) is rendered and the text after the assistant's turn close
-//! is taken. The join is always right after a special token, which BPE never merges across; a
+//! is taken. That assumes the template writes new messages the same whatever came before the last
+//! assistant turn (true of turn-by-turn templates; the sessions check it against full re-renders). The join is always right after a special token, which BPE never merges across; a
 //! template whose turn close is not a single token has no bridge.
 
 use indexmap::IndexMap;
@@ -79,6 +80,7 @@ impl<'a> Renderer<'a> {
                 stop_returned: true,
                 follow_up: FollowUp::ToolResults,
                 variables: Vec::new(),
+                reasoning_written_in: false,
             };
             if let Some(stop) = sim.turn(&turn).ok().and_then(|o| o.stop) {
                 if !stops.contains(&stop) {
@@ -198,8 +200,11 @@ impl<'a> Renderer<'a> {
         // The assistant message as the client would send it back, to render the new messages in
         // the context they expect (tool results after the calls they answer).
         let text = self.tokenizer.decode(stop.map_or(kept, |at| &kept[..at]))?;
-        let parse_options =
-            ParseOptions { tools: tools.map(<[Json]>::to_vec).unwrap_or_default(), ..ParseOptions::default() };
+        let parse_options = ParseOptions {
+            tools: tools.map(<[Json]>::to_vec).unwrap_or_default(),
+            generation_prompt: Some(self.header.clone()),
+            ..ParseOptions::default()
+        };
         let parsed = Parser::new(self.format, &parse_options).parse(&text);
         let assistant = rebuild(&parsed, Args::Object, None);
         let mut stand_in: Vec<Json> = self.opening.clone();
@@ -228,7 +233,12 @@ impl<'a> Renderer<'a> {
         if stop.is_none() {
             // Cut off before its stop: closed as the template closes this kind of turn in history
             // (gpt-oss: `<|call|>` after a call, `<|end|>` otherwise).
-            ids.push(self.tokenizer.token_to_id(close).unwrap_or(self.history_close));
+            let Some(id) = self.tokenizer.token_to_id(close) else {
+                return Err(RoundtripError::NoBridge {
+                    reason: format!("the turn close {close:?} the template writes here is not a single token"),
+                });
+            };
+            ids.push(id);
             message_indices.push(-1);
         }
         let suffix = &rendered[close_end..];

@@ -109,7 +109,19 @@ pub(crate) fn token_divergence(expected: &[u32], actual: &[u32]) -> Option<usize
 pub(crate) fn cause(outcome: &Outcome, format: &Format, expected: &str, actual: &str, at: usize) -> Cause {
     let prompt = outcome.prompt.len();
     if at < prompt {
-        return if at >= outcome.generation_prompt_at { Cause::PromptNotRepeated } else { Cause::HistoryChanged };
+        if at < outcome.generation_prompt_at {
+            return Cause::HistoryChanged;
+        }
+        // The prompt's reasoning opener is what history leaves out: the reasoning went with it.
+        let start = format.reasoning.as_ref().map_or("", |r| r.start.trim());
+        let region = &expected[outcome.generation_prompt_at..prompt];
+        let dropped = !start.is_empty()
+            && region.find(start).is_some_and(|i| at < outcome.generation_prompt_at + i + start.len());
+        return if dropped && outcome.parsed.reasoning_content.is_some() {
+            Cause::ReasoningDropped
+        } else {
+            Cause::PromptNotRepeated
+        };
     }
     let (e, a) = (&expected[at..], &actual[at..]);
     if let Some(reasoning) = outcome.parsed.reasoning_content.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
@@ -131,7 +143,8 @@ pub(crate) fn cause(outcome: &Outcome, format: &Format, expected: &str, actual: 
         }
     }
     let offset = at - prompt;
-    let stop_at = outcome.stop.as_ref().map_or(outcome.completion.len(), |s| outcome.completion.len() - s.len());
+    let stop_at =
+        outcome.stop.as_ref().map_or(outcome.completion.len(), |s| outcome.completion.len().saturating_sub(s.len()));
     // In the stop marker, and history writes another marker there (not text before the same one).
     let replaced =
         outcome.stop.as_ref().is_none_or(|stop| !a.chars().take(CONTEXT).collect::<String>().contains(stop.as_str()));

@@ -99,8 +99,9 @@ fn alarm() -> Json {
 }
 
 /// Switches that keep reasoning of earlier turns, and the value that keeps it.
-const KEEP_REASONING: [(&str, bool); 5] = [
+const KEEP_REASONING: [(&str, bool); 6] = [
     ("preserve_thinking", true),
+    ("preserved_thinking", true),
     ("keep_past_thinking", true),
     ("clear_thinking", false),
     ("drop_thinking", false),
@@ -147,6 +148,7 @@ fn turn_of(sim: &Sim, scenario: Scenario) -> Result<(Turn, String), String> {
         stop_returned: true,
         follow_up: FollowUp::ToolResults,
         variables: Vec::new(),
+        reasoning_written_in: false,
     };
     let with_reasoning = |mut message: Json| {
         if reasoning {
@@ -160,6 +162,9 @@ fn turn_of(sim: &Sim, scenario: Scenario) -> Result<(Turn, String), String> {
         follow_up: FollowUp::User("And tomorrow?".to_owned()),
         ..base.clone()
     };
+    // Reasoning scenarios: the model reasons even where the template writes none.
+    let reasoning_base = Turn { reasoning_written_in: true, ..base.clone() };
+    let reasoning_answer = Turn { reasoning_written_in: true, ..answer_then_user.clone() };
     Ok(match scenario {
         Scenario::ToolCallReasoning => {
             need(reasoning, "reasoning")?;
@@ -178,13 +183,13 @@ fn turn_of(sim: &Sim, scenario: Scenario) -> Result<(Turn, String), String> {
         }
         Scenario::HistoryReasoningDefault => {
             need(reasoning, "reasoning")?;
-            (answer_then_user, "reasoning + answer, then a user message; default variables".to_owned())
+            (reasoning_answer, "reasoning + answer, then a user message; default variables".to_owned())
         }
         Scenario::HistoryReasoningPreserved => {
             need(reasoning, "reasoning")?;
             if sim.format.reasoning_details.as_ref().is_some_and(|d| d.kept_in_history) {
                 (
-                    answer_then_user,
+                    reasoning_answer,
                     "reasoning + answer, then a user message; the template keeps reasoning by default".to_owned(),
                 )
             } else {
@@ -193,7 +198,7 @@ fn turn_of(sim: &Sim, scenario: Scenario) -> Result<(Turn, String), String> {
                     KEEP_REASONING.iter().find(|(name, _)| sources.contains(name)).ok_or_else(|| {
                         "the template drops reasoning from history and has no switch to keep it".to_owned()
                     })?;
-                let turn = Turn { variables: vec![((*name).to_owned(), json!(value))], ..answer_then_user };
+                let turn = Turn { variables: vec![((*name).to_owned(), json!(value))], ..reasoning_answer };
                 (turn, format!("reasoning + answer, then a user message; {name}={value}"))
             }
         }
@@ -212,9 +217,9 @@ fn turn_of(sim: &Sim, scenario: Scenario) -> Result<(Turn, String), String> {
                 (Edit::TrailingSpaceInReasoning, "reasoning ends in \" \\n\" before its end marker")
             };
             let turn = if tools {
-                Turn { assistant: calls(vec![weather(ID_1, "Paris")]), edit, ..base }
+                Turn { assistant: calls(vec![weather(ID_1, "Paris")]), edit, ..reasoning_base }
             } else {
-                Turn { edit, ..answer_then_user }
+                Turn { edit, ..reasoning_answer }
             };
             (turn, format!("the model writes {what}"))
         }
@@ -223,7 +228,7 @@ fn turn_of(sim: &Sim, scenario: Scenario) -> Result<(Turn, String), String> {
             let turn = Turn {
                 edit: Edit::TruncateReasoning,
                 follow_up: FollowUp::User("Please continue.".to_owned()),
-                ..answer_then_user
+                ..reasoning_answer
             };
             (
                 turn,
@@ -269,9 +274,16 @@ pub(crate) fn check(sim: &Sim, scenario: Scenario) -> ScenarioResult {
     };
     let outcome = match sim.turn(&turn) {
         Ok(outcome) => outcome,
-        Err(error) => return not_applicable(scenario, &format!("the template raised on the turn itself: {error}")),
+        Err(why) => return not_applicable(scenario, &why.to_string()),
     };
     let expected = outcome.seen(turn.stop_returned);
+    let note = if outcome.reasoning_written {
+        format!(
+            "{note}; the template writes no reasoning for this turn, so the model's is written with the Format's markers"
+        )
+    } else {
+        note
+    };
     let mut result = ScenarioResult {
         scenario: scenario.name(),
         status: Status::Ok,

@@ -125,6 +125,7 @@ fn random_turn(sim: &Sim, rng: &mut Rng, history: Vec<Json>, clean: bool) -> Tur
         stop_returned: rng.chance(50),
         follow_up: FollowUp::ToolResults,
         variables: Vec::new(),
+        reasoning_written_in: true,
     }
 }
 

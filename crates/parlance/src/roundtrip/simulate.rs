@@ -56,6 +56,36 @@ pub(crate) enum FollowUp {
     User(String),
 }
 
+/// Why a turn cannot be simulated.
+#[derive(Debug)]
+pub(crate) enum Unsimulable {
+    /// The template raised on the turn itself.
+    Raised(TemplateError),
+    /// The template writes no reasoning for this turn even as the last message, so the model's
+    /// own text (which has reasoning) cannot be read off a render.
+    NoReasoning,
+    /// The scenario's edit finds nothing to change in this format.
+    EditImpossible,
+}
+
+impl From<TemplateError> for Unsimulable {
+    fn from(error: TemplateError) -> Unsimulable {
+        Unsimulable::Raised(error)
+    }
+}
+
+impl std::fmt::Display for Unsimulable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unsimulable::Raised(error) => write!(f, "the template raised on the turn itself: {error}"),
+            Unsimulable::NoReasoning => {
+                f.write_str("the template writes no reasoning in this turn even as the last message")
+            }
+            Unsimulable::EditImpossible => f.write_str("the edit finds nothing to change in this format"),
+        }
+    }
+}
+
 /// One simulated turn.
 #[derive(Debug, Clone)]
 pub(crate) struct Turn {
@@ -75,11 +105,17 @@ pub(crate) struct Turn {
     pub follow_up: FollowUp,
     /// Template variables of this scenario (e.g. `preserve_thinking`).
     pub variables: Vec<(String, Json)>,
+    /// When the template writes no reasoning for the turn, write the model's in with the Format's
+    /// markers (reasoning scenarios, sessions); otherwise the model's text has none.
+    pub reasoning_written_in: bool,
 }
 
 /// What happened in one turn.
 #[derive(Debug)]
 pub(crate) struct Outcome {
+    /// The template wrote no reasoning for the turn, so the model's reasoning was written in with
+    /// the Format's markers.
+    pub reasoning_written: bool,
     /// Prompt N (history with the generation prompt).
     pub prompt: String,
     /// Byte offset in `prompt` where the generation prompt starts.
@@ -142,18 +178,18 @@ pub(crate) fn tools() -> Vec<Json> {
             "description": "Current weather in a city.",
             "parameters": {"type": "object", "properties": {
                 "location": {"type": "string", "description": "City name."},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "description": "Temperature unit."}
             }, "required": ["location"]}
         }}),
         json!({"type": "function", "function": {
             "name": "set_alarm",
             "description": "Set an alarm.",
             "parameters": {"type": "object", "properties": {
-                "time": {"type": "string"},
-                "label": {"type": "string"},
-                "repeat_days": {"type": "integer"},
-                "enabled": {"type": "boolean"},
-                "snooze_minutes": {"type": "number"}
+                "time": {"type": "string", "description": "HH:MM."},
+                "label": {"type": "string", "description": "Shown when it rings."},
+                "repeat_days": {"type": "integer", "description": "Days to repeat."},
+                "enabled": {"type": "boolean", "description": "Whether it is on."},
+                "snooze_minutes": {"type": "number", "description": "Snooze length."}
             }, "required": ["time"]}
         }}),
     ]
@@ -204,7 +240,8 @@ impl<'a> Sim<'a> {
         // Templates whose default prompt closes reasoning open it only when asked: reasoning
         // scenarios need it open, as a thinking request has it.
         if let Some(on) = format.reasoning_details.as_ref().and_then(|d| d.generation_prompt_thinking_on.clone()) {
-            for var in ["enable_thinking", "thinking"] {
+            let caller_set = ["enable_thinking", "thinking"].iter().any(|v| options.variables.contains_key(*v));
+            for var in ["enable_thinking", "thinking"].into_iter().filter(|_| !caller_set) {
                 let extra = [(var.to_owned(), json!(true))];
                 if sim.generation_prompt(&sim.opening, &extra).is_some_and(|p| p == on) {
                     sim.variables.insert(var.to_owned(), json!(true));
@@ -273,6 +310,24 @@ impl<'a> Sim<'a> {
             || marker.contains('｜')
     }
 
+    /// Where the model stops in `text`, as the marker's `(start, end)`: the first marker of the
+    /// turn end, the content end or EOS at or after byte `after` (the end of the turn's last part;
+    /// a template may print more after it, as firefunction prints the next header), else the
+    /// stop-shaped marker that ends the text.
+    pub(crate) fn stop_in(&self, text: &str, after: usize) -> Option<(usize, usize)> {
+        let eos = self.template.special_tokens().get("eos_token").map(String::as_str);
+        let mut ends: Vec<&str> = bracketed_pieces(&self.format.turn_end);
+        ends.extend(bracketed_pieces(&self.format.content.end));
+        ends.extend(eos.filter(|e| !e.is_empty()));
+        let first = ends
+            .iter()
+            .filter_map(|m| {
+                text.get(after..).and_then(|rest| rest.find(m)).map(|at| (after + at, after + at + m.len()))
+            })
+            .min();
+        first.or_else(|| self.trailing_stop(text))
+    }
+
     /// The stop marker that ends `text` (after trailing whitespace), as `(start, end)`.
     pub(crate) fn trailing_stop(&self, text: &str) -> Option<(usize, usize)> {
         let end = text.trim_end().len();
@@ -285,7 +340,7 @@ impl<'a> Sim<'a> {
     }
 
     /// Runs one turn.
-    pub(crate) fn turn(&self, turn: &Turn) -> Result<Outcome, TemplateError> {
+    pub(crate) fn turn(&self, turn: &Turn) -> Result<Outcome, Unsimulable> {
         let closed = self.render(&turn.history, true, false, &turn.variables)?;
         let prompt = self.render(&turn.history, true, true, &turn.variables)?;
         let mut with_turn = turn.history.clone();
@@ -303,18 +358,45 @@ impl<'a> Sim<'a> {
         })?;
         let output = split_output(&closed, &prompt, &full);
         let generation_prompt_at = prompt.len() - output.generation_prompt.len();
-        let (mut completion, mut stop) = match self.trailing_stop(&output.text) {
+        // The turn's parts: the model does not stop before it has written them.
+        let a = &turn.assistant;
+        let mut parts: Vec<&str> =
+            a["content"].as_str().into_iter().chain(a["reasoning_content"].as_str()).map(str::trim).collect();
+        for call in a["tool_calls"].as_array().into_iter().flatten() {
+            parts.extend(call["function"]["name"].as_str());
+        }
+        let after = parts
+            .iter()
+            .filter(|p| !p.is_empty())
+            .filter_map(|p| output.text.find(p).map(|at| at + p.len()))
+            .max()
+            .unwrap_or(0);
+        let (mut completion, mut stop) = match self.stop_in(&output.text, after) {
             Some((start, end)) => {
-                // The model stops at the first stop marker it writes.
+                // The model stops at the first stop marker it writes after its parts.
                 let marker = &output.text[start..end];
-                let first = output.text.find(marker).unwrap_or(start);
+                let first = output.text[after.min(start)..].find(marker).map_or(start, |at| after.min(start) + at);
                 (output.text[..first + marker.len()].to_owned(), Some(marker.to_owned()))
             }
             None => (output.text.trim_end().to_owned(), None),
         };
+        let mut reasoning_written = false;
+        if let Some(reasoning) = turn.assistant["reasoning_content"].as_str().filter(|_| turn.reasoning_written_in) {
+            if !completion.contains(reasoning.trim()) {
+                // The template does not write this turn's reasoning even as the last message; the
+                // model does, with the Format's markers.
+                completion =
+                    self.with_reasoning(&completion, reasoning.trim(), &prompt).ok_or(Unsimulable::NoReasoning)?;
+                reasoning_written = true;
+            }
+        }
+        let unedited = completion.clone();
         self.edit(&mut completion, &mut stop, turn.edit);
+        if turn.edit != Edit::None && completion == unedited {
+            return Err(Unsimulable::EditImpossible);
+        }
         let returned = match (&stop, turn.stop_returned) {
-            (Some(marker), false) => completion[..completion.len() - marker.len()].to_owned(),
+            (Some(marker), false) => completion.strip_suffix(marker.as_str()).unwrap_or(&completion).to_owned(),
             _ => completion.clone(),
         };
         let parsed = self.parser.parse(&returned);
@@ -334,7 +416,17 @@ impl<'a> Sim<'a> {
             FollowUp::User(text) => new_messages.push(json!({"role": "user", "content": text})),
         }
         let next_prompt = self.render_next(&turn.history, &mut new_messages, &turn.variables);
-        Ok(Outcome { prompt, generation_prompt_at, completion, stop, returned, parsed, new_messages, next_prompt })
+        Ok(Outcome {
+            reasoning_written,
+            prompt,
+            generation_prompt_at,
+            completion,
+            stop,
+            returned,
+            parsed,
+            new_messages,
+            next_prompt,
+        })
     }
 
     /// Renders `history + new_messages` with the generation prompt; a rebuilt assistant message
@@ -356,6 +448,44 @@ impl<'a> Sim<'a> {
             }
             other => other,
         }
+    }
+
+    /// `completion` with `reasoning` written in as a model writes it: inside an empty block the
+    /// template wrote, before a lone end marker (the prompt opened reasoning), or as a whole block
+    /// in front. `None` without reasoning markers.
+    fn with_reasoning(&self, completion: &str, reasoning: &str, prompt: &str) -> Option<String> {
+        let markers = self.format.reasoning.as_ref()?;
+        let details = self.format.reasoning_details.as_ref();
+        let (start, end) = (markers.start.trim(), markers.end.trim());
+        if end.is_empty() {
+            return None;
+        }
+        let end_literal = details.map_or(end, |d| d.end_literal.as_str());
+        let before_end = &end_literal[..end_literal.find(end).unwrap_or(0)];
+        let lead = completion.len() - completion.trim_start().len();
+        if completion[lead..].starts_with(end) {
+            return Some(format!("{}{reasoning}{before_end}{}", &completion[..lead], &completion[lead..]));
+        }
+        if let Some(at) = (!start.is_empty()).then(|| completion.find(start)).flatten() {
+            let inner = at + start.len();
+            if let Some(close) =
+                completion[inner..].find(end).filter(|i| completion[inner..inner + i].trim().is_empty())
+            {
+                let after_start = details.map_or("", |d| {
+                    d.start_literal.get(d.start_literal.find(start).map_or(0, |i| i + start.len())..).unwrap_or("")
+                });
+                return Some(format!(
+                    "{}{after_start}{reasoning}{before_end}{}",
+                    &completion[..inner],
+                    &completion[inner + close..]
+                ));
+            }
+        }
+        if !start.is_empty() && prompt.trim_end().ends_with(start) {
+            return Some(format!("{reasoning}{end_literal}{completion}"));
+        }
+        let start_literal = details.map_or(start, |d| d.start_literal.as_str());
+        Some(format!("{start_literal}{reasoning}{end_literal}{completion}"))
     }
 
     /// Applies `edit` to the model's text.

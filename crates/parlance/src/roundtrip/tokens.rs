@@ -70,13 +70,31 @@ pub(crate) fn message_spans(
     closes: &[String],
     from: usize,
 ) -> Vec<Option<(usize, usize)>> {
+    // History may write less of the header than the generation prompt (`<think>\n` left out with
+    // the reasoning): the longest prefix of it, cut after a newline or a marker, that is there.
+    let trimmed = header.trim();
+    let mut headers: Vec<&str> = vec![header, trimmed];
+    headers.extend(
+        trimmed
+            .char_indices()
+            .rev()
+            .filter(|(_, c)| *c == '\n' || *c == '>')
+            .map(|(i, c)| trimmed[..i + c.len_utf8()].trim_end()),
+    );
+    headers.retain(|h| !h.is_empty());
     let mut cursor = from;
     let mut spans = Vec::with_capacity(messages.len());
-    for message in messages {
+    for (i, message) in messages.iter().enumerate() {
         if message["role"] == "assistant" {
-            let start = locate(text, header, cursor)
-                .or_else(|| (!header.trim().is_empty()).then(|| locate(text, header.trim(), cursor)).flatten())
-                .map_or(cursor, |(_, end)| end);
+            // The next message's content bounds this turn (pieces of it that history drops may
+            // occur later in the text).
+            let limit = messages
+                .get(i + 1)
+                .filter(|m| m["role"] != "assistant")
+                .and_then(|m| content_texts(m).first().and_then(|t| locate(text, t, cursor)))
+                .map_or(text.len(), |(at, _)| at);
+            let window = &text[..limit];
+            let start = headers.iter().find_map(|h| locate(window, h, cursor)).map_or(cursor, |(_, end)| end);
             let mut pieces: Vec<&str> = content_texts(message);
             if let Some(reasoning) = message["reasoning_content"].as_str().map(str::trim).filter(|r| !r.is_empty()) {
                 pieces.push(reasoning);
@@ -86,8 +104,9 @@ pub(crate) fn message_spans(
                     pieces.push(name);
                 }
             }
-            let last = pieces.iter().filter_map(|p| locate(text, p, start)).map(|(_, end)| end).max().unwrap_or(start);
-            let end = closes.iter().filter_map(|c| locate(text, c, last)).min().map_or(last, |(_, end)| end);
+            let last =
+                pieces.iter().filter_map(|p| locate(window, p, start)).map(|(_, end)| end).max().unwrap_or(start);
+            let end = closes.iter().filter_map(|c| locate(window, c, last)).min().map_or(last, |(_, end)| end);
             spans.push(Some((start, end)));
             cursor = end;
         } else {

@@ -18,8 +18,11 @@ use crate::corpus;
 
 /// Corpus templates checked at token level, with the tokenizer of their family. (DeepSeek V3.1 and
 /// V3.2 add `<think>` tokens the V3 tokenizer lacks, so they are checked at string level only.)
-const TOKEN_LEVEL: [(&str, &str); 7] = [
+/// Qwen3.5 runs with the Qwen3 tokenizer (same chat special tokens): a template whose generation
+/// prompt opens reasoning that history leaves out, which the bridge must still find its way in.
+const TOKEN_LEVEL: [(&str, &str); 8] = [
     ("Qwen-Qwen3-0.6B", "qwen3"),
+    ("Qwen3.5-4B", "qwen3"),
     ("lenml-llama3_1", "llama3_1"),
     ("meta-llama-Llama-3.1-8B-Instruct", "llama3_1"),
     ("meta-llama-Llama-3.2-3B-Instruct", "llama3_1"),
