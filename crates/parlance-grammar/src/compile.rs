@@ -149,6 +149,20 @@ impl CompiledGrammar {
     }
 }
 
+/// `total + more` states, or the total-states limit error naming `rule`.
+fn add_states(total: usize, more: usize, rule: &str, limits: &Limits) -> Result<usize, CompileError> {
+    let total = total + more;
+    if total > limits.total_states {
+        return Err(CompileError::Limit {
+            rule: rule.to_owned(),
+            what: "total automaton states",
+            got: total,
+            max: limits.total_states,
+        });
+    }
+    Ok(total)
+}
+
 fn build_err(rule: &str, e: BuildError, limits: &Limits) -> CompileError {
     match e {
         BuildError::Limit(what, got, max) => CompileError::Limit { rule: rule.to_string(), what, got, max },
@@ -224,15 +238,7 @@ fn compile(
         {
             let mut a = (*cached).clone();
             a.remap_rules(&|local| map(shape.rules[local as usize]));
-            total += a.len();
-            if total > limits.total_states {
-                return Err(CompileError::Limit {
-                    rule: name.clone(),
-                    what: "total automaton states",
-                    got: total,
-                    max: limits.total_states,
-                });
-            }
+            total = add_states(total, a.len(), name, &limits)?;
             rules.push(a);
             i += 1;
             continue;
@@ -255,15 +261,7 @@ fn compile(
             let kept = &ids.borrow().0;
             shape.store(&a, &|id| kept.get(id as usize).map(|&r| r as u32));
         }
-        total += a.len();
-        if total > limits.total_states {
-            return Err(CompileError::Limit {
-                rule: name.clone(),
-                what: "total automaton states",
-                got: total,
-                max: limits.total_states,
-            });
-        }
+        total = add_states(total, a.len(), name, &limits)?;
         rules.push(a);
         i += 1;
     }

@@ -111,28 +111,8 @@ impl Automaton {
         if v == DEAD || (0x20..=0x7Fu8).any(|b| b != b'"' && b != b'\\' && self.next(state, b) != v) {
             return None;
         }
-        let lo = char::from_u32(0x80).expect("valid");
-        let hi = char::from_u32(0x10FFFF).expect("valid");
-        for seq in Utf8Sequences::new(lo, hi) {
-            let mut cur = vec![state];
-            for r in seq.as_slice() {
-                let mut next = Vec::new();
-                for &s in &cur {
-                    for b in r.start..=r.end {
-                        let t = self.next(s, b);
-                        if t == DEAD {
-                            return None;
-                        }
-                        if !next.contains(&t) {
-                            next.push(t);
-                        }
-                    }
-                }
-                cur = next;
-            }
-            if cur != [v] {
-                return None;
-            }
+        if !self.multibyte_all_reach(state, v) {
+            return None;
         }
         Some(v)
     }
@@ -242,11 +222,8 @@ impl Automaton {
         }
     }
 
-    /// Whether every multi-byte UTF-8 character read from `state` returns to `state`.
-    fn loops_on_all_multibyte(&self, state: u32) -> bool {
-        if self.self_loop[state as usize][0] == 0 && self.self_loop[state as usize][1] == 0 {
-            return false;
-        }
+    /// Whether every multi-byte UTF-8 character read from `state` leads to `target`.
+    fn multibyte_all_reach(&self, state: u32, target: u32) -> bool {
         let lo = char::from_u32(0x80).expect("valid");
         let hi = char::from_u32(0x10FFFF).expect("valid");
         for seq in Utf8Sequences::new(lo, hi) {
@@ -266,9 +243,20 @@ impl Automaton {
                 }
                 cur = next;
             }
-            if cur != [state] {
+            if cur != [target] {
                 return false;
             }
+        }
+        true
+    }
+
+    /// Whether every multi-byte UTF-8 character read from `state` returns to `state`.
+    fn loops_on_all_multibyte(&self, state: u32) -> bool {
+        if self.self_loop[state as usize][0] == 0 && self.self_loop[state as usize][1] == 0 {
+            return false;
+        }
+        if !self.multibyte_all_reach(state, state) {
+            return false;
         }
         true
     }

@@ -388,6 +388,20 @@ impl Machine {
         }
     }
 
+    /// Content up to a marker at `at` that content goes on after: text as written (its whitespace
+    /// is content's when there was text). Returns whether the segment had text.
+    fn content_up_to_marker(&mut self, at: usize) -> bool {
+        let had_text = self.seg_text || !self.buf[self.pos..at].trim().is_empty();
+        self.emit_text(false, at, !had_text);
+        if self.pos < at {
+            let piece = self.buf[self.pos..at].to_owned();
+            self.span(SpanKind::Content, self.pos, at);
+            self.content.push_str(&piece);
+            self.deltas.push(Delta::Content { content: piece });
+        }
+        had_text
+    }
+
     fn marker(&mut self, end: usize) {
         // Leading whitespace before a marker, then the marker.
         let text = &self.buf[self.pos..end];
@@ -745,14 +759,7 @@ impl Machine {
             }
             Some((at, marker_end, 4)) => {
                 // Text around a stray marker is one piece of content, as written.
-                let had_text = self.seg_text || !self.buf[self.pos..at].trim().is_empty();
-                self.emit_text(false, at, !had_text);
-                if self.pos < at {
-                    let piece = self.buf[self.pos..at].to_owned();
-                    self.span(SpanKind::Content, self.pos, at);
-                    self.content.push_str(&piece);
-                    self.deltas.push(Delta::Content { content: piece });
-                }
+                let had_text = self.content_up_to_marker(at);
                 self.span(SpanKind::Marker, at, marker_end);
                 self.issue("stray-reasoning-end", at, "a reasoning end marker outside reasoning, left out of content");
                 self.pos = marker_end;
@@ -762,14 +769,7 @@ impl Machine {
             }
             Some((at, marker_end, 3)) => {
                 // Content goes on after this reasoning: the whitespace around it is content's.
-                let had_text = self.seg_text || !self.buf[self.pos..at].trim().is_empty();
-                self.emit_text(false, at, !had_text);
-                if self.pos < at {
-                    let piece = self.buf[self.pos..at].to_owned();
-                    self.span(SpanKind::Content, self.pos, at);
-                    self.content.push_str(&piece);
-                    self.deltas.push(Delta::Content { content: piece });
-                }
+                let had_text = self.content_up_to_marker(at);
                 self.span(SpanKind::Marker, at, marker_end);
                 self.pos = marker_end;
                 self.resume_content = had_text || !self.content.is_empty();

@@ -20,7 +20,7 @@ use crate::parse::{ParseOptions, Parser};
 use crate::template::{ChatTemplate, RenderOptions};
 use crate::tokenizer::Tokenizer;
 
-use super::simulate::{Args, Edit, FollowUp, Sim, Turn, rebuild};
+use super::simulate::{Args, Sim, Turn, rebuild, render_date};
 use super::tokens::{RenderedTokens, attribute, message_spans};
 use super::{RoundtripError, RoundtripOptions};
 
@@ -71,17 +71,7 @@ impl<'a> Renderer<'a> {
             "function": {"name": "get_weather", "arguments": {"location": "Paris"}}}]});
         let mut stops: Vec<String> = Vec::new();
         for assistant in [answer.clone(), call] {
-            let turn = Turn {
-                history: sim.opening.clone(),
-                assistant,
-                edit: Edit::None,
-                args: Args::Object,
-                engine_ids: false,
-                stop_returned: true,
-                follow_up: FollowUp::ToolResults,
-                variables: Vec::new(),
-                reasoning_written_in: false,
-            };
+            let turn = Turn::new(sim.opening.clone(), assistant);
             if let Some(stop) = sim.turn(&turn).ok().and_then(|o| o.stop) {
                 if !stops.contains(&stop) {
                     stops.push(stop);
@@ -154,7 +144,7 @@ impl<'a> Renderer<'a> {
         let options = RenderOptions {
             add_generation_prompt,
             variables: self.variables.clone(),
-            now: chrono::NaiveDate::from_ymd_opt(2025, 1, 15).and_then(|d| d.and_hms_opt(12, 0, 0)),
+            now: render_date(),
             ..RenderOptions::default()
         };
         self.template.render(&conversation, &options).map_err(|source| RoundtripError::Render {

@@ -139,17 +139,7 @@ fn turn_of(sim: &Sim, scenario: Scenario) -> Result<(Turn, String), String> {
             return Err("the generation prompt closes reasoning and no known switch opens it".to_owned());
         }
     }
-    let base = Turn {
-        history: sim.opening.clone(),
-        assistant: json!({"role": "assistant", "content": ANSWER}),
-        edit: Edit::None,
-        args: Args::Object,
-        engine_ids: false,
-        stop_returned: true,
-        follow_up: FollowUp::ToolResults,
-        variables: Vec::new(),
-        reasoning_written_in: false,
-    };
+    let base = Turn::new(sim.opening.clone(), json!({"role": "assistant", "content": ANSWER}));
     let with_reasoning = |mut message: Json| {
         if reasoning {
             message["reasoning_content"] = json!(REASONING);

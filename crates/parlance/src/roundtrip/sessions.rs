@@ -11,7 +11,7 @@ use serde_json::{Value as Json, json};
 
 use super::bridge::Renderer;
 use super::divergence::{Cause, common_prefix, divergence};
-use super::simulate::{Args, Edit, FollowUp, Sim, Turn, splitmix};
+use super::simulate::{Edit, Sim, Turn, splitmix};
 
 /// Assistant turns per session.
 const TURNS: usize = 3;
@@ -116,17 +116,7 @@ fn random_turn(sim: &Sim, rng: &mut Rng, history: Vec<Json>, clean: bool) -> Tur
         30..40 => Edit::TrailingSpaceInReasoning,
         _ => Edit::None,
     };
-    Turn {
-        history,
-        assistant: message,
-        edit,
-        args: Args::Object,
-        engine_ids: false,
-        stop_returned: rng.chance(50),
-        follow_up: FollowUp::ToolResults,
-        variables: Vec::new(),
-        reasoning_written_in: true,
-    }
+    Turn { edit, stop_returned: rng.chance(50), reasoning_written_in: true, ..Turn::new(history, message) }
 }
 
 /// Runs `sessions` random sessions through both paths.

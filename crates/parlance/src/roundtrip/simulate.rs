@@ -110,6 +110,24 @@ pub(crate) struct Turn {
     pub reasoning_written_in: bool,
 }
 
+impl Turn {
+    /// `assistant` after `history`, written exactly as the template writes it, arguments passed
+    /// back as an object, the stop marker returned, tool results next.
+    pub(crate) fn new(history: Vec<Json>, assistant: Json) -> Turn {
+        Turn {
+            history,
+            assistant,
+            edit: Edit::None,
+            args: Args::Object,
+            engine_ids: false,
+            stop_returned: true,
+            follow_up: FollowUp::ToolResults,
+            variables: Vec::new(),
+            reasoning_written_in: false,
+        }
+    }
+}
+
 /// What happened in one turn.
 #[derive(Debug)]
 pub(crate) struct Outcome {
@@ -166,7 +184,7 @@ pub(crate) struct Sim<'a> {
 }
 
 /// Date of every render (templates print today's date).
-fn render_date() -> Option<chrono::NaiveDateTime> {
+pub(crate) fn render_date() -> Option<chrono::NaiveDateTime> {
     chrono::NaiveDate::from_ymd_opt(2025, 1, 15).and_then(|d| d.and_hms_opt(12, 0, 0))
 }
 
