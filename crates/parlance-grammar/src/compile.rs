@@ -185,7 +185,7 @@ fn recursive_rules(g: &Grammar) -> Vec<bool> {
             v
         })
         .collect();
-    let comp = crate::automaton::strongly_connected(&succ);
+    let comp = crate::automaton::strongly_connected(n, |v| &succ[v]);
     let mut size = vec![0usize; n];
     for &c in &comp {
         size[c as usize] += 1;
@@ -243,7 +243,9 @@ fn compile(
             i += 1;
             continue;
         }
-        let a = match automaton::build(body, &map, &inline_body, inline_budget, attempt_deadline) {
+        // Only automata the shape cache can keep are worth minimizing (see `RuleShape`).
+        let minimize_up_to = if shape.is_some() { SHAPE_MAX_STATES } else { 0 };
+        let a = match automaton::build(body, &map, &inline_body, inline_budget, attempt_deadline, minimize_up_to) {
             Err(BuildError::Limit(..)) | Err(BuildError::Timeout) if Instant::now() < deadline => {
                 // Forget the rules the failed attempt referenced.
                 let mut guard = ids.borrow_mut();
@@ -252,7 +254,7 @@ fn compile(
                     new_id.remove(&r);
                 }
                 drop(guard);
-                automaton::build(body, &map, &no_inline, limits.automaton_states, deadline)
+                automaton::build(body, &map, &no_inline, limits.automaton_states, deadline, minimize_up_to)
             }
             other => other,
         }
@@ -501,6 +503,45 @@ mod tests {
     fn accepts(g: &Arc<CompiledGrammar>, text: &str) -> bool {
         let mut m = Matcher::new(g.clone()).expect("matcher");
         m.accept_bytes(text.as_bytes()) && m.is_accepting()
+    }
+
+    #[test]
+    fn unshared_automata_skip_minimization_and_keep_exact_masks() {
+        // The root reaches more rules than a shape can hold: it is built once for this grammar,
+        // not minimized, and its mask entries are not pooled; masks must still be exact.
+        let mut text = String::from("root ::= \"{\" f0");
+        for i in 0..SHAPE_MAX_RULES + 2 {
+            text.push_str(&format!(" (\",\" f{})?", i + 1));
+        }
+        text.push_str(" \"}\"\n");
+        for i in 0..SHAPE_MAX_RULES + 3 {
+            text.push_str(&format!("f{i} ::= \"k{i}:\" ([a-c] | \"x\" [0-9]+ | \"yy\")\n"));
+        }
+        let g = Arc::new(CompiledGrammar::new(vocab(), &Grammar::parse(&text).expect("parses")).expect("compiles"));
+        assert_eq!(g.tables.rules.len(), 1, "everything inlined");
+        assert!(!g.tables.rules[0].is_minimal());
+        let vocab = g.vocab.clone();
+        let mut words = vec![0u32; vocab.mask_words()];
+        let mut m = Matcher::new(g.clone()).expect("matcher");
+        let mut state = 0x5eedu64;
+        for step in 0..40 {
+            m.fill_next_token_bitmask(&mut words).expect("mask");
+            let mut allowed = Vec::new();
+            for id in 0..vocab.len() as u32 {
+                let brute = m.clone().accept_token(id);
+                assert_eq!(words[id as usize / 32] >> (id % 32) & 1 == 1, brute, "step {step}, token {id}");
+                if brute && !vocab.eos_ids().contains(&id) {
+                    allowed.push(id);
+                }
+            }
+            if allowed.is_empty() {
+                break;
+            }
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            assert!(m.accept_token(allowed[(state >> 33) as usize % allowed.len()]));
+        }
+        assert!(accepts(&g, "{k0:a,k3:x12,k18:yy}"));
+        assert!(!accepts(&g, "{k0:a,k3:x,k18:yy}"));
     }
 
     #[test]

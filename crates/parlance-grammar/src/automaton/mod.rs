@@ -1,10 +1,12 @@
-//! Per-rule byte automata: every rule body becomes a minimized DFA over byte classes and rule references.
+//! Per-rule byte automata: every rule body becomes a DFA over byte classes and rule references.
 //!
 //! Construction: Thompson NFA (byte-range, rule-reference and epsilon edges; characters become UTF-8 byte
 //! sequences through `regex_syntax::utf8`), subset construction over byte classes and rule symbols,
-//! trimming of states that cannot reach a final state, Moore partition refinement, and canonical
-//! breadth-first numbering so that equal automata get equal [`Automaton::encode`] output, the basis of
-//! the structural hash that lets grammars share token-mask cache entries.
+//! trimming of states that cannot reach a final state; then, for automata small enough to be shared,
+//! Hopcroft minimization and canonical breadth-first numbering so that equal languages get equal
+//! [`Automaton::encode`] output, the basis of the structural hash that lets grammars share token-mask
+//! cache entries. Large automata built for one grammar (a whole JSON Schema) skip both: they cost
+//! most of a compile and would be shared with no one.
 
 use crate::earley::ItemHasher;
 use crate::grammar::Expr;
@@ -45,6 +47,10 @@ pub(crate) struct Automaton {
     /// Per state, how many JSON-string characters in a row it reads for certain (see
     /// [`Automaton::reads_chars`]); `u32::MAX` when the run never ends.
     char_run: Vec<u32>,
+    /// Minimized and canonically numbered: equal languages (and rule references) give equal
+    /// [`Automaton::encode`] output. Automata built without minimization (large, unique ones) only
+    /// encode equally when built from the same expression.
+    minimal: bool,
 }
 
 impl Automaton {
@@ -63,6 +69,12 @@ impl Automaton {
     #[inline]
     pub(crate) fn rule_edges(&self, state: u32) -> &[(u32, u32)] {
         &self.rule_edges[state as usize]
+    }
+
+    /// Whether the automaton was minimized and numbered canonically (see the field).
+    #[inline]
+    pub(crate) fn is_minimal(&self) -> bool {
+        self.minimal
     }
 
     /// Whether `state` is final.
@@ -267,18 +279,29 @@ impl Automaton {
     /// choice of components is correct, this one makes them small and alike.
     pub(crate) fn byte_sccs(&self) -> Vec<u32> {
         let n = self.len();
-        let succ = |v: usize| -> Vec<u32> {
-            let mut out: Vec<u32> = (0..=255u8)
-                .filter(|b| !b"\",:{}[]".contains(b))
-                .map(|b| self.next(v as u32, b))
-                .filter(|&t| t != DEAD)
-                .collect();
-            out.sort_unstable();
-            out.dedup();
-            out
-        };
-        let succ: Vec<Vec<u32>> = (0..n).map(succ).collect();
-        strongly_connected(&succ)
+        // Classes holding a byte other than a structural one; all bytes of a class go alike.
+        let mut open = vec![false; self.nclasses];
+        for b in 0..=255u8 {
+            if !b"\",:{}[]".contains(&b) {
+                open[self.classes[b as usize] as usize] = true;
+            }
+        }
+        // Successor lists back to back (`offsets[v]..offsets[v + 1]`), deduplicated by stamp.
+        let mut offsets = Vec::with_capacity(n + 1);
+        let mut targets: Vec<u32> = Vec::new();
+        let mut last = vec![u32::MAX; n];
+        offsets.push(0);
+        for v in 0..n {
+            let row = &self.trans[v * self.nclasses..(v + 1) * self.nclasses];
+            for (&t, _) in row.iter().zip(&open).filter(|(_, o)| **o) {
+                if t != DEAD && last[t as usize] != v as u32 {
+                    last[t as usize] = v as u32;
+                    targets.push(t);
+                }
+            }
+            offsets.push(targets.len());
+        }
+        strongly_connected(n, |v| &targets[offsets[v]..offsets[v + 1]])
     }
 
     /// Canonical encoding of the component `scc` seen from `state`: states numbered breadth-first
@@ -334,9 +357,10 @@ impl Automaton {
             rule_edges: std::mem::take(&mut self.rule_edges),
             finals: std::mem::take(&mut self.finals),
         };
+        let minimal = self.minimal;
         match dfa.trim().map(|d| d.canonical()) {
             Some(d) => {
-                *self = d.into_automaton();
+                *self = d.into_automaton(minimal);
                 true
             }
             None => false,
@@ -392,7 +416,7 @@ impl Nfa<'_> {
             if refs {
                 return Err(BuildError::Regex("rule references inside a restriction".into()));
             }
-            build(e, &no_rules, &|_| None, nfa.max_states, nfa.deadline)
+            build(e, &no_rules, &|_| None, nfa.max_states, nfa.deadline, usize::MAX)
         };
         let mut parts = vec![part(base, self)?];
         for e in and {
@@ -658,6 +682,7 @@ pub(crate) fn build<'a>(
     inline: &'a dyn Fn(u32) -> Option<&'a Expr>,
     max_states: usize,
     deadline: Instant,
+    minimize_up_to: usize,
 ) -> Result<Automaton, BuildError> {
     let mut nfa = Nfa {
         edges: Vec::new(),
@@ -675,14 +700,18 @@ pub(crate) fn build<'a>(
         Some(d) => d,
         None => return Ok(empty_automaton()),
     };
-    let dfa = dfa.minimize(deadline)?;
-    let a = dfa.canonical().into_automaton();
+    // Minimization pays off where automata are shared (equal languages, equal encodings); a large
+    // automaton built once for one grammar is used as the subset construction leaves it.
+    if dfa.len() > minimize_up_to {
+        return Ok(dfa.into_automaton(false));
+    }
+    let a = dfa.minimize(deadline)?.canonical().into_automaton(true);
     Ok(a)
 }
 
 /// Whether the rule-free expression `e` matches `text` exactly (`None` if it cannot be built).
 pub(crate) fn matches(e: &Expr, text: &[u8], deadline: Instant) -> Option<bool> {
-    let a = build(e, &|_| None, &|_| None, 100_000, deadline).ok()?;
+    let a = build(e, &|_| None, &|_| None, 100_000, deadline, usize::MAX).ok()?;
     let mut s = 0;
     for &b in text {
         s = a.next(s, b);
@@ -696,7 +725,7 @@ pub(crate) fn matches(e: &Expr, text: &[u8], deadline: Instant) -> Option<bool> 
 /// An automaton whose language is empty (a rule that can never match).
 fn empty_automaton() -> Automaton {
     Dfa { classes: [0; 256], nclasses: 1, trans: vec![DEAD], rule_edges: vec![Vec::new()], finals: vec![false] }
-        .into_automaton()
+        .into_automaton(true)
 }
 
 fn closure(edges: &[Vec<(Label, u32)>], set: &mut Vec<u32>, mark: &mut [u32], stamp: u32) {
@@ -1162,7 +1191,7 @@ impl Dfa {
         Dfa { classes, nclasses, trans, rule_edges, finals }
     }
 
-    fn into_automaton(self) -> Automaton {
+    fn into_automaton(self, minimal: bool) -> Automaton {
         let n = self.len();
         let mut scannable = vec![false; n];
         let mut self_loop = vec![[0u64; 4]; n];
@@ -1187,6 +1216,7 @@ impl Dfa {
             self_loop,
             char_loop: Vec::new(),
             char_run: Vec::new(),
+            minimal,
         };
         a.char_loop = (0..n as u32).map(|s| a.loops_on_all_multibyte(s)).collect();
         a.char_run = a.char_runs();
@@ -1197,8 +1227,7 @@ impl Dfa {
 /// The strongly connected component of every node of a graph given by successor lists, numbered
 /// in the order Tarjan's algorithm closes them. Iterative: graphs come from untrusted input, so no
 /// recursion on their shape.
-pub(crate) fn strongly_connected(succ: &[Vec<u32>]) -> Vec<u32> {
-    let n = succ.len();
+pub(crate) fn strongly_connected<'a>(n: usize, succ: impl Fn(usize) -> &'a [u32]) -> Vec<u32> {
     let mut index = vec![u32::MAX; n];
     let mut low = vec![0u32; n];
     let mut on_stack = vec![false; n];
@@ -1217,8 +1246,9 @@ pub(crate) fn strongly_connected(succ: &[Vec<u32>]) -> Vec<u32> {
         stack.push(root);
         on_stack[root] = true;
         while let Some(&mut (v, ref mut ci)) = call.last_mut() {
-            if *ci < succ[v].len() {
-                let w = succ[v][*ci] as usize;
+            let next_succ = succ(v);
+            if *ci < next_succ.len() {
+                let w = next_succ[*ci] as usize;
                 *ci += 1;
                 if index[w] == u32::MAX {
                     index[w] = next;
@@ -1260,7 +1290,7 @@ mod tests {
     fn automaton(text: &str) -> Automaton {
         let g = Grammar::parse(text).expect("parses");
         let deadline = Instant::now() + Duration::from_secs(5);
-        build(&g.rules()[0].expr, &|r| Some(r), &|_| None, 100_000, deadline).expect("builds")
+        build(&g.rules()[0].expr, &|r| Some(r), &|_| None, 100_000, deadline, usize::MAX).expect("builds")
     }
 
     fn matches(a: &Automaton, s: &[u8]) -> bool {

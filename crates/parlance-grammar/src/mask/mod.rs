@@ -169,9 +169,9 @@ pub(crate) fn entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<Arc<Ma
     if let Some(e) = slot.get() {
         return Ok(e.clone());
     }
-    // Large automata are whole schemas, unlikely to recur: their entries stay local and their (costly)
-    // structural key is never computed.
-    let pooled = g.pool_size(rule) <= POOL_MAX_STATES;
+    // Large and unminimized automata are whole schemas, unlikely to recur: their entries stay local
+    // and their (costly) structural key is never computed.
+    let pooled = g.pool_size(rule) <= POOL_MAX_STATES && g.tables.rules[rule as usize].is_minimal();
     let key = pooled.then(|| g.key(rule));
     let e = match key.and_then(|k| g.vocab.pool.get(k, state)) {
         Some(e) => e,
