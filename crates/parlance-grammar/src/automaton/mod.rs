@@ -108,69 +108,106 @@ impl Automaton {
 
     /// Whether `state` reads any `chars` characters in a row, each a JSON-string character without
     /// an escape (a byte in `0x20..=0x7F` other than `"` and `\\`, or a well-formed multi-byte
-    /// character), the last one possibly cut short, without dying. True of a string's inside and
-    /// of a length-counting chain (`maxLength`) with that many characters left, where no state
-    /// loops and [`Automaton::loops_on_chars`] cannot help.
+    /// character), the last one possibly cut short, without dying. True of a string's inside, of a
+    /// length-counting chain (`maxLength`) with that many characters left, and of the states of an
+    /// unanchored `pattern` (every character keeps the search alive), where no state loops and
+    /// [`Automaton::loops_on_chars`] cannot help.
     #[inline]
     pub(crate) fn reads_chars(&self, state: u32, chars: u32) -> bool {
         chars > 0 && self.char_run[state as usize] >= chars
     }
 
-    /// The state every JSON-string character (see [`Automaton::reads_chars`]) leads to from
-    /// `state`, if it is one and the same for all of them.
-    fn plain_char_target(&self, state: u32) -> Option<u32> {
-        let v = self.next(state, b'a');
-        if v == DEAD || (0x20..=0x7Fu8).any(|b| b != b'"' && b != b'\\' && self.next(state, b) != v) {
-            return None;
-        }
-        if !self.multibyte_all_reach(state, v) {
-            return None;
-        }
-        Some(v)
+    /// How many JSON-string characters `state` reads for certain (see [`Automaton::reads_chars`]);
+    /// `u32::MAX` when there is no end.
+    #[inline]
+    pub(crate) fn char_run(&self, state: u32) -> u32 {
+        self.char_run[state as usize]
     }
 
-    /// [`Automaton::reads_chars`]'s run lengths: the character targets form a functional graph;
-    /// a path into a cycle never ends.
-    fn char_runs(&self) -> Vec<u32> {
-        let n = self.len();
-        // Cheap filter first: a state whose `a` and `"`-free ASCII do not agree has no target.
-        let target: Vec<Option<u32>> = (0..n as u32).map(|s| self.plain_char_target(s)).collect();
-        const UNKNOWN: u32 = u32::MAX - 1;
-        let mut run = vec![UNKNOWN; n];
-        // on_path[x] == s + 1: x is on the path followed from s.
-        let mut on_path = vec![0usize; n];
-        let mut path: Vec<usize> = Vec::new();
-        for s in 0..n {
-            if run[s] != UNKNOWN {
+    /// The states the JSON-string characters (see [`Automaton::reads_chars`]) lead to from `state`,
+    /// into `out`; `false` if one of them, or a cut-short prefix of one, dies.
+    fn char_targets(&self, state: u32, out: &mut Vec<u32>, cur: &mut Vec<u32>, next: &mut Vec<u32>) -> bool {
+        out.clear();
+        let add = |v: &mut Vec<u32>, t: u32| {
+            if !v.contains(&t) {
+                v.push(t);
+            }
+        };
+        for b in 0x20..=0x7Fu8 {
+            if b == b'"' || b == b'\\' {
                 continue;
             }
-            // Follow targets until a known run, a dead end or a state already on this path.
-            path.clear();
-            let mut cur = s;
-            let end = loop {
-                if run[cur] != UNKNOWN {
-                    break run[cur];
-                }
-                if on_path[cur] == s + 1 {
-                    break u32::MAX;
-                }
-                on_path[cur] = s + 1;
-                path.push(cur);
-                match target[cur] {
-                    Some(t) => cur = t as usize,
-                    None => break 0,
-                }
-            };
-            // `end` is the run after the last state on the path (0 when that state has no target).
-            let mut acc = end;
-            for &p in path.iter().rev() {
-                acc = match target[p] {
-                    None => 0,
-                    Some(_) if acc == u32::MAX => u32::MAX,
-                    Some(_) => acc.saturating_add(1).min(u32::MAX - 2),
-                };
-                run[p] = acc;
+            let t = self.next(state, b);
+            if t == DEAD {
+                return false;
             }
+            add(out, t);
+        }
+        let lo = char::from_u32(0x80).expect("valid");
+        let hi = char::from_u32(0x10FFFF).expect("valid");
+        for seq in Utf8Sequences::new(lo, hi) {
+            cur.clear();
+            cur.push(state);
+            for r in seq.as_slice() {
+                next.clear();
+                for &s in cur.iter() {
+                    let mut last_class = None;
+                    for b in r.start..=r.end {
+                        // Bytes of one class go alike.
+                        let class = self.classes[b as usize];
+                        if last_class == Some(class) {
+                            continue;
+                        }
+                        last_class = Some(class);
+                        let t = self.next(s, b);
+                        if t == DEAD {
+                            return false;
+                        }
+                        add(next, t);
+                    }
+                }
+                std::mem::swap(cur, next);
+            }
+            for &t in cur.iter() {
+                add(out, t);
+            }
+        }
+        true
+    }
+
+    /// [`Automaton::reads_chars`]'s run lengths: a state that some character kills reads none;
+    /// any other reads one more than the least of the states its characters lead to; a state that
+    /// never reaches one of the first kind reads without end. Breadth-first from the first kind
+    /// over reversed character transitions.
+    fn char_runs(&self) -> Vec<u32> {
+        let n = self.len();
+        let mut run = vec![u32::MAX; n];
+        // Reversed character transitions, back to back per target.
+        let mut edges: Vec<(u32, u32)> = Vec::new();
+        let mut queue: Vec<u32> = Vec::new();
+        let (mut out, mut cur, mut next) = (Vec::new(), Vec::new(), Vec::new());
+        for s in 0..n as u32 {
+            // Cheap filter first: most states (outside strings) die on some letter.
+            if self.next(s, b'a') == DEAD || !self.char_targets(s, &mut out, &mut cur, &mut next) {
+                run[s as usize] = 0;
+                queue.push(s);
+                continue;
+            }
+            edges.extend(out.iter().map(|&t| (t, s)));
+        }
+        edges.sort_unstable();
+        let mut i = 0;
+        while i < queue.len() {
+            let t = queue[i];
+            let d = run[t as usize];
+            let lo = edges.partition_point(|e| e.0 < t);
+            for &(_, s) in edges[lo..].iter().take_while(|e| e.0 == t) {
+                if run[s as usize] == u32::MAX {
+                    run[s as usize] = (d + 1).min(u32::MAX - 1);
+                    queue.push(s);
+                }
+            }
+            i += 1;
         }
         run
     }
@@ -243,7 +280,14 @@ impl Automaton {
             for r in seq.as_slice() {
                 let mut next = Vec::new();
                 for &s in &cur {
+                    let mut last_class = None;
                     for b in r.start..=r.end {
+                        // Bytes of one class go alike.
+                        let class = self.classes[b as usize];
+                        if last_class == Some(class) {
+                            continue;
+                        }
+                        last_class = Some(class);
                         let t = self.next(s, b);
                         if t == DEAD {
                             return false;
@@ -1321,6 +1365,27 @@ mod tests {
         assert!(!matches(&a, b"a"));
         assert!(!matches(&a, &[0xC3]));
         assert!(!matches(&a, &[0xED, 0xA0, 0x80]), "surrogates are not characters");
+    }
+
+    #[test]
+    fn character_runs_of_strings_chains_and_searches() {
+        // After the opening quote: a string's inside reads without end; a chain with 3 characters
+        // left reads 3; a search for "ab" reads without end whatever it has seen (every character
+        // keeps it alive), though no state loops on every character.
+        let plain = r#"[^"\\\x00-\x1f]"#;
+        let inside = automaton(&format!("root ::= \"\\\"\" {plain}* \"\\\"\""));
+        let chain = automaton(&format!("root ::= \"\\\"\" {plain}{{0,3}} \"\\\"\""));
+        let search = automaton(&format!("root ::= \"\\\"\" {plain}* \"ab\" {plain}* \"\\\"\""));
+        let after_quote = |a: &Automaton| a.next(0, b'"');
+        assert_eq!(inside.char_run(0), 0, "the quote itself is not a string character");
+        assert_eq!(inside.char_run(after_quote(&inside)), u32::MAX);
+        assert_eq!(chain.char_run(after_quote(&chain)), 3);
+        assert_eq!(chain.char_run(chain.next(after_quote(&chain), b'x')), 2);
+        let s = after_quote(&search);
+        assert_eq!(search.char_run(s), u32::MAX);
+        assert_ne!(search.next(s, b'a'), s, "seeing `a` moves the search on");
+        assert_eq!(search.char_run(search.next(s, b'a')), u32::MAX);
+        assert!(search.reads_chars(search.next(s, b'a'), 1000));
     }
 
     #[test]

@@ -24,6 +24,18 @@ pub(crate) enum Accepted {
     Bits(Vec<u32>),
     /// Every normal (non-special) token except these ids.
     AllExcept(Vec<u32>),
+    /// The tokens of at most `k` JSON-string characters (one set per vocabulary and `k`, shared by
+    /// every state that reads `k` such characters for certain: a string's inside, a `maxLength`
+    /// chain) and these ids.
+    PlainAnd(Arc<PlainSet>, Vec<u32>),
+}
+
+/// The tokens that are JSON-string characters only, at most `k` of them, as a mask and as trie
+/// positions.
+#[derive(Debug)]
+pub(crate) struct PlainSet {
+    words: Vec<u32>,
+    positions: PosBits,
 }
 
 /// The cached token classification of one scannable item.
@@ -37,7 +49,7 @@ pub(crate) struct MaskEntry {
 impl MaskEntry {
     fn bytes(&self) -> usize {
         let a = match &self.accepted {
-            Accepted::Ids(v) | Accepted::Bits(v) | Accepted::AllExcept(v) => v.len(),
+            Accepted::Ids(v) | Accepted::Bits(v) | Accepted::AllExcept(v) | Accepted::PlainAnd(_, v) => v.len(),
         };
         (a + self.uncertain.len()) * 4 + 64
     }
@@ -53,6 +65,14 @@ impl MaskEntry {
             Accepted::Bits(bits) => {
                 for (m, b) in mask.iter_mut().zip(bits) {
                     *m |= b;
+                }
+            }
+            Accepted::PlainAnd(plain, ids) => {
+                for (m, b) in mask.iter_mut().zip(&plain.words) {
+                    *m |= b;
+                }
+                for &id in ids {
+                    mask[id as usize / 32] |= 1 << (id % 32);
                 }
             }
             Accepted::AllExcept(ids) => {
@@ -88,6 +108,8 @@ struct PoolInner {
     map: HashMap<PoolKey, PoolBucket>,
     /// Per component shape: trie nodes whose whole subtree stays inside the component.
     components: HashMap<Vec<u32>, Arc<PosBits>>,
+    /// Per `k`, the tokens of at most `k` JSON-string characters.
+    plain: HashMap<u32, Arc<PlainSet>>,
     bytes: usize,
     len: usize,
 }
@@ -118,6 +140,32 @@ impl MaskPool {
         }
         p.bytes += add;
         p.components.insert(key, flags);
+    }
+
+    /// The tokens of at most `k` JSON-string characters (computed once per `k`).
+    fn plain_set(&self, vocab: &TokenVocab, k: u32) -> Arc<PlainSet> {
+        if let Some(set) = self.inner.lock().ok().and_then(|p| p.plain.get(&k).cloned()) {
+            return set;
+        }
+        let mut words = vec![0u32; vocab.mask_words()];
+        let mut positions = PosBits::new(vocab.sorted_len());
+        for p in 0..vocab.sorted_len() as u32 {
+            let chars = vocab.plain_at(p);
+            if chars > 0 && chars <= k {
+                positions.set(p);
+                let id = vocab.id_at(p);
+                words[id as usize / 32] |= 1 << (id % 32);
+            }
+        }
+        let set = Arc::new(PlainSet { words, positions });
+        if let Ok(mut p) = self.inner.lock() {
+            let add = set.words.len() * 4 + set.positions.0.len() * 8;
+            if p.bytes + add <= POOL_MAX_BYTES {
+                p.bytes += add;
+                p.plain.insert(k, set.clone());
+            }
+        }
+        set
     }
 
     fn insert(&self, key: &(u64, Arc<[u32]>), state: u32, entry: Arc<MaskEntry>) {
@@ -191,7 +239,7 @@ const POOL_MAX_STATES: usize = 4_000;
 
 /// Components (strongly connected byte-transition regions, such as the inside of a JSON string)
 /// larger than this are not shared.
-const COMPONENT_MAX: usize = 256;
+const COMPONENT_MAX: usize = 32;
 
 /// Classifies every token for item `(rule, state)`. While the path stays on automaton states that
 /// predict nothing, the walk is a plain DFA walk; below a state with rule references an Earley parser
@@ -212,7 +260,7 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry
         // Completing before the first byte is not "uncertain": the chart's closure has already
         // advanced the parents, whose own entries cover those tokens.
         earley_walk(tables, vocab, &mut parser, 0, false, &mut accepted, &mut uncertain)?;
-        return Ok(make_entry(vocab, &accepted, uncertain));
+        return Ok(make_entry(vocab, &accepted, uncertain, None));
     }
     let sccs = g.sccs(rule);
     let comp = sccs[state as usize];
@@ -301,7 +349,10 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry
         }
         vocab.pool.insert_component(key, Arc::new(flag));
     }
-    Ok(make_entry(vocab, &accepted, uncertain))
+    // The plain tokens this state reads for certain are one shared set; the entry keeps the rest.
+    let run = a.char_run(state).min(vocab.max_plain());
+    let plain = (run > 0).then(|| vocab.pool.plain_set(vocab, run));
+    Ok(make_entry(vocab, &accepted, uncertain, plain))
 }
 
 /// Earley walk over the subtree of trie node `top` (the whole trie for node 0); `parser` is positioned
@@ -353,40 +404,47 @@ fn earley_walk(
     Ok(())
 }
 
-fn make_entry(vocab: &TokenVocab, accepted: &PosBits, uncertain: Vec<u32>) -> MaskEntry {
+fn make_entry(vocab: &TokenVocab, accepted: &PosBits, uncertain: Vec<u32>, plain: Option<Arc<PlainSet>>) -> MaskEntry {
     let n = vocab.sorted_len();
-    let count: usize = accepted.0.iter().map(|w| w.count_ones() as usize).sum();
     let small = vocab.len() / 48;
-    // Calls `f` with the id at every position whose bit equals `want`.
-    let each = |want: bool, f: &mut dyn FnMut(u32)| {
-        for (w, &word) in accepted.0.iter().enumerate() {
+    // The ids at the positions of `words` whose bits equal `want`, sorted.
+    let ids = |words: &[u64], want: bool| {
+        let mut out = Vec::new();
+        for (w, &word) in words.iter().enumerate() {
             let mut bits = if want { word } else { !word };
             while bits != 0 {
                 let p = w * 64 + bits.trailing_zeros() as usize;
                 if p >= n {
                     break;
                 }
-                f(vocab.id_at(p as u32));
+                out.push(vocab.id_at(p as u32));
                 bits &= bits - 1;
             }
         }
-    };
-    let positions = |want: bool| {
-        let mut out = Vec::new();
-        each(want, &mut |id| out.push(id));
+        out.sort_unstable();
         out
     };
-    let accepted = if count <= small {
-        let mut ids = positions(true);
-        ids.sort_unstable();
-        Accepted::Ids(ids)
-    } else if n - count <= small {
-        let mut ids = positions(false);
-        ids.sort_unstable();
-        Accepted::AllExcept(ids)
+    let count = |words: &[u64]| words.iter().map(|w| w.count_ones() as usize).sum::<usize>();
+    // The walk accepts every plain token the state reads for certain; checked all the same, since a
+    // mask must never allow a token the walk rejected.
+    if let Some(plain) = plain
+        && plain.positions.0.iter().zip(&accepted.0).all(|(p, a)| p & !a == 0)
+    {
+        let rest: Vec<u64> = accepted.0.iter().zip(&plain.positions.0).map(|(a, p)| a & !p).collect();
+        if count(&rest) <= small {
+            return MaskEntry { accepted: Accepted::PlainAnd(plain, ids(&rest, true)), uncertain };
+        }
+    }
+    let total = count(&accepted.0);
+    let accepted = if total <= small {
+        Accepted::Ids(ids(&accepted.0, true))
+    } else if n - total <= small {
+        Accepted::AllExcept(ids(&accepted.0, false))
     } else {
         let mut bits = vec![0u32; vocab.mask_words()];
-        each(true, &mut |id| bits[id as usize / 32] |= 1 << (id % 32));
+        for id in ids(&accepted.0, true) {
+            bits[id as usize / 32] |= 1 << (id % 32);
+        }
         Accepted::Bits(bits)
     };
     MaskEntry { accepted, uncertain }

@@ -62,6 +62,11 @@ pub struct TokenVocab {
     nodes: Vec<TrieNode>,
     /// Bitset (mask words) of the normal tokens.
     normal: Vec<u32>,
+    /// Per sorted position, how many JSON-string characters the token is (as
+    /// [`TrieNode::plain_chars`] counts them), or 0 if it holds anything else.
+    plain: Vec<u32>,
+    /// The largest entry of `plain`.
+    max_plain: u32,
     pub(crate) pool: MaskPool,
 }
 
@@ -86,7 +91,19 @@ impl TokenVocab {
         for &id in &sorted {
             normal[id as usize / 32] |= 1 << (id % 32);
         }
-        Ok(TokenVocab { tokens, special, eos: eos_ids.to_vec(), sorted, nodes, normal, pool: MaskPool::default() })
+        let plain: Vec<u32> = sorted.iter().map(|&id| plain_chars(&tokens[id as usize])).collect();
+        let max_plain = plain.iter().copied().max().unwrap_or(0);
+        Ok(TokenVocab {
+            tokens,
+            special,
+            eos: eos_ids.to_vec(),
+            sorted,
+            nodes,
+            normal,
+            plain,
+            max_plain,
+            pool: MaskPool::default(),
+        })
     }
 
     /// Number of token ids (the mask covers this many bits).
@@ -141,10 +158,34 @@ impl TokenVocab {
         self.sorted[pos as usize]
     }
 
+    /// The JSON-string characters of the token at sorted position `pos` (0: not only those).
+    #[inline]
+    pub(crate) fn plain_at(&self, pos: u32) -> u32 {
+        self.plain[pos as usize]
+    }
+
+    /// The most JSON-string characters of any token.
+    pub(crate) fn max_plain(&self) -> u32 {
+        self.max_plain
+    }
+
     #[inline]
     pub(crate) fn bytes_at(&self, pos: u32) -> &[u8] {
         &self.tokens[self.sorted[pos as usize] as usize]
     }
+}
+
+/// How many JSON-string characters without escapes `bytes` is (see [`TrieNode::plain_chars`]), or 0.
+fn plain_chars(bytes: &[u8]) -> u32 {
+    let utf8_prefix = match std::str::from_utf8(bytes) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none(),
+    };
+    if !utf8_prefix || bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+        return 0;
+    }
+    // Characters (a cut-short one included) start with a non-continuation byte.
+    bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count() as u32
 }
 
 fn build_trie(tokens: &[Vec<u8>], sorted: &[u32]) -> Vec<TrieNode> {

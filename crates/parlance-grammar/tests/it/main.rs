@@ -22,4 +22,7 @@ term ::= [0-9]+ | "(" expr ")" | "-" term"#;
 item ::= "\"" [a-c]{0,5} "\"" | /[0-9]{1,3}(\.[0-9]+)?/"#;
     /// A length-bounded JSON string (a counting chain: no state loops), then a key.
     pub const BOUNDED: &str = r#"root ::= "\"" ( [^"\\\x00-\x1f] | "\\" ["\\/bfnrt] ){0,6} "\":1""#;
+    /// A string that must contain three of `a`-`c` in a row (an unanchored `pattern`: no state loops,
+    /// yet every character keeps the search alive).
+    pub const SEARCH: &str = r#"root ::= "\"" [^"\\\x00-\x1f]* [a-c]{3} [^"\\\x00-\x1f]* "\"""#;
 }
