@@ -1768,7 +1768,20 @@ impl Machine {
                 } else if c == '\\' {
                     escape = true;
                 } else if c == q {
-                    in_quote = None;
+                    // A top-level string ends at a quote that the format's next marker follows;
+                    // another is a quote the model left unescaped inside it (`'sed -n '1,2p' f'`).
+                    if depth > 0 {
+                        in_quote = None;
+                        continue;
+                    }
+                    match self.quote_closes(tools, value_suffix, &rest[i + c.len_utf8()..]) {
+                        Some(true) => in_quote = None,
+                        Some(false) => {}
+                        None => {
+                            *literal = before;
+                            return None;
+                        }
+                    }
                 }
                 continue;
             }
@@ -1798,6 +1811,77 @@ impl Machine {
             *literal = LiteralScan { pos: rest.len(), depth, in_quote, escape };
             None
         }
+    }
+
+    /// Whether a quote closing a top-level literal string is followed by what may follow a value
+    /// (`after` is the text after the quote): the value suffix, the call end then another call or
+    /// the section end, the argument separator then `name=`, or the end of the output. `None`
+    /// while the text so far cannot tell.
+    fn quote_closes(&self, tools: &ToolSyntax, value_suffix: &str, after: &str) -> Option<bool> {
+        let after = after.trim_start();
+        let undecided = || if self.eof { Some(false) } else { None };
+        if after.is_empty() {
+            return if self.eof { Some(true) } else { None };
+        }
+        let mut partial = false;
+        if self.setup.syntax.turn_end.iter().any(|m| matches!(starts_with_marker(after, m), Some(Ok(_)))) {
+            return Some(true);
+        }
+        for marker in [value_suffix, &tools.arg_value_suffix, &tools.section_end] {
+            match starts_with_marker(after, marker) {
+                _ if marker.is_empty() => {}
+                Some(Ok(_)) => return Some(true),
+                Some(Err(())) => partial = true,
+                None => {}
+            }
+        }
+        if !tools.call_end.is_empty() {
+            match starts_with_marker(after, &tools.call_end) {
+                Some(Ok(n)) => {
+                    let next = after[n..].trim_start();
+                    if next.is_empty() {
+                        return if self.eof { Some(true) } else { None };
+                    }
+                    for marker in [&tools.separator, &tools.section_end, &tools.call_start, &tools.name_prefix] {
+                        match starts_with_marker(next, marker) {
+                            _ if marker.is_empty() => {}
+                            Some(Ok(_)) => return Some(true),
+                            Some(Err(())) => partial = true,
+                            None => {}
+                        }
+                    }
+                    // Text after the turn's last call (the turn end, an EOS) ends it too.
+                    if self.setup.syntax.turn_end.iter().any(|m| matches!(starts_with_marker(next, m), Some(Ok(_)))) {
+                        return Some(true);
+                    }
+                }
+                Some(Err(())) => partial = true,
+                None => {}
+            }
+        }
+        if !tools.arg_separator.is_empty() {
+            match starts_with_marker(after, &tools.arg_separator) {
+                Some(Ok(n)) => {
+                    let next = after[n..].trim_start();
+                    let name = next.find(|c: char| !is_name_char(c)).unwrap_or(next.len());
+                    if name == next.len() {
+                        partial = true;
+                    } else if name > 0 {
+                        let rest = &next[name..];
+                        for suffix in &tools.arg_name_suffixes {
+                            match starts_with_marker(rest, suffix) {
+                                Some(Ok(_)) => return Some(true),
+                                Some(Err(())) => partial = true,
+                                None => {}
+                            }
+                        }
+                    }
+                }
+                Some(Err(())) => partial = true,
+                None => {}
+            }
+        }
+        if partial { undecided() } else { Some(false) }
     }
 
     fn emit_argument(&mut self, tools: &ToolSyntax, name: &str, raw: &str, quoted: bool, count: usize, at: usize) {
@@ -1908,11 +1992,17 @@ impl Machine {
     }
 }
 
-/// A literal that is a quoted string (`'a'`, `"a"`, with escapes) is that string, marked quoted.
+/// A literal that is a quoted string (`'a'`, `"a"`, with escapes) is that string, marked quoted;
+/// so is one whose quote also occurs unescaped inside it (`'sed -n '1,2p' f'`, the scanner having
+/// found where it ends), its escapes read as Python reads them.
 fn unquote(value: &str) -> (String, bool) {
     if value.len() >= 2 && (value.starts_with('\'') || value.starts_with('"')) {
         if let Some(Json::String(text)) = super::values::read_literal(value, true) {
             return (text, true);
+        }
+        let quote = &value[..1];
+        if value.ends_with(quote) {
+            return (super::values::python_string_body(&value[1..value.len() - 1]), true);
         }
     }
     (value.to_owned(), false)

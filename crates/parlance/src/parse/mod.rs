@@ -40,6 +40,12 @@
 //! channel formats the reasoning message stays as written (header and end included) and the
 //! headers of later messages are markers.
 //!
+//! A tagged literal string in a one-character quote (`a='x'`) ends at the quote that what may follow
+//! a value follows (the value suffix, the call end and then another call or the section end, the
+//! argument separator and `name=`, the end of the output): other quotes are quotes the model left
+//! unescaped inside it (`command='sed -n '1,2p' f'`). Its escapes are Python's; an unknown escape
+//! keeps its backslash.
+//!
 //! Tagged literals whose strings use a multi-character quote (Gemma 4's `[<|"|>a<|"|>,{k:…}]`,
 //! keys bare) are read as JSON with those strings and keys quoted, for parameters that allow
 //! arrays or objects.

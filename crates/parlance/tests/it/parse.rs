@@ -354,6 +354,23 @@ fn cdata_values_hold_the_value_suffix_verbatim() {
 }
 
 #[test]
+fn a_literal_string_ends_at_the_quote_the_next_marker_follows() {
+    // LFM2.5 writes `[f(a='x', b=1)]`; models leave quotes inside strings unescaped.
+    let output = "<|tool_call_start|>[bash(command='sed -n '360,450p' f.py', n=2)]<|tool_call_end|>";
+    let Some(got) = parse_under("LFM2.5-8B-A1B", output, json!(null)) else { return };
+    assert_eq!(got["calls"], json!([["bash", {"command": "sed -n '360,450p' f.py", "n": 2}]]), "{got}");
+    // A quote followed by the call end but not by what follows a call is inside the string; an
+    // unknown escape keeps its backslash, as in Python.
+    let output = "<|tool_call_start|>[bash(command='python -c \"f(x='\\,')\"')]<|tool_call_end|>";
+    let got = parse_under("LFM2.5-8B-A1B", output, json!(null)).unwrap();
+    assert_eq!(got["calls"], json!([["bash", {"command": "python -c \"f(x='\\,')\""}]]), "{got}");
+    // Well-formed strings and parallel calls read as before.
+    let output = "<|tool_call_start|>[f(a='it\\'s', b='x'), g(c='y')]<|tool_call_end|>";
+    let got = parse_under("LFM2.5-8B-A1B", output, json!(null)).unwrap();
+    assert_eq!(got["calls"], json!([["f", {"a": "it's", "b": "x"}], ["g", {"c": "y"}]]), "{got}");
+}
+
+#[test]
 fn content_opener_after_unseparated_reasoning_is_a_marker() {
     let output = "<|START_THINKING|>hm<|END_THINKING|><|START_RESPONSE|>Hi<|END_RESPONSE|>";
     let options = ParseOptions { separate_reasoning: Some(false), ..ParseOptions::default() };
