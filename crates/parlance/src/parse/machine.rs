@@ -1110,8 +1110,31 @@ impl Machine {
                 match status {
                     JsonScan::More => {
                         if self.eof {
-                            // Cut before the JSON closed: nothing was emitted, so it stays content.
-                            return Err("output ends inside a JSON tool call".into());
+                            // Cut before the JSON closed: the calls whose name was read are kept,
+                            // the last with what arrived of its arguments; with no name read,
+                            // nothing was emitted, so it stays content.
+                            let text = &self.buf[from..];
+                            let start = from + (text.len() - text.trim_start().len());
+                            let Some(calls) =
+                                tools.json.as_ref().and_then(|f| read_cut_json_calls(f, &self.buf[start..]))
+                            else {
+                                return Err("output ends inside a JSON tool call".into());
+                            };
+                            if section.trigger_at == start {
+                                self.enter_section(section);
+                            }
+                            let end = self.buf.len();
+                            self.span(SpanKind::Whitespace, self.pos, start);
+                            self.span(SpanKind::ToolArguments, start, end);
+                            self.pos = end;
+                            section.committed = true;
+                            for call in calls {
+                                self.emit_json_call(call, start);
+                                section.calls += 1;
+                            }
+                            self.issue("truncated-call", end, "the output ends inside a JSON tool call");
+                            section.phase = Phase::CallEnd;
+                            return Ok(Step::Again);
                         }
                         section.phase = Phase::JsonCall { from, scan };
                         Ok(Step::Wait)
@@ -2122,6 +2145,82 @@ fn read_json_calls(tools: &ToolSyntax, text: &str) -> Option<Vec<JsonCall>> {
         calls.push(read_json_call(fields, item, 0)?);
     }
     (!calls.is_empty()).then_some(calls)
+}
+
+/// Reads JSON call objects (one, or an array of them) from text cut before the value closed: the
+/// whole calls, then the cut one when its name was read, with its arguments as far as they arrived
+/// (empty when they had not begun). `None` when no call's name was read. The cut object is read
+/// flat (name, id and arguments keys at its top level).
+fn read_cut_json_calls(fields: &crate::format::JsonCallFields, text: &str) -> Option<Vec<JsonCall>> {
+    let mut calls = Vec::new();
+    let mut rest = text.trim_start();
+    if let Some(items) = rest.strip_prefix('[') {
+        rest = items;
+        loop {
+            rest = rest.trim_start();
+            let mut scan = JsonEnd::default();
+            match scan.scan(rest, false) {
+                JsonScan::End(n) => {
+                    let item: &RawValue = serde_json::from_str(&rest[..n]).ok()?;
+                    calls.push(read_json_call(fields, item, 0)?);
+                    rest = rest[n..].trim_start();
+                    rest = rest.strip_prefix(',')?;
+                }
+                JsonScan::More => break,
+                JsonScan::Invalid(_) => return None,
+            }
+        }
+    }
+    let cut = read_cut_object(rest);
+    let string =
+        |key: &str| cut.iter().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str::<String>(v).ok());
+    let name = [fields.name.as_str(), "name"].into_iter().filter(|k| !k.is_empty()).find_map(string);
+    match name.filter(|n| !n.is_empty()) {
+        Some(name) => {
+            let arguments = [fields.arguments.as_str(), "arguments", "parameters"]
+                .into_iter()
+                .filter(|k| !k.is_empty())
+                .find_map(|k| cut.iter().find(|(key, _)| key == k))
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            let id =
+                [fields.id.as_deref().unwrap_or("id"), "id", "tool_call_id", "call_id"].into_iter().find_map(string);
+            calls.push(JsonCall { name, id, arguments });
+        }
+        None if calls.is_empty() => return None,
+        None => {}
+    }
+    Some(calls)
+}
+
+/// The members of a JSON object cut short, in order: `(key, raw value)`, the last value possibly
+/// cut (its text so far); members whose key is cut are left out.
+fn read_cut_object(text: &str) -> Vec<(String, String)> {
+    let mut members = Vec::new();
+    let Some(mut rest) = text.trim_start().strip_prefix('{') else { return members };
+    loop {
+        rest = rest.trim_start();
+        let mut scan = JsonEnd::default();
+        let JsonScan::End(n) = scan.scan(rest, false) else { return members };
+        let Ok(key) = serde_json::from_str::<String>(&rest[..n]) else { return members };
+        let Some(after) = rest[n..].trim_start().strip_prefix(':') else { return members };
+        let value = after.trim_start();
+        let mut scan = JsonEnd::default();
+        match scan.scan(value, false) {
+            JsonScan::End(n) => {
+                members.push((key, value[..n].to_owned()));
+                match value[n..].trim_start().strip_prefix(',') {
+                    Some(next) => rest = next,
+                    None => return members,
+                }
+            }
+            JsonScan::More => {
+                members.push((key, value.to_owned()));
+                return members;
+            }
+            JsonScan::Invalid(_) => return members,
+        }
+    }
 }
 
 fn read_json_call(fields: &crate::format::JsonCallFields, item: &RawValue, depth: usize) -> Option<JsonCall> {

@@ -13,7 +13,9 @@
 //!   `malformed-arguments`; later calls are parsed as usual;
 //! - output cut inside a call whose name was read (tagged and name-in-marker formats): the call is
 //!   kept with what arrived (tagged arguments are closed so they stay valid JSON), issue
-//!   `truncated-call`; a JSON call object cut before it closed is unparsed (content, `unparsed-call`);
+//!   `truncated-call`; so is a JSON call (or array of calls) cut before it closed once a call's name
+//!   was read (calls before it whole, the cut one with the arguments text that arrived, empty if
+//!   none); cut before any name, it is unparsed (content, `unparsed-call`);
 //! - output cut inside reasoning: what arrived is `reasoning_content`, `truncated_reasoning` set;
 //! - a call marker inside reasoning: it stays reasoning, issue `call-in-reasoning`;
 //! - a tool name not among the request's tools, a parameter not in its schema, a value that does

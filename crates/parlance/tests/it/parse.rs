@@ -371,6 +371,24 @@ fn a_literal_string_ends_at_the_quote_the_next_marker_follows() {
 }
 
 #[test]
+fn json_calls_cut_after_their_name_are_kept() {
+    // Cohere2MoE writes `<|START_ACTION|>[{"tool_call_id": …, "tool_name": …, "parameters": …}]`;
+    // output cut inside the array keeps the whole calls and the cut one whose name was read.
+    let output = "r<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"f\", ";
+    let Some(got) = parse_under("Cohere2MoE", output, json!(null)) else { return };
+    assert_eq!((&got["content"], &got["calls"]), (&json!(null), &json!([["f", null]])), "{got}");
+    assert!(got["issues"].as_array().unwrap().contains(&json!("truncated-call")), "{got}");
+    let output = "r<|END_THINKING|><|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"a\", \"parameters\": {\"x\": 1}}, \
+                  {\"tool_call_id\": \"1\", \"tool_name\": \"b\", \"parameters\": {\"y\": ";
+    let got = parse_under("Cohere2MoE", output, json!(null)).unwrap();
+    assert_eq!(got["calls"], json!([["a", {"x": 1}], ["b", null]]), "{got}");
+    // Cut before a name was read: the text stays content.
+    let output = "r<|END_THINKING|><|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_na";
+    let got = parse_under("Cohere2MoE", output, json!(null)).unwrap();
+    assert_eq!((&got["calls"], &got["issues"]), (&json!([]), &json!(["unparsed-call"])), "{got}");
+}
+
+#[test]
 fn content_opener_after_unseparated_reasoning_is_a_marker() {
     let output = "<|START_THINKING|>hm<|END_THINKING|><|START_RESPONSE|>Hi<|END_RESPONSE|>";
     let options = ParseOptions { separate_reasoning: Some(false), ..ParseOptions::default() };
