@@ -1079,8 +1079,9 @@ impl Machine {
             }
             Phase::BeforeCall => self.before_call(tools, section),
             Phase::JsonCall { from, mut scan } => {
-                // Streamed when the object opens with its name, then its arguments object.
-                if let Some(fields) = tools.json.as_ref().filter(|f| streamable(f)) {
+                // Streamed when the object opens with its name, then its arguments object, unless
+                // no marker opened it (bare JSON): then only a whole call object is a call.
+                if let Some(fields) = tools.json.as_ref().filter(|f| streamable(f) && !tools.bare_json) {
                     match json_head(&self.buf[from..], fields) {
                         Head::Undecided if !self.eof => {
                             section.phase = Phase::JsonCall { from, scan };
@@ -1115,9 +1116,9 @@ impl Machine {
                             // nothing was emitted, so it stays content.
                             let text = &self.buf[from..];
                             let start = from + (text.len() - text.trim_start().len());
-                            let Some(calls) =
-                                tools.json.as_ref().and_then(|f| read_cut_json_calls(f, &self.buf[start..]))
-                            else {
+                            // Without a marker (bare JSON) only a whole call object is a call.
+                            let cut = tools.json.as_ref().filter(|_| !tools.bare_json);
+                            let Some(calls) = cut.and_then(|f| read_cut_json_calls(f, &self.buf[start..])) else {
                                 return Err("output ends inside a JSON tool call".into());
                             };
                             if section.trigger_at == start {

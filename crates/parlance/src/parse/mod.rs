@@ -15,7 +15,8 @@
 //!   kept with what arrived (tagged arguments are closed so they stay valid JSON), issue
 //!   `truncated-call`; so is a JSON call (or array of calls) cut before it closed once a call's name
 //!   was read (calls before it whole, the cut one with the arguments text that arrived, empty if
-//!   none); cut before any name, it is unparsed (content, `unparsed-call`);
+//!   none); cut before any name, it is unparsed (content, `unparsed-call`). Calls of a format with
+//!   no marker (bare JSON, Llama 3.x) are calls only as whole call objects: anything else is content;
 //! - output cut inside reasoning: what arrived is `reasoning_content`, `truncated_reasoning` set;
 //! - a call marker inside reasoning: it stays reasoning, issue `call-in-reasoning`;
 //! - a tool name not among the request's tools, a parameter not in its schema, a value that does

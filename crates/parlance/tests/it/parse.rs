@@ -389,6 +389,18 @@ fn json_calls_cut_after_their_name_are_kept() {
 }
 
 #[test]
+fn bare_json_is_a_call_only_as_a_whole_call_object() {
+    // Llama 3.1 writes a call as a bare `{"name": …, "parameters": …}`: no marker says it is one.
+    let output = "{\"name\": \"f\", \"parameters\": {\"a\": 1}}";
+    let Some(got) = parse_under("meta-llama-Llama-3.1-8B-Instruct", output, json!(null)) else { return };
+    assert_eq!((&got["content"], &got["calls"]), (&json!(null), &json!([["f", {"a": 1}]])), "{got}");
+    for output in ["{\"name\": \"f\", \"parameters\": {bad json}", "{\"name\": \"f\", \"parameters\": {\"a\":"] {
+        let got = parse_under("meta-llama-Llama-3.1-8B-Instruct", output, json!(null)).unwrap();
+        assert_eq!((&got["content"], &got["calls"]), (&json!(output), &json!([])), "{got}");
+    }
+}
+
+#[test]
 fn content_opener_after_unseparated_reasoning_is_a_marker() {
     let output = "<|START_THINKING|>hm<|END_THINKING|><|START_RESPONSE|>Hi<|END_RESPONSE|>";
     let options = ParseOptions { separate_reasoning: Some(false), ..ParseOptions::default() };
