@@ -161,6 +161,12 @@ pub struct ToolCallFormat {
     /// Non-JSON families: text between the call id and the arguments, when the id is rendered after
     /// the name (`[CALL_ID]id[ARGS]`: `name_suffix` is `[CALL_ID]`, this is `[ARGS]`).
     pub call_id_suffix: String,
+    /// The template writes the arguments as JSON only when a message hands them over as a JSON
+    /// string (the OpenAI wire shape): it prints the value itself (`'"arguments": ' +
+    /// arguments|string`), so an object raises or comes out as Python's repr. Callers rendering
+    /// for this template pass arguments as strings.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub arguments_from_string: bool,
     /// JSON families: the fields of the call object.
     pub json: Option<JsonCallFields>,
     /// Whether two calls in one turn render.
@@ -248,4 +254,8 @@ impl Format {
         }
         out
     }
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }

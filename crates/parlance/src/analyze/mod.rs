@@ -244,13 +244,16 @@ pub(crate) const WORKAROUND_LIST_APPEND: &str = "list-append-ignored";
 /// Named workaround: a generation prompt opens a tag (`<think>\n`) that no render ever closes,
 /// because the template cuts a message's content at the closing tag and never renders reasoning.
 /// The closing tag is guessed as the opener's mirror (`</think>`) and accepted only if the template
-/// demonstrably strips it: content `R</think>C` renders exactly as content `C`.
+/// demonstrably strips it: content `R</think>C` renders exactly as content `C`, as the last turn or,
+/// for templates that write the last turn as given, as a turn of the history.
 /// See: `analyze::tests` and DeepSeek-R1-Distill templates in the corpus.
 pub(crate) const WORKAROUND_MIRROR_TAG: &str = "reasoning-end-from-stripped-mirror-tag";
 
 fn stripped_mirror_tag(probe: &Probe) -> Option<(String, String)> {
     let output = probe.output(&json!({"role": "assistant", "content": CONTENT}), false, &[])?;
-    let opener = last_marker(&output.unrepeated_prompt)?;
+    // The tag the prompt leaves open: in the part the turn does not repeat, or, when the turn
+    // repeats the whole prompt (it writes the tag before the content it was given), the prompt's.
+    let opener = last_marker(&output.unrepeated_prompt).or_else(|| last_marker(&output.generation_prompt))?;
     let name = opener.strip_prefix('<')?.strip_suffix('>')?;
     if name.is_empty() || name.starts_with('/') || !name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == ':') {
         return None;
@@ -258,7 +261,16 @@ fn stripped_mirror_tag(probe: &Probe) -> Option<(String, String)> {
     let closer = format!("</{name}>");
     let with = json!({"role": "assistant", "content": format!("{REASONING}{closer}{CONTENT}")});
     let stripped = probe.output(&with, false, &[])?;
-    (stripped.text.trim() == output.text.trim()).then_some((opener, closer))
+    if stripped.text.trim() == output.text.trim() {
+        return Some((opener, closer));
+    }
+    // Or the template strips it from the turns of the history only (the last turn is written as
+    // given, NVIDIA-Nemotron-Nano-v2): the turn followed by a user message renders as without it.
+    let next = json!({"role": "user", "content": USER_2});
+    let plain = json!({"role": "assistant", "content": CONTENT});
+    let history_with = probe.render(&[with, next.clone()], false, false, &[])?;
+    let history_plain = probe.render(&[plain, next], false, false, &[])?;
+    (history_with == history_plain).then_some((opener, closer))
 }
 
 /// The markers a generation prompt with thinking switched off ends with in place of the ones

@@ -9,7 +9,7 @@
 use serde_json::{Value as Json, json};
 
 use super::diff::{common_prefix, common_suffix, find_from, json_values};
-use super::probe::{ARG_1, ARG_2, FN_1, FN_2, ID_1, ID_2, Probe, VALUE_1, VALUE_2, call};
+use super::probe::{ARG_1, ARG_2, FN_1, FN_2, ID_1, ID_2, Output, Probe, VALUE_1, VALUE_2, call};
 use crate::format::{Format, JsonCallFields, ToolCallFormat, ToolFamily};
 
 /// Analyzes tool calls into `format.tools` / `format.tool_format` and sets `format.turn_end` from
@@ -18,14 +18,45 @@ use crate::format::{Format, JsonCallFields, ToolCallFormat, ToolFamily};
 /// start of each output first.
 pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, empty_block: &str) {
     format.turn_end = content_tail.to_owned();
-    let one_call = vec![call(ID_1, FN_1, json!({ARG_1: VALUE_1}))];
-    let strip = |mut output: super::probe::Output| {
-        if !empty_block.is_empty() && output.text.starts_with(empty_block) {
-            output.text.drain(..empty_block.len());
+    // Arguments as an object (what Hugging Face callers pass), else as the JSON string of the
+    // OpenAI wire shape: some templates print arguments with `+` or `|string`, which raise on an
+    // object or print Python's repr of it, and write JSON only when handed the string.
+    let object = |value: Json| value;
+    let string = |value: Json| json!(value.to_string());
+    let one = rendered_calls(probe, empty_block, &object);
+    let found = match &one {
+        Some((one, two)) if one.text.contains(FN_1) => {
+            json_families(&one.text, format, content_tail, two.as_ref()).map(|found| (found, false))
         }
-        output
+        _ => None,
     };
-    let Some(one) = probe.output_with_calls(one_call, &[]).map(strip) else {
+    // Only where the template prints the arguments value itself: the object form raises, renders
+    // no call, or prints the object as Python's `str` does (`{'a': 'b'}`).
+    let prints_value = match &one {
+        None => true,
+        Some((one, _)) => !one.text.contains(FN_1) || one.text.contains(&format!("{{'{ARG_1}': '{VALUE_1}'}}")),
+    };
+    let found = found.or_else(|| {
+        if !prints_value {
+            return None;
+        }
+        let (one, two) = rendered_calls(probe, empty_block, &string)?;
+        if !one.text.contains(FN_1) {
+            return None;
+        }
+        // A call that opens with no marker of its own (functionary-v3.2's `>>>` sits in the
+        // generation prompt) cannot be told from content: not a finding.
+        let (family, tools) = json_families(&one.text, format, content_tail, two.as_ref())?;
+        let opened = [&tools.section_start, &tools.call_start, &tools.name_prefix].iter().any(|m| !m.trim().is_empty());
+        (opened || family == ToolFamily::JsonNative).then_some(((family, tools), true))
+    });
+    if let Some(((family, mut tools), from_string)) = found {
+        tools.arguments_from_string = from_string;
+        format.tool_format = family;
+        format.tools = Some(tools);
+        return;
+    }
+    let Some((one, two)) = one else {
         format.unsupported.push("tool calls: a message with a tool call makes the template raise".into());
         return;
     };
@@ -33,22 +64,8 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
         format.unsupported.push("tool calls: the template does not render the calls of a message".into());
         return;
     }
-    let turn_end_len = common_suffix(content_tail, &one.text);
-    format.turn_end = content_tail[content_tail.len() - turn_end_len..].to_owned();
-    let one_text = &one.text[..one.text.len() - turn_end_len];
-
-    let two_calls = vec![call(ID_1, FN_1, json!({ARG_1: VALUE_1})), call(ID_2, FN_2, json!({ARG_2: VALUE_2}))];
-    let two =
-        probe.output_with_calls(two_calls, &[]).map(strip).filter(|o| o.text.contains(FN_1) && o.text.contains(FN_2));
-    let two_text = two.as_ref().map(|o| {
-        let end = o.text.len() - common_suffix(&o.text, &format.turn_end).min(format.turn_end.len());
-        o.text[..end].to_owned()
-    });
-
-    let found = json_native(one_text, two_text.as_deref())
-        .or_else(|| tag_json(one_text, two_text.as_deref()))
-        .or_else(|| tag_tagged(probe, one_text, two_text.as_deref()));
-    match found {
+    let (one_text, two_text) = call_texts(&one.text, format, content_tail, two.as_ref());
+    match tag_tagged(probe, &one_text, two_text.as_deref()) {
         Some((family, tools)) => {
             format.tool_format = family;
             format.tools = Some(tools);
@@ -58,6 +75,59 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
             format.unsupported.push(format!("tool calls: rendered but not understood: {one_text:?}"));
         }
     }
+}
+
+/// The one-call and (when it renders both calls) two-call outputs, with `empty_block` taken off
+/// their start; `arguments` shapes the probe arguments. `None` when the one-call message raises.
+fn rendered_calls(
+    probe: &Probe,
+    empty_block: &str,
+    arguments: &dyn Fn(Json) -> Json,
+) -> Option<(Output, Option<Output>)> {
+    let strip = |mut output: Output| {
+        if !empty_block.is_empty() && output.text.starts_with(empty_block) {
+            output.text.drain(..empty_block.len());
+        }
+        output
+    };
+    let one_call = vec![call(ID_1, FN_1, arguments(json!({ARG_1: VALUE_1})))];
+    let one = probe.output_with_calls(one_call, &[]).map(strip)?;
+    let two_calls = vec![
+        call(ID_1, FN_1, arguments(json!({ARG_1: VALUE_1}))),
+        call(ID_2, FN_2, arguments(json!({ARG_2: VALUE_2}))),
+    ];
+    let two =
+        probe.output_with_calls(two_calls, &[]).map(strip).filter(|o| o.text.contains(FN_1) && o.text.contains(FN_2));
+    Some((one, two))
+}
+
+/// The call outputs without the turn end (which `format.turn_end` is set to: what every kind of
+/// turn ends with).
+fn call_texts(one: &str, format: &mut Format, content_tail: &str, two: Option<&Output>) -> (String, Option<String>) {
+    let turn_end_len = common_suffix(content_tail, one);
+    format.turn_end = content_tail[content_tail.len() - turn_end_len..].to_owned();
+    let one_text = one[..one.len() - turn_end_len].to_owned();
+    let two_text = two.map(|o| {
+        let end = o.text.len() - common_suffix(&o.text, &format.turn_end).min(format.turn_end.len());
+        o.text[..end].to_owned()
+    });
+    (one_text, two_text)
+}
+
+/// The JSON families (JSON-native, tag + JSON) read off call outputs; sets the turn end.
+fn json_families(
+    one: &str,
+    format: &mut Format,
+    content_tail: &str,
+    two: Option<&Output>,
+) -> Option<(ToolFamily, ToolCallFormat)> {
+    let turn_end = format.turn_end.clone();
+    let (one_text, two_text) = call_texts(one, format, content_tail, two);
+    let found = json_native(&one_text, two_text.as_deref()).or_else(|| tag_json(&one_text, two_text.as_deref()));
+    if found.is_none() {
+        format.turn_end = turn_end;
+    }
+    found
 }
 
 fn contains_string(value: &Json, needle: &str) -> bool {

@@ -51,7 +51,7 @@ pub fn rendered_cases(template: &ChatTemplate, format: &Format, options: &Analyz
         .into_iter()
         .filter_map(|(case, message, _)| {
             let with_tools = message.get("tool_calls").is_some();
-            let output = probe.output(&message, with_tools, &[])?;
+            let output = probe.output(&wire_message(format, &message), with_tools, &[])?;
             let repeated = output.generation_prompt.len() - output.unrepeated_prompt.len();
             let prompt = output.generation_prompt[..repeated].to_owned();
             Some(RenderedCase { case, message, output: output.text, prompt })
@@ -133,8 +133,25 @@ fn cases(format: &Format) -> Vec<(String, Json, Expected)> {
     cases
 }
 
+/// `message` as a caller renders it for `format`: arguments as JSON strings where the template
+/// needs them so (`ToolCallFormat::arguments_from_string`).
+pub(crate) fn wire_message(format: &Format, message: &Json) -> Json {
+    let mut message = message.clone();
+    if format.tools.as_ref().is_some_and(|t| t.arguments_from_string) {
+        for call in message.get_mut("tool_calls").and_then(Json::as_array_mut).into_iter().flatten() {
+            if let Some(arguments) = call.pointer_mut("/function/arguments") {
+                if !arguments.is_string() {
+                    *arguments = json!(arguments.to_string());
+                }
+            }
+        }
+    }
+    message
+}
+
 fn run_case(probe: &Probe, format: &Format, case: String, message: Json, expected: Expected) -> CaseResult {
     let with_tools = message.get("tool_calls").is_some();
+    let message = wire_message(format, &message);
     let output = probe.output(&message, with_tools, &[]);
     let dropped = |text: &str| {
         let content = !expected.content.is_empty() && !text.contains(expected.content.as_str());

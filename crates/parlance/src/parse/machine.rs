@@ -1079,8 +1079,9 @@ impl Machine {
             }
             Phase::BeforeCall => self.before_call(tools, section),
             Phase::JsonCall { from, mut scan } => {
-                // Streamed when the object opens with its name, then its arguments object.
-                if let Some(fields) = tools.json.as_ref().filter(|f| streamable(f)) {
+                // Streamed when the object opens with its name, then its arguments object, unless
+                // no marker opened it (bare JSON): then only a whole call object is a call.
+                if let Some(fields) = tools.json.as_ref().filter(|f| streamable(f) && !tools.bare_json) {
                     match json_head(&self.buf[from..], fields) {
                         Head::Undecided if !self.eof => {
                             section.phase = Phase::JsonCall { from, scan };
@@ -1110,8 +1111,31 @@ impl Machine {
                 match status {
                     JsonScan::More => {
                         if self.eof {
-                            // Cut before the JSON closed: nothing was emitted, so it stays content.
-                            return Err("output ends inside a JSON tool call".into());
+                            // Cut before the JSON closed: the calls whose name was read are kept,
+                            // the last with what arrived of its arguments; with no name read,
+                            // nothing was emitted, so it stays content.
+                            let text = &self.buf[from..];
+                            let start = from + (text.len() - text.trim_start().len());
+                            // Without a marker (bare JSON) only a whole call object is a call.
+                            let cut = tools.json.as_ref().filter(|_| !tools.bare_json);
+                            let Some(calls) = cut.and_then(|f| read_cut_json_calls(f, &self.buf[start..])) else {
+                                return Err("output ends inside a JSON tool call".into());
+                            };
+                            if section.trigger_at == start {
+                                self.enter_section(section);
+                            }
+                            let end = self.buf.len();
+                            self.span(SpanKind::Whitespace, self.pos, start);
+                            self.span(SpanKind::ToolArguments, start, end);
+                            self.pos = end;
+                            section.committed = true;
+                            for call in calls {
+                                self.emit_json_call(call, start);
+                                section.calls += 1;
+                            }
+                            self.issue("truncated-call", end, "the output ends inside a JSON tool call");
+                            section.phase = Phase::CallEnd;
+                            return Ok(Step::Again);
                         }
                         section.phase = Phase::JsonCall { from, scan };
                         Ok(Step::Wait)
@@ -1768,7 +1792,20 @@ impl Machine {
                 } else if c == '\\' {
                     escape = true;
                 } else if c == q {
-                    in_quote = None;
+                    // A top-level string ends at a quote that the format's next marker follows;
+                    // another is a quote the model left unescaped inside it (`'sed -n '1,2p' f'`).
+                    if depth > 0 {
+                        in_quote = None;
+                        continue;
+                    }
+                    match self.quote_closes(tools, value_suffix, &rest[i + c.len_utf8()..]) {
+                        Some(true) => in_quote = None,
+                        Some(false) => {}
+                        None => {
+                            *literal = before;
+                            return None;
+                        }
+                    }
                 }
                 continue;
             }
@@ -1798,6 +1835,77 @@ impl Machine {
             *literal = LiteralScan { pos: rest.len(), depth, in_quote, escape };
             None
         }
+    }
+
+    /// Whether a quote closing a top-level literal string is followed by what may follow a value
+    /// (`after` is the text after the quote): the value suffix, the call end then another call or
+    /// the section end, the argument separator then `name=`, or the end of the output. `None`
+    /// while the text so far cannot tell.
+    fn quote_closes(&self, tools: &ToolSyntax, value_suffix: &str, after: &str) -> Option<bool> {
+        let after = after.trim_start();
+        let undecided = || if self.eof { Some(false) } else { None };
+        if after.is_empty() {
+            return if self.eof { Some(true) } else { None };
+        }
+        let mut partial = false;
+        if self.setup.syntax.turn_end.iter().any(|m| matches!(starts_with_marker(after, m), Some(Ok(_)))) {
+            return Some(true);
+        }
+        for marker in [value_suffix, &tools.arg_value_suffix, &tools.section_end] {
+            match starts_with_marker(after, marker) {
+                _ if marker.is_empty() => {}
+                Some(Ok(_)) => return Some(true),
+                Some(Err(())) => partial = true,
+                None => {}
+            }
+        }
+        if !tools.call_end.is_empty() {
+            match starts_with_marker(after, &tools.call_end) {
+                Some(Ok(n)) => {
+                    let next = after[n..].trim_start();
+                    if next.is_empty() {
+                        return if self.eof { Some(true) } else { None };
+                    }
+                    for marker in [&tools.separator, &tools.section_end, &tools.call_start, &tools.name_prefix] {
+                        match starts_with_marker(next, marker) {
+                            _ if marker.is_empty() => {}
+                            Some(Ok(_)) => return Some(true),
+                            Some(Err(())) => partial = true,
+                            None => {}
+                        }
+                    }
+                    // Text after the turn's last call (the turn end, an EOS) ends it too.
+                    if self.setup.syntax.turn_end.iter().any(|m| matches!(starts_with_marker(next, m), Some(Ok(_)))) {
+                        return Some(true);
+                    }
+                }
+                Some(Err(())) => partial = true,
+                None => {}
+            }
+        }
+        if !tools.arg_separator.is_empty() {
+            match starts_with_marker(after, &tools.arg_separator) {
+                Some(Ok(n)) => {
+                    let next = after[n..].trim_start();
+                    let name = next.find(|c: char| !is_name_char(c)).unwrap_or(next.len());
+                    if name == next.len() {
+                        partial = true;
+                    } else if name > 0 {
+                        let rest = &next[name..];
+                        for suffix in &tools.arg_name_suffixes {
+                            match starts_with_marker(rest, suffix) {
+                                Some(Ok(_)) => return Some(true),
+                                Some(Err(())) => partial = true,
+                                None => {}
+                            }
+                        }
+                    }
+                }
+                Some(Err(())) => partial = true,
+                None => {}
+            }
+        }
+        if partial { undecided() } else { Some(false) }
     }
 
     fn emit_argument(&mut self, tools: &ToolSyntax, name: &str, raw: &str, quoted: bool, count: usize, at: usize) {
@@ -1908,11 +2016,17 @@ impl Machine {
     }
 }
 
-/// A literal that is a quoted string (`'a'`, `"a"`, with escapes) is that string, marked quoted.
+/// A literal that is a quoted string (`'a'`, `"a"`, with escapes) is that string, marked quoted;
+/// so is one whose quote also occurs unescaped inside it (`'sed -n '1,2p' f'`, the scanner having
+/// found where it ends), its escapes read as Python reads them.
 fn unquote(value: &str) -> (String, bool) {
     if value.len() >= 2 && (value.starts_with('\'') || value.starts_with('"')) {
         if let Some(Json::String(text)) = super::values::read_literal(value, true) {
             return (text, true);
+        }
+        let quote = &value[..1];
+        if value.ends_with(quote) {
+            return (super::values::python_string_body(&value[1..value.len() - 1]), true);
         }
     }
     (value.to_owned(), false)
@@ -2032,6 +2146,82 @@ fn read_json_calls(tools: &ToolSyntax, text: &str) -> Option<Vec<JsonCall>> {
         calls.push(read_json_call(fields, item, 0)?);
     }
     (!calls.is_empty()).then_some(calls)
+}
+
+/// Reads JSON call objects (one, or an array of them) from text cut before the value closed: the
+/// whole calls, then the cut one when its name was read, with its arguments as far as they arrived
+/// (empty when they had not begun). `None` when no call's name was read. The cut object is read
+/// flat (name, id and arguments keys at its top level).
+fn read_cut_json_calls(fields: &crate::format::JsonCallFields, text: &str) -> Option<Vec<JsonCall>> {
+    let mut calls = Vec::new();
+    let mut rest = text.trim_start();
+    if let Some(items) = rest.strip_prefix('[') {
+        rest = items;
+        loop {
+            rest = rest.trim_start();
+            let mut scan = JsonEnd::default();
+            match scan.scan(rest, false) {
+                JsonScan::End(n) => {
+                    let item: &RawValue = serde_json::from_str(&rest[..n]).ok()?;
+                    calls.push(read_json_call(fields, item, 0)?);
+                    rest = rest[n..].trim_start();
+                    rest = rest.strip_prefix(',')?;
+                }
+                JsonScan::More => break,
+                JsonScan::Invalid(_) => return None,
+            }
+        }
+    }
+    let cut = read_cut_object(rest);
+    let string =
+        |key: &str| cut.iter().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str::<String>(v).ok());
+    let name = [fields.name.as_str(), "name"].into_iter().filter(|k| !k.is_empty()).find_map(string);
+    match name.filter(|n| !n.is_empty()) {
+        Some(name) => {
+            let arguments = [fields.arguments.as_str(), "arguments", "parameters"]
+                .into_iter()
+                .filter(|k| !k.is_empty())
+                .find_map(|k| cut.iter().find(|(key, _)| key == k))
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            let id =
+                [fields.id.as_deref().unwrap_or("id"), "id", "tool_call_id", "call_id"].into_iter().find_map(string);
+            calls.push(JsonCall { name, id, arguments });
+        }
+        None if calls.is_empty() => return None,
+        None => {}
+    }
+    Some(calls)
+}
+
+/// The members of a JSON object cut short, in order: `(key, raw value)`, the last value possibly
+/// cut (its text so far); members whose key is cut are left out.
+fn read_cut_object(text: &str) -> Vec<(String, String)> {
+    let mut members = Vec::new();
+    let Some(mut rest) = text.trim_start().strip_prefix('{') else { return members };
+    loop {
+        rest = rest.trim_start();
+        let mut scan = JsonEnd::default();
+        let JsonScan::End(n) = scan.scan(rest, false) else { return members };
+        let Ok(key) = serde_json::from_str::<String>(&rest[..n]) else { return members };
+        let Some(after) = rest[n..].trim_start().strip_prefix(':') else { return members };
+        let value = after.trim_start();
+        let mut scan = JsonEnd::default();
+        match scan.scan(value, false) {
+            JsonScan::End(n) => {
+                members.push((key, value[..n].to_owned()));
+                match value[n..].trim_start().strip_prefix(',') {
+                    Some(next) => rest = next,
+                    None => return members,
+                }
+            }
+            JsonScan::More => {
+                members.push((key, value.to_owned()));
+                return members;
+            }
+            JsonScan::Invalid(_) => return members,
+        }
+    }
 }
 
 fn read_json_call(fields: &crate::format::JsonCallFields, item: &RawValue, depth: usize) -> Option<JsonCall> {

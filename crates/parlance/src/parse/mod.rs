@@ -13,7 +13,10 @@
 //!   `malformed-arguments`; later calls are parsed as usual;
 //! - output cut inside a call whose name was read (tagged and name-in-marker formats): the call is
 //!   kept with what arrived (tagged arguments are closed so they stay valid JSON), issue
-//!   `truncated-call`; a JSON call object cut before it closed is unparsed (content, `unparsed-call`);
+//!   `truncated-call`; so is a JSON call (or array of calls) cut before it closed once a call's name
+//!   was read (calls before it whole, the cut one with the arguments text that arrived, empty if
+//!   none); cut before any name, it is unparsed (content, `unparsed-call`). Calls of a format with
+//!   no marker (bare JSON, Llama 3.x) are calls only as whole call objects: anything else is content;
 //! - output cut inside reasoning: what arrived is `reasoning_content`, `truncated_reasoning` set;
 //! - a call marker inside reasoning: it stays reasoning, issue `call-in-reasoning`;
 //! - a tool name not among the request's tools, a parameter not in its schema, a value that does
@@ -39,6 +42,12 @@
 //! content opener right after its end is a marker (`<|END_THINKING|><|START_RESPONSE|>`); in
 //! channel formats the reasoning message stays as written (header and end included) and the
 //! headers of later messages are markers.
+//!
+//! A tagged literal string in a one-character quote (`a='x'`) ends at the quote that what may follow
+//! a value follows (the value suffix, the call end and then another call or the section end, the
+//! argument separator and `name=`, the end of the output): other quotes are quotes the model left
+//! unescaped inside it (`command='sed -n '1,2p' f'`). Its escapes are Python's; an unknown escape
+//! keeps its backslash.
 //!
 //! Tagged literals whose strings use a multi-character quote (Gemma 4's `[<|"|>a<|"|>,{k:…}]`,
 //! keys bare) are read as JSON with those strings and keys quoted, for parameters that allow

@@ -235,18 +235,45 @@ impl PyReader<'_> {
             if b == b'\\' {
                 let escaped = *self.text.get(self.pos)?;
                 self.pos += 1;
-                out.push(match escaped {
-                    b'n' => b'\n',
-                    b't' => b'\t',
-                    b'r' => b'\r',
-                    other => other,
-                });
+                push_escape(&mut out, escaped);
             } else {
                 out.push(b);
             }
         }
         None
     }
+}
+
+/// One Python string escape (the byte after a backslash) into `out`: `\n`, `\t`, `\r`, a quote
+/// or a backslash; an escaped line break continues the line; any other escape is kept as written,
+/// backslash included (`'\,'` is `\,`), as Python keeps it.
+fn push_escape(out: &mut Vec<u8>, escaped: u8) {
+    match escaped {
+        b'n' => out.push(b'\n'),
+        b't' => out.push(b'\t'),
+        b'r' => out.push(b'\r'),
+        b'\n' => {}
+        b'\\' | b'\'' | b'"' => out.push(escaped),
+        other => out.extend([b'\\', other]),
+    }
+}
+
+/// The text of a Python string literal's body (between its quotes), escapes read as Python reads
+/// them, quotes inside it kept as written.
+pub(crate) fn python_string_body(body: &str) -> String {
+    let bytes = body.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 1 < bytes.len() {
+            push_escape(&mut out, bytes[i + 1]);
+            i += 2;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| body.to_owned())
 }
 
 /// The tags of arrays and objects written as nested elements with the argument markers
@@ -404,6 +431,14 @@ pub(crate) fn requote(raw: &str, quote: &str) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn python_escapes_are_read_as_python_reads_them() {
+        assert_eq!(read_literal(r"'a\nb\'c\\d'", true), Some(json!("a\nb'c\\d")));
+        // Unknown escapes keep their backslash (`'\,'` is two characters).
+        assert_eq!(read_literal(r"'x\,y'", true), Some(json!("x\\,y")));
+        assert_eq!(python_string_body(r"sed -n '1,2p' \, \'"), "sed -n '1,2p' \\, '");
+    }
 
     #[test]
     fn schema_types_decide_the_conversion() {

@@ -201,6 +201,52 @@ fn stripped_mirror_tag_workaround_finds_a_reasoning_end_no_render_shows() {
 }
 
 #[test]
+fn stripped_mirror_tag_workaround_reads_the_stripping_off_history_turns() {
+    // NVIDIA-Nemotron-Nano-v2's shape (written here, not copied): the last assistant turn is written
+    // after the prompt's `<think>\n` as given, earlier turns are cut at `</think>`. The end is
+    // confirmed by the history render alone.
+    let text = "{% for m in messages %}{% if m.role == 'assistant' %}{% if loop.last %}<A><think>\n{{ m.content }}</s>\
+                {% else %}<A>{{ m.content.split('</think>')[-1] }}</s>{% endif %}\
+                {% else %}<U>{{ m.content }}{% endif %}{% endfor %}{% if add_generation_prompt %}<A><think>\n{% endif %}";
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap()).unwrap();
+    let reasoning = format.reasoning.as_ref().expect("reasoning found");
+    assert_eq!((reasoning.start.as_str(), reasoning.end.as_str()), ("<think>", "</think>"));
+    assert_eq!(format.workarounds, ["reasoning-end-from-stripped-mirror-tag"]);
+    let parsed = parlance::Parser::new(&format, &parlance::ParseOptions::default()).parse("R\n</think>\n\nC");
+    assert_eq!((parsed.reasoning_content.as_deref(), parsed.content.as_deref()), (Some("R"), Some("C")));
+    // History kept as written: no stripping shown, nothing claimed.
+    let text = text.replace(".split('</think>')[-1]", "");
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap()).unwrap();
+    assert!(format.reasoning.is_none() && format.workarounds.is_empty(), "{format:?}");
+}
+
+#[test]
+fn arguments_printed_as_values_are_probed_as_json_strings() {
+    // internlm2's shape (written here, not copied): the template prints `arguments` itself, which
+    // gives Python's repr for an object and JSON for the OpenAI wire string.
+    let text = "{% for m in messages %}{% if m.tool_calls %}<A>{% for c in m.tool_calls %}<|act|>\
+                {{ '{\"name\": \"' + c.function.name + '\", \"arguments\": ' + c.function.arguments|string + '}' }}<|end_act|>\
+                {% endfor %}</s>{% elif m.role == 'assistant' %}<A>{{ m.content }}</s>{% else %}<U>{{ m.content }}{% endif %}\
+                {% endfor %}{% if add_generation_prompt %}<A>{% endif %}";
+    let template = ChatTemplate::from_text(text).unwrap();
+    let format = parlance::Format::from_template(&template).unwrap();
+    assert_eq!(format.tool_format, parlance::ToolFamily::JsonNative, "{format:?}");
+    let tools = format.tools.as_ref().unwrap();
+    assert!(tools.arguments_from_string);
+    assert_eq!((tools.call_start.as_str(), tools.call_end.as_str()), ("<|act|>", "<|end_act|>"));
+    let checks = parlance::self_check(&template, &format, &parlance::AnalyzeOptions::default());
+    assert!(checks.iter().all(|c| c.passed), "{checks:?}");
+    let parsed = parlance::Parser::new(&format, &parlance::ParseOptions::default())
+        .parse("<|act|>{\"name\": \"f\", \"arguments\": {\"a\": 1}}<|end_act|>");
+    assert_eq!(parsed.tool_calls.len(), 1);
+    assert_eq!(parsed.tool_calls[0].arguments, "{\"a\": 1}");
+    // Where the template writes JSON for an object (`tojson`), the object shape stays.
+    let text = text.replace("c.function.arguments|string", "c.function.arguments|tojson");
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap()).unwrap();
+    assert!(!format.tools.as_ref().unwrap().arguments_from_string, "{format:?}");
+}
+
+#[test]
 fn undeclared_variables_workaround_analyzes_a_template_that_needs_caller_variables() {
     // firefunction-v2's shape (written here, not copied): the system turn concatenates a variable
     // the caller must pass, so with Jinja's lenient undefined every render raises (`str + undefined`).

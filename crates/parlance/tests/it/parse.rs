@@ -354,6 +354,53 @@ fn cdata_values_hold_the_value_suffix_verbatim() {
 }
 
 #[test]
+fn a_literal_string_ends_at_the_quote_the_next_marker_follows() {
+    // LFM2.5 writes `[f(a='x', b=1)]`; models leave quotes inside strings unescaped.
+    let output = "<|tool_call_start|>[bash(command='sed -n '360,450p' f.py', n=2)]<|tool_call_end|>";
+    let Some(got) = parse_under("LFM2.5-8B-A1B", output, json!(null)) else { return };
+    assert_eq!(got["calls"], json!([["bash", {"command": "sed -n '360,450p' f.py", "n": 2}]]), "{got}");
+    // A quote followed by the call end but not by what follows a call is inside the string; an
+    // unknown escape keeps its backslash, as in Python.
+    let output = "<|tool_call_start|>[bash(command='python -c \"f(x='\\,')\"')]<|tool_call_end|>";
+    let got = parse_under("LFM2.5-8B-A1B", output, json!(null)).unwrap();
+    assert_eq!(got["calls"], json!([["bash", {"command": "python -c \"f(x='\\,')\""}]]), "{got}");
+    // Well-formed strings and parallel calls read as before.
+    let output = "<|tool_call_start|>[f(a='it\\'s', b='x'), g(c='y')]<|tool_call_end|>";
+    let got = parse_under("LFM2.5-8B-A1B", output, json!(null)).unwrap();
+    assert_eq!(got["calls"], json!([["f", {"a": "it's", "b": "x"}], ["g", {"c": "y"}]]), "{got}");
+}
+
+#[test]
+fn json_calls_cut_after_their_name_are_kept() {
+    // Cohere2MoE writes `<|START_ACTION|>[{"tool_call_id": …, "tool_name": …, "parameters": …}]`;
+    // output cut inside the array keeps the whole calls and the cut one whose name was read.
+    let output = "r<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"f\", ";
+    let Some(got) = parse_under("Cohere2MoE", output, json!(null)) else { return };
+    assert_eq!((&got["content"], &got["calls"]), (&json!(null), &json!([["f", null]])), "{got}");
+    assert!(got["issues"].as_array().unwrap().contains(&json!("truncated-call")), "{got}");
+    let output = "r<|END_THINKING|><|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"a\", \"parameters\": {\"x\": 1}}, \
+                  {\"tool_call_id\": \"1\", \"tool_name\": \"b\", \"parameters\": {\"y\": ";
+    let got = parse_under("Cohere2MoE", output, json!(null)).unwrap();
+    assert_eq!(got["calls"], json!([["a", {"x": 1}], ["b", null]]), "{got}");
+    // Cut before a name was read: the text stays content.
+    let output = "r<|END_THINKING|><|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_na";
+    let got = parse_under("Cohere2MoE", output, json!(null)).unwrap();
+    assert_eq!((&got["calls"], &got["issues"]), (&json!([]), &json!(["unparsed-call"])), "{got}");
+}
+
+#[test]
+fn bare_json_is_a_call_only_as_a_whole_call_object() {
+    // Llama 3.1 writes a call as a bare `{"name": …, "parameters": …}`: no marker says it is one.
+    let output = "{\"name\": \"f\", \"parameters\": {\"a\": 1}}";
+    let Some(got) = parse_under("meta-llama-Llama-3.1-8B-Instruct", output, json!(null)) else { return };
+    assert_eq!((&got["content"], &got["calls"]), (&json!(null), &json!([["f", {"a": 1}]])), "{got}");
+    for output in ["{\"name\": \"f\", \"parameters\": {bad json}", "{\"name\": \"f\", \"parameters\": {\"a\":"] {
+        let got = parse_under("meta-llama-Llama-3.1-8B-Instruct", output, json!(null)).unwrap();
+        assert_eq!((&got["content"], &got["calls"]), (&json!(output), &json!([])), "{got}");
+    }
+}
+
+#[test]
 fn content_opener_after_unseparated_reasoning_is_a_marker() {
     let output = "<|START_THINKING|>hm<|END_THINKING|><|START_RESPONSE|>Hi<|END_RESPONSE|>";
     let options = ParseOptions { separate_reasoning: Some(false), ..ParseOptions::default() };
