@@ -475,8 +475,8 @@ fn reaches_final(a: &Automaton, rule_ok: &dyn Fn(u32) -> bool, use_bytes: bool) 
             }
         };
         if use_bytes {
-            for b in 0..=255u8 {
-                push(a.next(s, b), &mut stack);
+            for &t in a.class_targets(s) {
+                push(t, &mut stack);
             }
         }
         for &(r, t) in a.rule_edges(s) {

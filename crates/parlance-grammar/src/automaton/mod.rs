@@ -65,6 +65,13 @@ impl Automaton {
         self.trans[state as usize * self.nclasses + self.classes[byte as usize] as usize]
     }
 
+    /// The byte transitions leaving `state`, one per byte class (targets may repeat, [`DEAD`]
+    /// included).
+    #[inline]
+    pub(crate) fn class_targets(&self, state: u32) -> &[u32] {
+        &self.trans[state as usize * self.nclasses..(state as usize + 1) * self.nclasses]
+    }
+
     /// Rule-reference edges `(rule, target)` leaving `state`.
     #[inline]
     pub(crate) fn rule_edges(&self, state: u32) -> &[(u32, u32)] {
@@ -126,39 +133,34 @@ impl Automaton {
 
     /// The states the JSON-string characters (see [`Automaton::reads_chars`]) lead to from `state`,
     /// into `out`; `false` if one of them, or a cut-short prefix of one, dies.
-    fn char_targets(&self, state: u32, out: &mut Vec<u32>, cur: &mut Vec<u32>, next: &mut Vec<u32>) -> bool {
+    fn char_targets(
+        &self,
+        state: u32,
+        reps: &Utf8Reps,
+        out: &mut Vec<u32>,
+        cur: &mut Vec<u32>,
+        next: &mut Vec<u32>,
+    ) -> bool {
         out.clear();
         let add = |v: &mut Vec<u32>, t: u32| {
             if !v.contains(&t) {
                 v.push(t);
             }
         };
-        for b in 0x20..=0x7Fu8 {
-            if b == b'"' || b == b'\\' {
-                continue;
-            }
+        for &b in &reps.ascii {
             let t = self.next(state, b);
             if t == DEAD {
                 return false;
             }
             add(out, t);
         }
-        let lo = char::from_u32(0x80).expect("valid");
-        let hi = char::from_u32(0x10FFFF).expect("valid");
-        for seq in Utf8Sequences::new(lo, hi) {
+        for seq in &reps.sequences {
             cur.clear();
             cur.push(state);
-            for r in seq.as_slice() {
+            for bytes in seq {
                 next.clear();
                 for &s in cur.iter() {
-                    let mut last_class = None;
-                    for b in r.start..=r.end {
-                        // Bytes of one class go alike.
-                        let class = self.classes[b as usize];
-                        if last_class == Some(class) {
-                            continue;
-                        }
-                        last_class = Some(class);
+                    for &b in bytes {
                         let t = self.next(s, b);
                         if t == DEAD {
                             return false;
@@ -179,7 +181,7 @@ impl Automaton {
     /// any other reads one more than the least of the states its characters lead to; a state that
     /// never reaches one of the first kind reads without end. Breadth-first from the first kind
     /// over reversed character transitions.
-    fn char_runs(&self) -> Vec<u32> {
+    fn char_runs(&self, reps: &Utf8Reps) -> Vec<u32> {
         let n = self.len();
         let mut run = vec![u32::MAX; n];
         // Reversed character transitions, back to back per target.
@@ -188,7 +190,7 @@ impl Automaton {
         let (mut out, mut cur, mut next) = (Vec::new(), Vec::new(), Vec::new());
         for s in 0..n as u32 {
             // Cheap filter first: most states (outside strings) die on some letter.
-            if self.next(s, b'a') == DEAD || !self.char_targets(s, &mut out, &mut cur, &mut next) {
+            if self.next(s, b'a') == DEAD || !self.char_targets(s, reps, &mut out, &mut cur, &mut next) {
                 run[s as usize] = 0;
                 queue.push(s);
                 continue;
@@ -272,22 +274,15 @@ impl Automaton {
     }
 
     /// Whether every multi-byte UTF-8 character read from `state` leads to `target`.
-    fn multibyte_all_reach(&self, state: u32, target: u32) -> bool {
-        let lo = char::from_u32(0x80).expect("valid");
-        let hi = char::from_u32(0x10FFFF).expect("valid");
-        for seq in Utf8Sequences::new(lo, hi) {
-            let mut cur = vec![state];
-            for r in seq.as_slice() {
-                let mut next = Vec::new();
+    fn multibyte_all_reach(&self, state: u32, target: u32, reps: &Utf8Reps) -> bool {
+        let (mut cur, mut next) = (Vec::new(), Vec::new());
+        for seq in &reps.sequences {
+            cur.clear();
+            cur.push(state);
+            for bytes in seq {
+                next.clear();
                 for &s in &cur {
-                    let mut last_class = None;
-                    for b in r.start..=r.end {
-                        // Bytes of one class go alike.
-                        let class = self.classes[b as usize];
-                        if last_class == Some(class) {
-                            continue;
-                        }
-                        last_class = Some(class);
+                    for &b in bytes {
                         let t = self.next(s, b);
                         if t == DEAD {
                             return false;
@@ -297,7 +292,7 @@ impl Automaton {
                         }
                     }
                 }
-                cur = next;
+                std::mem::swap(&mut cur, &mut next);
             }
             if cur != [target] {
                 return false;
@@ -307,11 +302,11 @@ impl Automaton {
     }
 
     /// Whether every multi-byte UTF-8 character read from `state` returns to `state`.
-    fn loops_on_all_multibyte(&self, state: u32) -> bool {
+    fn loops_on_all_multibyte(&self, state: u32, reps: &Utf8Reps) -> bool {
         if self.self_loop[state as usize][0] == 0 && self.self_loop[state as usize][1] == 0 {
             return false;
         }
-        if !self.multibyte_all_reach(state, state) {
+        if !self.multibyte_all_reach(state, state, reps) {
             return false;
         }
         true
@@ -409,6 +404,39 @@ impl Automaton {
             }
             None => false,
         }
+    }
+}
+
+/// The byte ranges of every multi-byte UTF-8 character, as `regex_syntax::utf8` splits them
+/// (computed once).
+fn multibyte_sequences() -> &'static [Vec<(u8, u8)>] {
+    static SEQUENCES: std::sync::OnceLock<Vec<Vec<(u8, u8)>>> = std::sync::OnceLock::new();
+    SEQUENCES.get_or_init(|| {
+        let lo = char::from_u32(0x80).expect("valid");
+        let hi = char::from_u32(0x10FFFF).expect("valid");
+        Utf8Sequences::new(lo, hi).map(|seq| seq.as_slice().iter().map(|r| (r.start, r.end)).collect()).collect()
+    })
+}
+
+/// One byte per byte class, for the JSON-string ASCII characters and for each byte range of
+/// [`multibyte_sequences`]: walking these instead of every byte visits each transition once.
+struct Utf8Reps {
+    ascii: Vec<u8>,
+    sequences: Vec<Vec<Vec<u8>>>,
+}
+
+impl Utf8Reps {
+    fn new(classes: &[u8; 256]) -> Utf8Reps {
+        let reps = |bytes: &mut dyn Iterator<Item = u8>| {
+            let mut seen = [false; 256];
+            bytes.filter(|&b| !std::mem::replace(&mut seen[classes[b as usize] as usize], true)).collect()
+        };
+        let ascii = reps(&mut (0x20..=0x7Fu8).filter(|&b| b != b'"' && b != b'\\'));
+        let sequences = multibyte_sequences()
+            .iter()
+            .map(|seq| seq.iter().map(|&(lo, hi)| reps(&mut (lo..=hi))).collect())
+            .collect();
+        Utf8Reps { ascii, sequences }
     }
 }
 
@@ -922,22 +950,35 @@ impl Dfa {
     /// Drops states that cannot reach a final state. `None` if the start state is among them.
     fn trim(mut self) -> Option<Dfa> {
         let n = self.len();
-        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let nc = self.nclasses;
+        // Predecessors back to back per target (`start[t]..start[t + 1]`).
+        let mut start = vec![0u32; n + 2];
         for s in 0..n {
-            for c in 0..self.nclasses {
-                let t = self.trans[s * self.nclasses + c];
+            for &t in &self.trans[s * nc..(s + 1) * nc] {
                 if t != DEAD {
-                    preds[t as usize].push(s as u32);
+                    start[t as usize + 2] += 1;
                 }
             }
             for &(_, t) in &self.rule_edges[s] {
-                preds[t as usize].push(s as u32);
+                start[t as usize + 2] += 1;
+            }
+        }
+        for t in 2..n + 2 {
+            start[t] += start[t - 1];
+        }
+        let mut preds = vec![0u32; start[n + 1] as usize];
+        for s in 0..n {
+            let row = &self.trans[s * nc..(s + 1) * nc];
+            for t in row.iter().copied().chain(self.rule_edges[s].iter().map(|e| e.1)).filter(|&t| t != DEAD) {
+                let slot = &mut start[t as usize + 1];
+                preds[*slot as usize] = s as u32;
+                *slot += 1;
             }
         }
         let mut live = self.finals.clone();
         let mut stack: Vec<u32> = (0..n as u32).filter(|&s| live[s as usize]).collect();
         while let Some(s) = stack.pop() {
-            for &p in &preds[s as usize] {
+            for &p in &preds[start[s as usize] as usize..start[s as usize + 1] as usize] {
                 if !live[p as usize] {
                     live[p as usize] = true;
                     stack.push(p);
@@ -948,8 +989,7 @@ impl Dfa {
             return None;
         }
         for s in 0..n {
-            for c in 0..self.nclasses {
-                let t = &mut self.trans[s * self.nclasses + c];
+            for t in &mut self.trans[s * nc..(s + 1) * nc] {
                 if *t != DEAD && !live[*t as usize] {
                     *t = DEAD;
                 }
@@ -1239,13 +1279,18 @@ impl Dfa {
         let n = self.len();
         let mut scannable = vec![false; n];
         let mut self_loop = vec![[0u64; 4]; n];
+        let mut class_bytes = vec![[0u64; 4]; self.nclasses];
+        for b in 0..256usize {
+            class_bytes[self.classes[b] as usize][b / 64] |= 1 << (b % 64);
+        }
         for s in 0..n {
-            for b in 0..256usize {
-                let t = self.trans[s * self.nclasses + self.classes[b] as usize];
+            for (c, &t) in self.trans[s * self.nclasses..(s + 1) * self.nclasses].iter().enumerate() {
                 if t != DEAD {
                     scannable[s] = true;
                     if t as usize == s {
-                        self_loop[s][b / 64] |= 1 << (b % 64);
+                        for (l, b) in self_loop[s].iter_mut().zip(class_bytes[c]) {
+                            *l |= b;
+                        }
                     }
                 }
             }
@@ -1262,8 +1307,9 @@ impl Dfa {
             char_run: Vec::new(),
             minimal,
         };
-        a.char_loop = (0..n as u32).map(|s| a.loops_on_all_multibyte(s)).collect();
-        a.char_run = a.char_runs();
+        let reps = Utf8Reps::new(&a.classes);
+        a.char_loop = (0..n as u32).map(|s| a.loops_on_all_multibyte(s, &reps)).collect();
+        a.char_run = a.char_runs(&reps);
         a
     }
 }
