@@ -448,7 +448,10 @@ enum Label {
 }
 
 struct Nfa<'a> {
-    edges: Vec<Vec<(Label, u32)>>,
+    /// Number of states.
+    states: usize,
+    /// Edges `(from, label, to)` in the order they were added (grouped by state in [`NfaEdges`]).
+    edges: Vec<(u32, Label, u32)>,
     max_states: usize,
     deadline: Instant,
     regex_depth: usize,
@@ -465,18 +468,18 @@ const INLINE_DEPTH: usize = 48;
 
 impl Nfa<'_> {
     fn new_state(&mut self) -> Result<u32, BuildError> {
-        if self.edges.len() >= self.max_states {
-            return Err(BuildError::Limit("automaton states", self.edges.len() + 1, self.max_states));
+        if self.states >= self.max_states {
+            return Err(BuildError::Limit("automaton states", self.states + 1, self.max_states));
         }
-        if self.edges.len() % 4096 == 0 && Instant::now() > self.deadline {
+        if self.states % 4096 == 0 && Instant::now() > self.deadline {
             return Err(BuildError::Timeout);
         }
-        self.edges.push(Vec::new());
-        Ok(self.edges.len() as u32 - 1)
+        self.states += 1;
+        Ok(self.states as u32 - 1)
     }
 
     fn edge(&mut self, from: u32, label: Label, to: u32) {
-        self.edges[from as usize].push((label, to));
+        self.edges.push((from, label, to));
     }
 
     /// Splices the product automaton of `base ∩ and ∖ not` in from `from`; returns its end state.
@@ -534,7 +537,7 @@ impl Nfa<'_> {
             i += 1;
         }
         let end = self.new_state()?;
-        let base_state = self.edges.len() as u32;
+        let base_state = self.states as u32;
         for _ in 0..tuples.len() {
             self.new_state()?;
         }
@@ -757,6 +760,7 @@ pub(crate) fn build<'a>(
     minimize_up_to: usize,
 ) -> Result<Automaton, BuildError> {
     let mut nfa = Nfa {
+        states: 0,
         edges: Vec::new(),
         max_states,
         deadline,
@@ -767,7 +771,8 @@ pub(crate) fn build<'a>(
     };
     let start = nfa.new_state()?;
     let end = nfa.build(expr, start, rule_map)?;
-    let dfa = determinize(&nfa.edges, start, end, max_states, deadline)?;
+    let edges = NfaEdges::new(nfa.states, &nfa.edges);
+    let dfa = determinize(&edges, start, end, max_states, deadline)?;
     let dfa = match dfa.trim() {
         Some(d) => d,
         None => return Ok(empty_automaton()),
@@ -800,14 +805,49 @@ fn empty_automaton() -> Automaton {
         .into_automaton(true)
 }
 
-fn closure(edges: &[Vec<(Label, u32)>], set: &mut Vec<u32>, mark: &mut [u32], stamp: u32) {
+/// NFA edges grouped by source state (`start[s]..start[s + 1]`), one allocation for all.
+struct NfaEdges {
+    start: Vec<u32>,
+    edges: Vec<(Label, u32)>,
+}
+
+impl NfaEdges {
+    fn new(states: usize, edges: &[(u32, Label, u32)]) -> NfaEdges {
+        let mut start = vec![0u32; states + 2];
+        for &(from, _, _) in edges {
+            start[from as usize + 2] += 1;
+        }
+        for s in 2..states + 2 {
+            start[s] += start[s - 1];
+        }
+        let mut grouped = vec![(Label::Eps, 0); edges.len()];
+        for &(from, label, to) in edges {
+            let slot = &mut start[from as usize + 1];
+            grouped[*slot as usize] = (label, to);
+            *slot += 1;
+        }
+        start.pop();
+        NfaEdges { start, edges: grouped }
+    }
+
+    fn len(&self) -> usize {
+        self.start.len() - 1
+    }
+
+    #[inline]
+    fn of(&self, state: u32) -> &[(Label, u32)] {
+        &self.edges[self.start[state as usize] as usize..self.start[state as usize + 1] as usize]
+    }
+}
+
+fn closure(edges: &NfaEdges, set: &mut Vec<u32>, mark: &mut [u32], stamp: u32) {
     let mut i = 0;
     for &s in set.iter() {
         mark[s as usize] = stamp;
     }
     while i < set.len() {
         let s = set[i];
-        for &(l, t) in &edges[s as usize] {
+        for &(l, t) in edges.of(s) {
             if matches!(l, Label::Eps) && mark[t as usize] != stamp {
                 mark[t as usize] = stamp;
                 set.push(t);
@@ -819,7 +859,7 @@ fn closure(edges: &[Vec<(Label, u32)>], set: &mut Vec<u32>, mark: &mut [u32], st
 }
 
 fn determinize(
-    edges: &[Vec<(Label, u32)>],
+    edges: &NfaEdges,
     start: u32,
     end: u32,
     max_states: usize,
@@ -829,8 +869,8 @@ fn determinize(
     let mut boundary = [false; 257];
     boundary[0] = true;
     boundary[256] = true;
-    for es in edges {
-        for &(l, _) in es {
+    {
+        for &(l, _) in &edges.edges {
             if let Label::Bytes(a, b) = l {
                 boundary[a as usize] = true;
                 boundary[b as usize + 1] = true;
@@ -853,21 +893,26 @@ fn determinize(
     // Subsets are keyed by their important states only (those with byte or rule edges, and the end
     // state): subsets that differ only in pure-epsilon states behave the same, and merging them here
     // is what keeps automata small without a minimization pass.
-    let important: Vec<bool> = edges
-        .iter()
-        .enumerate()
-        .map(|(i, es)| i as u32 == end || es.iter().any(|(l, _)| !matches!(l, Label::Eps)))
+    let important: Vec<bool> = (0..edges.len() as u32)
+        .map(|i| i == end || edges.of(i).iter().any(|(l, _)| !matches!(l, Label::Eps)))
         .collect();
     let mut init = vec![start];
     closure(edges, &mut init, &mut mark, stamp);
     init.retain(|&s| important[s as usize]);
     let mut ids: HashMap<Vec<u32>, u32> = HashMap::default();
+    // The same kernel (targets before the epsilon closure) recurs from many states: its state is
+    // remembered so the closure is computed once.
+    let mut kernel_ids: HashMap<Vec<u32>, u32> = HashMap::default();
     let mut sets: Vec<Vec<u32>> = vec![init.clone()];
     ids.insert(init, 0);
     let mut trans: Vec<u32> = Vec::new();
     let mut rule_edges: Vec<Vec<(u32, u32)>> = Vec::new();
     let mut finals = Vec::new();
-    let mut by_class: Vec<Vec<u32>> = vec![Vec::new(); nclasses];
+    // Byte edges of the current subset as class ranges, and the class boundaries between which
+    // the set of targets stays the same.
+    let mut ranges: Vec<(u16, u16, u32)> = Vec::new();
+    let mut cuts: Vec<u16> = Vec::new();
+    let mut kernel: Vec<u32> = Vec::new();
     let mut by_rule: Vec<(u32, u32)> = Vec::new();
     let mut buf: Vec<u32> = Vec::new();
     let mut i = 0;
@@ -876,64 +921,71 @@ fn determinize(
             return Err(BuildError::Timeout);
         }
         finals.push(sets[i].binary_search(&end).is_ok());
-        for v in &mut by_class {
-            v.clear();
-        }
+        ranges.clear();
         by_rule.clear();
         for &s in &sets[i] {
-            for &(l, t) in &edges[s as usize] {
+            for &(l, t) in edges.of(s) {
                 match l {
                     Label::Eps => {}
-                    Label::Bytes(a, b) => {
-                        for v in &mut by_class[classes[a as usize] as usize..=classes[b as usize] as usize] {
-                            v.push(t);
-                        }
-                    }
+                    Label::Bytes(a, b) => ranges.push((classes[a as usize] as u16, classes[b as usize] as u16, t)),
                     Label::Rule(r) => by_rule.push((r, t)),
                 }
             }
         }
-        let mut target_of = |targets: &[u32], sets: &mut Vec<Vec<u32>>| -> Result<u32, BuildError> {
-            stamp += 1;
-            buf.clear();
-            buf.extend_from_slice(targets);
-            buf.sort_unstable();
-            buf.dedup();
-            closure(edges, &mut buf, &mut mark, stamp);
-            buf.retain(|&s| important[s as usize]);
-            if let Some(&id) = ids.get(buf.as_slice()) {
+        let mut target_of = |kernel: &mut Vec<u32>, sets: &mut Vec<Vec<u32>>| -> Result<u32, BuildError> {
+            kernel.sort_unstable();
+            kernel.dedup();
+            if let Some(&id) = kernel_ids.get(kernel.as_slice()) {
                 return Ok(id);
             }
-            if sets.len() >= max_states {
-                return Err(BuildError::Limit("automaton states", sets.len() + 1, max_states));
-            }
-            let id = sets.len() as u32;
-            ids.insert(buf.clone(), id);
-            sets.push(buf.clone());
+            stamp += 1;
+            buf.clear();
+            buf.extend_from_slice(kernel);
+            closure(edges, &mut buf, &mut mark, stamp);
+            buf.retain(|&s| important[s as usize]);
+            let id = match ids.get(buf.as_slice()) {
+                Some(&id) => id,
+                None => {
+                    if sets.len() >= max_states {
+                        return Err(BuildError::Limit("automaton states", sets.len() + 1, max_states));
+                    }
+                    let id = sets.len() as u32;
+                    ids.insert(buf.clone(), id);
+                    sets.push(buf.clone());
+                    id
+                }
+            };
+            kernel_ids.insert(kernel.clone(), id);
             Ok(id)
         };
-        for (c, targets) in by_class.iter().enumerate() {
-            let t = if targets.is_empty() {
-                DEAD
-            } else if c > 0 && *targets == by_class[c - 1] {
-                // Neighbouring classes often lead to the same NFA states.
-                *trans.last().expect("previous class")
-            } else {
-                target_of(targets, &mut sets)?
-            };
-            trans.push(t);
+        cuts.clear();
+        cuts.extend([0, nclasses as u16]);
+        for &(lo, hi, _) in &ranges {
+            cuts.extend([lo, hi + 1]);
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        for w in cuts.windows(2) {
+            let (c0, c1) = (w[0], w[1]);
+            if c0 as usize >= nclasses {
+                break;
+            }
+            kernel.clear();
+            kernel.extend(ranges.iter().filter(|r| r.0 <= c0 && c0 <= r.1).map(|r| r.2));
+            let t = if kernel.is_empty() { DEAD } else { target_of(&mut kernel, &mut sets)? };
+            trans.extend(std::iter::repeat_n(t, (c1 - c0) as usize));
         }
         by_rule.sort_unstable();
         let mut redges = Vec::new();
         let mut j = 0;
         while j < by_rule.len() {
             let r = by_rule[j].0;
-            let mut targets = Vec::new();
+            kernel.clear();
             while j < by_rule.len() && by_rule[j].0 == r {
-                targets.push(by_rule[j].1);
+                kernel.push(by_rule[j].1);
                 j += 1;
             }
-            let t = target_of(&targets, &mut sets)?;
+            let t = target_of(&mut kernel, &mut sets)?;
             redges.push((r, t));
         }
         rule_edges.push(redges);
