@@ -478,6 +478,37 @@ impl Nfa<'_> {
         Ok(self.states as u32 - 1)
     }
 
+    /// Whether every state can reach `end`.
+    fn all_reach(&self, end: u32) -> bool {
+        let mut start = vec![0u32; self.states + 2];
+        for &(_, _, to) in &self.edges {
+            start[to as usize + 2] += 1;
+        }
+        for s in 2..self.states + 2 {
+            start[s] += start[s - 1];
+        }
+        let mut preds = vec![0u32; self.edges.len()];
+        for &(from, _, to) in &self.edges {
+            let slot = &mut start[to as usize + 1];
+            preds[*slot as usize] = from;
+            *slot += 1;
+        }
+        let mut live = vec![false; self.states];
+        live[end as usize] = true;
+        let mut stack = vec![end];
+        let mut count = 1;
+        while let Some(t) = stack.pop() {
+            for &p in &preds[start[t as usize] as usize..start[t as usize + 1] as usize] {
+                if !live[p as usize] {
+                    live[p as usize] = true;
+                    count += 1;
+                    stack.push(p);
+                }
+            }
+        }
+        count == self.states
+    }
+
     fn edge(&mut self, from: u32, label: Label, to: u32) {
         self.edges.push((from, label, to));
     }
@@ -773,9 +804,16 @@ pub(crate) fn build<'a>(
     let end = nfa.build(expr, start, rule_map)?;
     let edges = NfaEdges::new(nfa.states, &nfa.edges);
     let dfa = determinize(&edges, start, end, max_states, deadline)?;
-    let dfa = match dfa.trim() {
-        Some(d) => d,
-        None => return Ok(empty_automaton()),
+    // A subset of NFA states that all reach the end reaches a final state: trimming the DFA is
+    // needed only when some NFA state cannot (a reference to a rule that never matches, an empty
+    // class).
+    let dfa = if nfa.all_reach(end) {
+        dfa
+    } else {
+        match dfa.trim() {
+            Some(d) => d,
+            None => return Ok(empty_automaton()),
+        }
     };
     // Minimization pays off where automata are shared (equal languages, equal encodings); a large
     // automaton built once for one grammar is used as the subset construction leaves it.
