@@ -15,10 +15,31 @@
 //! Comparison rules, the same for every source:
 //! - `content` and `reasoning_content`: `null` equals an empty or absent value; strings are
 //!   compared with leading and trailing whitespace trimmed;
+//! - except a `null` expected `content` whose `notes` say what the test asserted about content
+//!   instead (the corpus README: null "when the test does not check content (see notes)"), read
+//!   from these phrasings only ([`content_check`]), anywhere in the notes:
+//!   - `content only asserted to contain "X"`, optionally followed by ` and not "Y"`; SGLang's
+//!     `normal_text contains "X"` (its normal text is the content) → the trimmed content must
+//!     contain X (and not Y);
+//!   - SGLang's `normal_text.strip().startswith("X")` → the trimmed content must start with X;
+//!   - otherwise `content not asserted`, `content not checked` or `test does not check content`
+//!     (also as `id and content not asserted`, `name and content not checked`) → content is not
+//!     compared.
+//!
+//!   An assertion phrase wins over a not-checked phrase in the same notes (`exact content not
+//!   checked` beside a `startswith`). Notes with none of these keep the rule above (content must
+//!   be empty), as does a non-null expected content whatever its notes say;
 //! - `tool_calls`: same count, in order; names equal; arguments compared as JSON values (an
 //!   expected string that is not JSON is compared with the text as written, an expected `null`
 //!   with empty arguments text: a call cut before its arguments began); an id is compared only
-//!   when the case pins one.
+//!   when the case pins one;
+//! - `invalid_tool_calls` (renderers cases: call attempts the peer reports as failed, neither
+//!   dropped nor kept as content): parlance reports a failed call attempt as a
+//!   `malformed-arguments` or `unparsed-call` issue in `ParsedMessage::issues`, so the number of
+//!   such issues must equal the number of entries. The entries' `index`, `raw_contains` and
+//!   `name` are not compared: an issue carries only a byte offset and a message, not the call's
+//!   index or raw text. (A failed attempt parlance also returns as a tool call still fails the
+//!   `tool_calls` count, since the expected list holds only the good calls.)
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -225,7 +246,9 @@ impl Evaluator {
                 "id": c.id,
             })).collect::<Vec<_>>(),
         });
-        let status = match compare(&got, &case["expected"]) {
+        let failed_calls = message.issues.iter().filter(|i| FAILED_CALL_ISSUES.contains(&i.kind)).count();
+        let check = content_check(&case["expected"], case["notes"].as_str().unwrap_or_default());
+        let status = match compare(&got, &case["expected"], &check, failed_calls) {
             Ok(()) => Status::Pass,
             Err(why) => Status::Fail(format!("{why} (template {template_id})")),
         };
@@ -281,11 +304,88 @@ fn reasoning_parser_starts_inside(case: &Json) -> bool {
         && matches!(parser, "vllm:deepseek_r1" | "vllm:qwen3")
 }
 
-fn compare(got: &Json, expected: &Json) -> Result<(), String> {
+/// Issue kinds that report a failed tool-call attempt (compared with `invalid_tool_calls`).
+const FAILED_CALL_ISSUES: [&str; 2] = ["malformed-arguments", "unparsed-call"];
+
+/// What a case asserts about content (see the module docs).
+#[derive(Debug, Clone, PartialEq, Default)]
+enum ContentCheck {
+    /// Equal to the expected content (`null`: empty), trimmed.
+    #[default]
+    Exact,
+    /// Not asserted.
+    Unchecked,
+    /// Only these, on the trimmed content.
+    Partial {
+        /// Substrings it must contain.
+        contains: Vec<String>,
+        /// Substrings it must not contain.
+        lacks: Vec<String>,
+        /// A prefix it must start with.
+        starts_with: Option<String>,
+    },
+}
+
+/// The quoted text right after `marker` in `notes` (up to the next `"`), for each occurrence.
+fn quoted_after(notes: &str, marker: &str) -> Vec<(String, usize)> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = notes[from..].find(marker) {
+        let start = from + at + marker.len();
+        let Some(len) = notes[start..].find('"') else { break };
+        found.push((notes[start..start + len].to_owned(), start + len + 1));
+        from = start + len + 1;
+    }
+    found
+}
+
+/// What the case's notes say was asserted about content, when its expected content is `null`.
+fn content_check(expected: &Json, notes: &str) -> ContentCheck {
+    if !expected["content"].is_null() {
+        return ContentCheck::Exact;
+    }
+    let (mut contains, mut lacks) = (Vec::new(), Vec::new());
+    for (text, end) in quoted_after(notes, "content only asserted to contain \"") {
+        contains.push(text);
+        if let Some(rest) = notes[end..].strip_prefix(" and not \"") {
+            if let Some(len) = rest.find('"') {
+                lacks.push(rest[..len].to_owned());
+            }
+        }
+    }
+    contains.extend(quoted_after(notes, "normal_text contains \"").into_iter().map(|(text, _)| text));
+    let starts_with = quoted_after(notes, "normal_text.strip().startswith(\"").into_iter().next().map(|(t, _)| t);
+    if !contains.is_empty() || !lacks.is_empty() || starts_with.is_some() {
+        return ContentCheck::Partial { contains, lacks, starts_with };
+    }
+    let unchecked = ["content not asserted", "content not checked", "test does not check content"];
+    if unchecked.iter().any(|phrase| notes.contains(phrase)) {
+        return ContentCheck::Unchecked;
+    }
+    ContentCheck::Exact
+}
+
+fn compare(got: &Json, expected: &Json, content: &ContentCheck, failed_calls: usize) -> Result<(), String> {
+    let norm = |v: &Json| v.as_str().map(str::trim).unwrap_or_default().to_owned();
     for key in ["content", "reasoning_content"] {
-        let norm = |v: &Json| v.as_str().map(str::trim).unwrap_or_default().to_owned();
-        if norm(&got[key]) != norm(&expected[key]) {
-            return Err(format!("{key}: got {:?}, expected {:?}", norm(&got[key]), norm(&expected[key])));
+        let (got_text, want_text) = (norm(&got[key]), norm(&expected[key]));
+        match content {
+            ContentCheck::Unchecked if key == "content" => {}
+            ContentCheck::Partial { contains, lacks, starts_with } if key == "content" => {
+                if let Some(want) = contains.iter().find(|want| !got_text.contains(want.as_str())) {
+                    return Err(format!("content: got {got_text:?}, expected it to contain {want:?}"));
+                }
+                if let Some(bad) = lacks.iter().find(|bad| got_text.contains(bad.as_str())) {
+                    return Err(format!("content: got {got_text:?}, expected it not to contain {bad:?}"));
+                }
+                if let Some(prefix) = starts_with.as_ref().filter(|p| !got_text.starts_with(p.as_str())) {
+                    return Err(format!("content: got {got_text:?}, expected it to start with {prefix:?}"));
+                }
+            }
+            _ if got_text != want_text => {
+                return Err(format!("{key}: got {got_text:?}, expected {want_text:?}"));
+            }
+            _ => {}
         }
     }
     let empty = Vec::new();
@@ -311,6 +411,14 @@ fn compare(got: &Json, expected: &Json) -> Result<(), String> {
             return Err(format!("tool_calls[{i}].id: got {}, expected {}", g["id"], w["id"]));
         }
     }
+    if let Some(invalid) = expected.get("invalid_tool_calls").and_then(Json::as_array) {
+        if failed_calls != invalid.len() {
+            return Err(format!(
+                "invalid_tool_calls: {failed_calls} failed call attempts reported in issues, expected {}",
+                invalid.len()
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -327,6 +435,75 @@ mod tests {
         assert!(!matches_pattern("exact", "exactly"));
         assert!(matches_pattern("a*b*c", "a-b-c"));
         assert!(!matches_pattern("ab*ba", "aba"));
+    }
+
+    fn got(content: &str) -> Json {
+        json!({"content": content, "reasoning_content": null, "tool_calls": []})
+    }
+
+    fn check(notes: &str, content: &str) -> Result<(), String> {
+        let expected = json!({"content": null, "reasoning_content": null, "tool_calls": []});
+        compare(&got(content), &expected, &content_check(&expected, notes), 0)
+    }
+
+    #[test]
+    fn notes_saying_content_contains_x_check_exactly_that() {
+        let notes = r#"content only asserted to contain "hello" and not "<tool_call>"; input is tokenized"#;
+        assert_eq!(check(notes, "well, hello there"), Ok(()));
+        assert!(check(notes, "goodbye").is_err(), "lacks \"hello\"");
+        assert!(check(notes, "hello <tool_call>").is_err(), "has \"<tool_call>\"");
+        let sglang = r#"SGLang returns "" for absent normal_text; test asserts accumulated normal_text contains "I'll check the weather." and the parameters equal {}"#;
+        assert_eq!(check(sglang, "  I'll check the weather.\n"), Ok(()));
+        assert!(check(sglang, "I'll check.").is_err());
+        assert!(check(sglang, "").is_err(), "an empty content no longer passes a contains check");
+        let prefix =
+            r#"test asserts 1 call and normal_text.strip().startswith("Some intro."); exact content not checked"#;
+        assert_eq!(check(prefix, " Some intro. more"), Ok(()));
+        assert!(check(prefix, "Intro: Some intro.").is_err(), "the assertion wins over `content not checked`");
+    }
+
+    #[test]
+    fn notes_saying_content_is_not_asserted_pass_any_content() {
+        for notes in [
+            "malformed JSON kept; content not asserted; input is tokenized",
+            "id and content not asserted",
+            "SGLang returns \"\" for absent normal_text; content not checked",
+            "non-streaming; name and content not checked (name taken from the input)",
+            "test does not check content; other test params: {\"streaming\": false}",
+        ] {
+            assert_eq!(check(notes, "anything <tool_call> at all"), Ok(()), "{notes}");
+            assert_eq!(check(notes, ""), Ok(()), "{notes}");
+        }
+    }
+
+    #[test]
+    fn a_null_content_without_such_notes_must_be_empty() {
+        for notes in [
+            "",
+            "other test params: {\"streaming\": false}",
+            "non-streaming extract_tool_calls; content asserted None: text around the JSON object is dropped",
+            "test may check only a subset of fields",
+        ] {
+            assert_eq!(check(notes, "  "), Ok(()), "{notes}");
+            assert!(check(notes, "text").is_err(), "{notes}");
+        }
+        // A non-null expected content is compared exactly whatever the notes say.
+        let expected = json!({"content": "a", "reasoning_content": null, "tool_calls": []});
+        let check = content_check(&expected, "content not checked");
+        assert_eq!(check, ContentCheck::Exact);
+        assert!(compare(&got("b"), &expected, &check, 0).is_err());
+    }
+
+    #[test]
+    fn invalid_tool_calls_count_failed_call_issues() {
+        let expected = json!({"content": "", "reasoning_content": null, "tool_calls": [],
+            "invalid_tool_calls": [{"index": 0, "status": "INVALID_JSON"}]});
+        assert_eq!(compare(&got(""), &expected, &ContentCheck::Exact, 1), Ok(()));
+        assert!(compare(&got(""), &expected, &ContentCheck::Exact, 0).is_err(), "not reported");
+        assert!(compare(&got(""), &expected, &ContentCheck::Exact, 2).is_err(), "one too many");
+        // Cases without the field do not look at issues.
+        let plain = json!({"content": "", "reasoning_content": null, "tool_calls": []});
+        assert_eq!(compare(&got(""), &plain, &ContentCheck::Exact, 3), Ok(()));
     }
 
     #[test]
