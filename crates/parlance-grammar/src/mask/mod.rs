@@ -7,7 +7,10 @@
 //! the item, and shared across grammars through [`MaskPool`], keyed by the structural key of the rule
 //! (see `CompiledGrammar::key`). At run time only uncertain tokens are checked against the full chart,
 //! again by a trie-ordered walk that reuses the parser state of shared prefixes. The accepted set is
-//! stored as a list, a bitset or a complement list, whichever is smallest.
+//! stored as a list, a bitset or a complement list, whichever is smallest; a state that reads `k`
+//! JSON-string characters for certain (a string's inside, a `maxLength` chain, an unanchored
+//! `pattern`) stores only what it accepts beyond the vocabulary's shared set of plain tokens of at
+//! most `k` characters, which saves building a bitset of most of the vocabulary per state.
 
 use crate::compile::CompiledGrammar;
 use crate::earley::{Earley, Item, ROOT_ORIGIN, SetLimit, Tables};

@@ -4,8 +4,8 @@
 //! sorted by their bytes; the trie is stored in preorder over that order, so a subtree is a contiguous
 //! range of sorted positions and skipping it is one jump. Each trie node also records which bytes occur
 //! below it, so a parser state that loops on all of them accepts the whole subtree at once, and how
-//! many JSON-string characters its tokens hold, so a length-counting state does the same. The vocab
-//! also owns the cross-grammar pool of token-mask cache entries, since entries are only valid for one
+//! many JSON-string characters its tokens hold, so a length-counting state does the same (per token
+//! too, for the mask cache's shared sets of plain tokens). The vocab also owns the cross-grammar pool of token-mask cache entries, since entries are only valid for one
 //! vocabulary.
 
 use crate::mask::MaskPool;
