@@ -459,8 +459,10 @@ struct Nfa<'a> {
     inline: &'a dyn Fn(u32) -> Option<&'a Expr>,
     /// Inlined rule fragments by (rule, continuation state): a rule inlined twice in front of the same
     /// continuation is built once.
-    shared: std::collections::HashMap<(u32, u32), u32>,
+    shared: HashMap<(u32, u32), u32>,
     inline_depth: usize,
+    /// UTF-8 byte-range sequences per character class (merged ranges, negation applied).
+    class_sequences: HashMap<Vec<(u32, u32)>, std::rc::Rc<Vec<Vec<(u8, u8)>>>>,
 }
 
 /// Inlining nested deeper than this keeps rule-reference edges (bounded native recursion).
@@ -610,36 +612,50 @@ impl Nfa<'_> {
             merged = comp;
         }
         let end = self.new_state()?;
-        let mut suffixes: std::collections::HashMap<Vec<(u8, u8)>, u32> = std::collections::HashMap::new();
-        for (a, b) in merged {
-            // Surrogates are not characters; clip them out so `char::from_u32` always succeeds.
-            let pieces = [(a, b.min(0xD7FF)), (a.max(0xE000), b)];
-            for (a, b) in pieces {
-                let (Some(a), Some(b)) = (char::from_u32(a), char::from_u32(b)) else { continue };
-                if a > b {
-                    continue;
-                }
-                for seq in Utf8Sequences::new(a, b) {
-                    // Sequences share their continuation-byte suffixes (`[80-BF]` tails): one state
-                    // per distinct suffix keeps classes small.
-                    let ranges: Vec<(u8, u8)> = seq.as_slice().iter().map(|r| (r.start, r.end)).collect();
-                    let mut cur = from;
-                    for i in 0..ranges.len() {
-                        let (lo, hi) = ranges[i];
-                        let to = if i + 1 == ranges.len() {
-                            end
-                        } else if let Some(&t) = suffixes.get(&ranges[i + 1..]) {
-                            self.edge(cur, Label::Bytes(lo, hi), t);
-                            break;
-                        } else {
-                            let t = self.new_state()?;
-                            suffixes.insert(ranges[i + 1..].to_vec(), t);
-                            t
-                        };
-                        self.edge(cur, Label::Bytes(lo, hi), to);
-                        cur = to;
+        // The UTF-8 byte sequences of a class, computed once per class and automaton (a JSON
+        // Schema repeats the string-character class in every string).
+        let sequences = match self.class_sequences.get(&merged) {
+            Some(seqs) => seqs.clone(),
+            None => {
+                let mut seqs: Vec<Vec<(u8, u8)>> = Vec::new();
+                for &(a, b) in &merged {
+                    // Surrogates are not characters; clip them out so `char::from_u32` always succeeds.
+                    let pieces = [(a, b.min(0xD7FF)), (a.max(0xE000), b)];
+                    for (a, b) in pieces {
+                        let (Some(a), Some(b)) = (char::from_u32(a), char::from_u32(b)) else { continue };
+                        if a > b {
+                            continue;
+                        }
+                        seqs.extend(
+                            Utf8Sequences::new(a, b)
+                                .map(|seq| seq.as_slice().iter().map(|r| (r.start, r.end)).collect()),
+                        );
                     }
                 }
+                let seqs = std::rc::Rc::new(seqs);
+                self.class_sequences.insert(merged, seqs.clone());
+                seqs
+            }
+        };
+        let mut suffixes: HashMap<&[(u8, u8)], u32> = HashMap::default();
+        for ranges in sequences.iter() {
+            // Sequences share their continuation-byte suffixes (`[80-BF]` tails): one state
+            // per distinct suffix keeps classes small.
+            let mut cur = from;
+            for i in 0..ranges.len() {
+                let (lo, hi) = ranges[i];
+                let to = if i + 1 == ranges.len() {
+                    end
+                } else if let Some(&t) = suffixes.get(&ranges[i + 1..]) {
+                    self.edge(cur, Label::Bytes(lo, hi), t);
+                    break;
+                } else {
+                    let t = self.new_state()?;
+                    suffixes.insert(&ranges[i + 1..], t);
+                    t
+                };
+                self.edge(cur, Label::Bytes(lo, hi), to);
+                cur = to;
             }
         }
         Ok(end)
@@ -797,8 +813,9 @@ pub(crate) fn build<'a>(
         deadline,
         regex_depth: 0,
         inline,
-        shared: std::collections::HashMap::new(),
+        shared: HashMap::default(),
         inline_depth: 0,
+        class_sequences: HashMap::default(),
     };
     let start = nfa.new_state()?;
     let end = nfa.build(expr, start, rule_map)?;
