@@ -462,8 +462,11 @@ struct Nfa<'a> {
     shared: HashMap<(u32, u32), u32>,
     inline_depth: usize,
     /// UTF-8 byte-range sequences per character class (merged ranges, negation applied).
-    class_sequences: HashMap<Vec<(u32, u32)>, std::rc::Rc<Vec<Vec<(u8, u8)>>>>,
+    class_sequences: HashMap<Vec<(u32, u32)>, std::rc::Rc<ByteSequences>>,
 }
+
+/// A character class as UTF-8 byte-range sequences.
+type ByteSequences = Vec<Vec<(u8, u8)>>;
 
 /// Inlining nested deeper than this keeps rule-reference edges (bounded native recursion).
 const INLINE_DEPTH: usize = 48;
