@@ -2,11 +2,10 @@
 //! `shared/bench/workloads`), beside `parlance bench grammar`, which measures the whole workload as
 //! the peers' runner does.
 //!
-//! `grammar/ttfm_w1_sample`: time to first mask (compile + matcher + first mask) of 20 W1 schemas (without
-//! `$ref`, compiling in under 5 ms: the body of the distribution) in
-//! turn, each time with its property names renamed so that no cache from an earlier iteration
-//! answers for the schema itself (the process-wide caches of shared rules stay warm, as in a
-//! server). `grammar/fill_inside_string` and `grammar/fill_after_key`: filling a mask at a state
+//! `grammar/ttfm_w1_sample`: time to first mask (compile + matcher + first mask) of 20 W1 schemas
+//! (without `$ref`, compiling in under 5 ms: the body of the distribution) in turn, each time with
+//! its property names renamed so that no cache from an earlier iteration answers for the schema
+//! itself (the process-wide caches of shared rules stay warm, as in a server). `grammar/fill_inside_string` and `grammar/fill_after_key`: filling a mask at a state
 //! whose entry is cached, the steady state of decoding.
 
 use std::hint::black_box;
@@ -62,7 +61,7 @@ fn benches(c: &mut Criterion) {
         eprintln!("skipping: no workload at {}", workload.display());
         return;
     };
-    let Ok(tokenizer) = parlance::Tokenizer::from_path(&tokenizers().join("llama3_1")) else {
+    let Ok(tokenizer) = parlance::Tokenizer::from_path(tokenizers().join("llama3_1")) else {
         eprintln!("skipping: no llama3_1 tokenizer under {}", tokenizers().display());
         return;
     };
