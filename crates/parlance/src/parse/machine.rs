@@ -2,7 +2,8 @@
 //! received so far that moves forward only when the text decides, emitting deltas as it goes.
 //!
 //! Nothing emitted is ever taken back. Before a call's name is complete a failed call reverts to
-//! content (nothing of it was emitted); after, the call is kept and the trouble reported.
+//! content (nothing of it was emitted; for a later call of a section, from its separator on); after,
+//! the call is kept and the trouble reported.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -133,8 +134,15 @@ struct Section {
     trigger_at: usize,
     /// Whitespace before the trigger, not yet attributed.
     ws_from: usize,
-    /// A call of this section has been emitted: no revert.
+    /// A call of this section has been emitted: the section is not reverted, only the call being
+    /// read when its name was not yet complete.
     committed: bool,
+    /// Where the text of the call being read starts (before its separator): a call that fails
+    /// before its name is complete reverts to content from here.
+    call_from: usize,
+    /// The end of the first marker (separator, call start or name prefix) of the call being read:
+    /// once one was read, the call failing is reported, and markers are searched after it.
+    call_marker_end: Option<usize>,
     /// Calls completed in this section.
     calls: usize,
     /// Between calls: the separator was read (a wait after it must not read another).
@@ -679,6 +687,8 @@ impl Machine {
                         trigger_at: at,
                         ws_from: self.pos,
                         committed: false,
+                        call_from: at,
+                        call_marker_end: None,
                         calls: 0,
                         separated: false,
                         started: false,
@@ -748,6 +758,8 @@ impl Machine {
                     trigger_at: at,
                     ws_from: self.pos,
                     committed: false,
+                    call_from: at,
+                    call_marker_end: None,
                     calls: 0,
                     separated: false,
                     started: false,
@@ -1014,12 +1026,26 @@ impl Machine {
     /// The section cannot go on: revert it to content if nothing was emitted, else close it.
     fn section_failed(&mut self, section: &Section, why: String) {
         if section.committed {
-            self.close_call();
-            self.state = State::Content;
+            if self.call.is_some() {
+                // The call's name was emitted: it is kept, the rest is content.
+                self.close_call();
+                self.state = State::Content;
+                return;
+            }
+            // A later call failed before its name was complete: the calls before it are kept,
+            // its text (from its separator on) reverts to content. Without a marker of its own
+            // (no separator or call start read) it was no call: content decides what it is.
+            let Some(marker_end) = section.call_marker_end else {
+                self.revert_to(section.call_from, section.call_from);
+                return;
+            };
+            let text = &self.buf[section.call_from..];
+            let at = section.call_from + text.len() - text.trim_start().len();
+            self.issue("unparsed-call", at, why);
+            self.revert_to(section.call_from, marker_end);
             return;
         }
         self.issue("unparsed-call", section.trigger_at, why);
-        self.pos = section.ws_from;
         // The trigger is content; markers are searched after it.
         let tools = self.setup.tools();
         let trigger_len = match (tools.bare_json, section.implicit) {
@@ -1027,10 +1053,17 @@ impl Machine {
             (false, true) => tools.call_trigger.len(),
             (false, false) => tools.trigger.len(),
         };
-        self.scan_from = section.trigger_at + trigger_len;
-        self.message.spans.retain(|s| s.start < section.ws_from);
+        self.revert_to(section.ws_from, section.trigger_at + trigger_len);
+    }
+
+    /// Text from `from` on is content again (nothing of it was emitted: only marker and whitespace
+    /// spans, which are taken back); markers are searched from `scan_from` on.
+    fn revert_to(&mut self, from: usize, scan_from: usize) {
+        self.pos = from;
+        self.scan_from = self.scan_from.max(scan_from);
+        self.message.spans.retain(|s| s.start < from);
         if let Some(last) = self.message.spans.last_mut() {
-            last.end = last.end.min(section.ws_from);
+            last.end = last.end.min(from);
         }
         self.state = State::Content;
     }
@@ -1224,6 +1257,7 @@ impl Machine {
                     None => {}
                 }
                 self.close_call();
+                (section.call_from, section.call_marker_end) = (self.pos, None);
                 section.phase = Phase::BeforeCall;
                 Ok(Step::Again)
             }
@@ -1242,6 +1276,7 @@ impl Machine {
                     Ok(end) => {
                         self.marker(end);
                         section.separated = true;
+                        section.call_marker_end.get_or_insert(end);
                     }
                     Err(()) => {
                         section.phase = Phase::BeforeCall;
@@ -1280,6 +1315,7 @@ impl Machine {
                     self.marker(end);
                     matched_any = true;
                     section.started |= i == 0;
+                    section.call_marker_end.get_or_insert(end);
                 }
                 Some(Err(())) => {
                     section.phase = Phase::BeforeCall;
@@ -1290,7 +1326,10 @@ impl Machine {
                     if first {
                         return Err(format!("expected {marker:?}"));
                     }
-                    // Not another call: the section is over.
+                    // Not another call: the section is over (a separator read is content).
+                    if section.separated {
+                        self.revert_to(section.call_from, section.call_from);
+                    }
                     self.state = State::Content;
                     return Ok(Step::Again);
                 }

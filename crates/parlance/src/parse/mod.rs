@@ -7,7 +7,10 @@
 //!
 //! What happens to bad output (nothing is ever dropped; `spans` cover every input byte):
 //! - a call marker not followed by a call (no name, JSON that never forms a call object, output
-//!   cut before the name is complete): the text stays `content`, issue `unparsed-call`;
+//!   cut before the name is complete): the text stays `content`, issue `unparsed-call`; so does a
+//!   later call of a section that fails so, from its separator on (opener included), while the
+//!   calls before it are kept; later calls are read again where a marker opens them outside a
+//!   section (the call start, or a call trigger), else they stay content;
 //! - a call whose name was read but whose arguments are malformed JSON: the call is kept with the
 //!   exact text as `arguments` (not valid JSON), `arguments_value` `None`, issue
 //!   `malformed-arguments`; later calls are parsed as usual;
