@@ -17,7 +17,7 @@
 //!   compared with leading and trailing whitespace trimmed;
 //! - except a `null` expected `content` whose `notes` say what the test asserted about content
 //!   instead (the corpus README: null "when the test does not check content (see notes)"), read
-//!   from these phrasings only ([`content_check`]), anywhere in the notes:
+//!   from these phrasings only (`content_check`), anywhere in the notes:
 //!   - `content only asserted to contain "X"`, optionally followed by ` and not "Y"`; SGLang's
 //!     `normal_text contains "X"` (its normal text is the content) → the trimmed content must
 //!     contain X (and not Y);
