@@ -142,18 +142,26 @@ impl Automaton {
         next: &mut Vec<u32>,
     ) -> bool {
         out.clear();
-        let add = |v: &mut Vec<u32>, t: u32| {
-            if !v.contains(&t) {
-                v.push(t);
-            }
-        };
         for &b in &reps.ascii {
             let t = self.next(state, b);
             if t == DEAD {
                 return false;
             }
-            add(out, t);
+            push_unique(out, t);
         }
+        self.multibyte_targets(state, reps, out, cur, next)
+    }
+
+    /// Adds to `out` the states the multi-byte UTF-8 characters lead to from `state`; `false` if one
+    /// of them, or a cut-short prefix of one, dies.
+    fn multibyte_targets(
+        &self,
+        state: u32,
+        reps: &Utf8Reps,
+        out: &mut Vec<u32>,
+        cur: &mut Vec<u32>,
+        next: &mut Vec<u32>,
+    ) -> bool {
         for seq in &reps.sequences {
             cur.clear();
             cur.push(state);
@@ -165,13 +173,13 @@ impl Automaton {
                         if t == DEAD {
                             return false;
                         }
-                        add(next, t);
+                        push_unique(next, t);
                     }
                 }
                 std::mem::swap(cur, next);
             }
             for &t in cur.iter() {
-                add(out, t);
+                push_unique(out, t);
             }
         }
         true
@@ -275,30 +283,8 @@ impl Automaton {
 
     /// Whether every multi-byte UTF-8 character read from `state` leads to `target`.
     fn multibyte_all_reach(&self, state: u32, target: u32, reps: &Utf8Reps) -> bool {
-        let (mut cur, mut next) = (Vec::new(), Vec::new());
-        for seq in &reps.sequences {
-            cur.clear();
-            cur.push(state);
-            for bytes in seq {
-                next.clear();
-                for &s in &cur {
-                    for &b in bytes {
-                        let t = self.next(s, b);
-                        if t == DEAD {
-                            return false;
-                        }
-                        if !next.contains(&t) {
-                            next.push(t);
-                        }
-                    }
-                }
-                std::mem::swap(&mut cur, &mut next);
-            }
-            if cur != [target] {
-                return false;
-            }
-        }
-        true
+        let mut out = Vec::new();
+        self.multibyte_targets(state, reps, &mut out, &mut Vec::new(), &mut Vec::new()) && out == [target]
     }
 
     /// Whether every multi-byte UTF-8 character read from `state` returns to `state`.
@@ -407,6 +393,33 @@ impl Automaton {
     }
 }
 
+/// Pushes `t` unless `v` holds it (the sets walked here are a handful of states).
+fn push_unique(v: &mut Vec<u32>, t: u32) {
+    if !v.contains(&t) {
+        v.push(t);
+    }
+}
+
+/// Values grouped by key in one allocation: key `k`'s values are `values[start[k]..start[k + 1]]`,
+/// in the order `items` yields them (a counting sort; `items` is walked twice).
+fn group_by_key<T: Copy>(keys: usize, items: impl Iterator<Item = (u32, T)> + Clone, fill: T) -> (Vec<u32>, Vec<T>) {
+    let mut start = vec![0u32; keys + 2];
+    for (k, _) in items.clone() {
+        start[k as usize + 2] += 1;
+    }
+    for k in 2..keys + 2 {
+        start[k] += start[k - 1];
+    }
+    let mut values = vec![fill; start[keys + 1] as usize];
+    for (k, v) in items {
+        let slot = &mut start[k as usize + 1];
+        values[*slot as usize] = v;
+        *slot += 1;
+    }
+    start.pop();
+    (start, values)
+}
+
 /// The byte ranges of every multi-byte UTF-8 character, as `regex_syntax::utf8` splits them
 /// (computed once).
 fn multibyte_sequences() -> &'static [Vec<(u8, u8)>] {
@@ -485,19 +498,7 @@ impl Nfa<'_> {
 
     /// Whether every state can reach `end`.
     fn all_reach(&self, end: u32) -> bool {
-        let mut start = vec![0u32; self.states + 2];
-        for &(_, _, to) in &self.edges {
-            start[to as usize + 2] += 1;
-        }
-        for s in 2..self.states + 2 {
-            start[s] += start[s - 1];
-        }
-        let mut preds = vec![0u32; self.edges.len()];
-        for &(from, _, to) in &self.edges {
-            let slot = &mut start[to as usize + 1];
-            preds[*slot as usize] = from;
-            *slot += 1;
-        }
+        let (start, preds) = group_by_key(self.states, self.edges.iter().map(|&(from, _, to)| (to, from)), 0);
         let mut live = vec![false; self.states];
         live[end as usize] = true;
         let mut stack = vec![end];
@@ -871,21 +872,9 @@ struct NfaEdges {
 
 impl NfaEdges {
     fn new(states: usize, edges: &[(u32, Label, u32)]) -> NfaEdges {
-        let mut start = vec![0u32; states + 2];
-        for &(from, _, _) in edges {
-            start[from as usize + 2] += 1;
-        }
-        for s in 2..states + 2 {
-            start[s] += start[s - 1];
-        }
-        let mut grouped = vec![(Label::Eps, 0); edges.len()];
-        for &(from, label, to) in edges {
-            let slot = &mut start[from as usize + 1];
-            grouped[*slot as usize] = (label, to);
-            *slot += 1;
-        }
-        start.pop();
-        NfaEdges { start, edges: grouped }
+        let (start, edges) =
+            group_by_key(states, edges.iter().map(|&(from, label, to)| (from, (label, to))), (Label::Eps, 0));
+        NfaEdges { start, edges }
     }
 
     fn len(&self) -> usize {
@@ -927,12 +916,10 @@ fn determinize(
     let mut boundary = [false; 257];
     boundary[0] = true;
     boundary[256] = true;
-    {
-        for &(l, _) in &edges.edges {
-            if let Label::Bytes(a, b) = l {
-                boundary[a as usize] = true;
-                boundary[b as usize + 1] = true;
-            }
+    for &(l, _) in &edges.edges {
+        if let Label::Bytes(a, b) = l {
+            boundary[a as usize] = true;
+            boundary[b as usize + 1] = true;
         }
     }
     let mut classes = [0u8; 256];
@@ -1062,29 +1049,12 @@ impl Dfa {
         let n = self.len();
         let nc = self.nclasses;
         // Predecessors back to back per target (`start[t]..start[t + 1]`).
-        let mut start = vec![0u32; n + 2];
-        for s in 0..n {
-            for &t in &self.trans[s * nc..(s + 1) * nc] {
-                if t != DEAD {
-                    start[t as usize + 2] += 1;
-                }
-            }
-            for &(_, t) in &self.rule_edges[s] {
-                start[t as usize + 2] += 1;
-            }
-        }
-        for t in 2..n + 2 {
-            start[t] += start[t - 1];
-        }
-        let mut preds = vec![0u32; start[n + 1] as usize];
-        for s in 0..n {
-            let row = &self.trans[s * nc..(s + 1) * nc];
-            for t in row.iter().copied().chain(self.rule_edges[s].iter().map(|e| e.1)).filter(|&t| t != DEAD) {
-                let slot = &mut start[t as usize + 1];
-                preds[*slot as usize] = s as u32;
-                *slot += 1;
-            }
-        }
+        let dfa = &self;
+        let edges = (0..n).flat_map(|s| {
+            let bytes = dfa.trans[s * nc..(s + 1) * nc].iter().copied();
+            bytes.chain(dfa.rule_edges[s].iter().map(|e| e.1)).filter(|&t| t != DEAD).map(move |t| (t, s as u32))
+        });
+        let (start, preds) = group_by_key(n, edges, 0);
         let mut live = self.finals.clone();
         let mut stack: Vec<u32> = (0..n as u32).filter(|&s| live[s as usize]).collect();
         while let Some(s) = stack.pop() {

@@ -410,9 +410,8 @@ fn earley_walk(
 fn make_entry(vocab: &TokenVocab, accepted: &PosBits, uncertain: Vec<u32>, plain: Option<Arc<PlainSet>>) -> MaskEntry {
     let n = vocab.sorted_len();
     let small = vocab.len() / 48;
-    // The ids at the positions of `words` whose bits equal `want`, sorted.
-    let ids = |words: &[u64], want: bool| {
-        let mut out = Vec::new();
+    // Calls `f` with the id at every position of `words` whose bit equals `want`.
+    let each = |words: &[u64], want: bool, f: &mut dyn FnMut(u32)| {
         for (w, &word) in words.iter().enumerate() {
             let mut bits = if want { word } else { !word };
             while bits != 0 {
@@ -420,10 +419,14 @@ fn make_entry(vocab: &TokenVocab, accepted: &PosBits, uncertain: Vec<u32>, plain
                 if p >= n {
                     break;
                 }
-                out.push(vocab.id_at(p as u32));
+                f(vocab.id_at(p as u32));
                 bits &= bits - 1;
             }
         }
+    };
+    let sorted_ids = |words: &[u64], want: bool| {
+        let mut out = Vec::new();
+        each(words, want, &mut |id| out.push(id));
         out.sort_unstable();
         out
     };
@@ -435,19 +438,17 @@ fn make_entry(vocab: &TokenVocab, accepted: &PosBits, uncertain: Vec<u32>, plain
     {
         let rest: Vec<u64> = accepted.0.iter().zip(&plain.positions.0).map(|(a, p)| a & !p).collect();
         if count(&rest) <= small {
-            return MaskEntry { accepted: Accepted::PlainAnd(plain, ids(&rest, true)), uncertain };
+            return MaskEntry { accepted: Accepted::PlainAnd(plain, sorted_ids(&rest, true)), uncertain };
         }
     }
     let total = count(&accepted.0);
     let accepted = if total <= small {
-        Accepted::Ids(ids(&accepted.0, true))
+        Accepted::Ids(sorted_ids(&accepted.0, true))
     } else if n - total <= small {
-        Accepted::AllExcept(ids(&accepted.0, false))
+        Accepted::AllExcept(sorted_ids(&accepted.0, false))
     } else {
         let mut bits = vec![0u32; vocab.mask_words()];
-        for id in ids(&accepted.0, true) {
-            bits[id as usize / 32] |= 1 << (id % 32);
-        }
+        each(&accepted.0, true, &mut |id| bits[id as usize / 32] |= 1 << (id % 32));
         Accepted::Bits(bits)
     };
     MaskEntry { accepted, uncertain }

@@ -5,8 +5,8 @@
 //! range of sorted positions and skipping it is one jump. Each trie node also records which bytes occur
 //! below it, so a parser state that loops on all of them accepts the whole subtree at once, and how
 //! many JSON-string characters its tokens hold, so a length-counting state does the same (per token
-//! too, for the mask cache's shared sets of plain tokens). The vocab also owns the cross-grammar pool of token-mask cache entries, since entries are only valid for one
-//! vocabulary.
+//! too, for the mask cache's shared sets of plain tokens). The vocab also owns the cross-grammar pool
+//! of token-mask cache entries, since entries are only valid for one vocabulary.
 
 use crate::mask::MaskPool;
 
@@ -175,13 +175,18 @@ impl TokenVocab {
     }
 }
 
-/// How many JSON-string characters without escapes `bytes` is (see [`TrieNode::plain_chars`]), or 0.
-fn plain_chars(bytes: &[u8]) -> u32 {
-    let utf8_prefix = match std::str::from_utf8(bytes) {
+/// Whether `bytes` is well-formed UTF-8 but for a cut-short last character (`error_len() == None`:
+/// the input ended inside a character).
+fn utf8_prefix(bytes: &[u8]) -> bool {
+    match std::str::from_utf8(bytes) {
         Ok(_) => true,
         Err(e) => e.error_len().is_none(),
-    };
-    if !utf8_prefix || bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+    }
+}
+
+/// How many JSON-string characters without escapes `bytes` is (see [`TrieNode::plain_chars`]), or 0.
+fn plain_chars(bytes: &[u8]) -> u32 {
+    if !utf8_prefix(bytes) || bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
         return 0;
     }
     // Characters (a cut-short one included) start with a non-continuation byte.
@@ -240,24 +245,22 @@ fn build_trie(tokens: &[Vec<u8>], sorted: &[u32]) -> Vec<TrieNode> {
             }
         }
     }
-    // Whether each token is well-formed UTF-8 from byte k on, but for a cut-short last character
-    // (`error_len() == None`: the input ended inside a character), for every k.
+    // Whether each token is well-formed UTF-8 from byte k on, but for a cut-short last character,
+    // and how many plain string characters it is from there, for every k.
     for n in nodes.iter_mut().skip(1) {
         let k = n.depth as usize - 1;
-        n.utf8_prefix = (n.lo..n.hi).all(|p| match std::str::from_utf8(&bytes_of(p as usize)[k..]) {
-            Ok(_) => true,
-            Err(e) => e.error_len().is_none(),
-        });
+        n.utf8_prefix = (n.lo..n.hi).all(|p| utf8_prefix(&bytes_of(p as usize)[k..]));
         n.plain_chars = if n.utf8_prefix {
+            // 0 as soon as one tail is not plain characters only.
             let mut max = 0u32;
             for p in n.lo..n.hi {
-                let tail = &bytes_of(p as usize)[k..];
-                if tail.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
-                    max = 0;
-                    break;
+                match plain_chars(&bytes_of(p as usize)[k..]) {
+                    0 => {
+                        max = 0;
+                        break;
+                    }
+                    chars => max = max.max(chars),
                 }
-                // Characters (a cut-short one included) start with a non-continuation byte.
-                max = max.max(tail.iter().filter(|&&b| b & 0xC0 != 0x80).count() as u32);
             }
             max
         } else {
