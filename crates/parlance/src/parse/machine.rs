@@ -1329,8 +1329,9 @@ impl Machine {
                     // Not another call: the section is over (a separator read is content).
                     if section.separated {
                         self.revert_to(section.call_from, section.call_from);
+                    } else {
+                        self.state = State::Content;
                     }
-                    self.state = State::Content;
                     return Ok(Step::Again);
                 }
                 None => return Err(format!("expected {marker:?}")),
@@ -1882,21 +1883,14 @@ impl Machine {
     /// while the text so far cannot tell.
     fn quote_closes(&self, tools: &ToolSyntax, value_suffix: &str, after: &str) -> Option<bool> {
         let after = after.trim_start();
-        let undecided = || if self.eof { Some(false) } else { None };
         if after.is_empty() {
             return if self.eof { Some(true) } else { None };
         }
+        let turn_end = self.setup.syntax.turn_end.iter().map(String::as_str);
         let mut partial = false;
-        if self.setup.syntax.turn_end.iter().any(|m| matches!(starts_with_marker(after, m), Some(Ok(_)))) {
+        let ends_value = [value_suffix, tools.arg_value_suffix.as_str(), tools.section_end.as_str()];
+        if starts_with_any(after, turn_end.clone().chain(ends_value), &mut partial) {
             return Some(true);
-        }
-        for marker in [value_suffix, &tools.arg_value_suffix, &tools.section_end] {
-            match starts_with_marker(after, marker) {
-                _ if marker.is_empty() => {}
-                Some(Ok(_)) => return Some(true),
-                Some(Err(())) => partial = true,
-                None => {}
-            }
         }
         if !tools.call_end.is_empty() {
             match starts_with_marker(after, &tools.call_end) {
@@ -1905,16 +1899,9 @@ impl Machine {
                     if next.is_empty() {
                         return if self.eof { Some(true) } else { None };
                     }
-                    for marker in [&tools.separator, &tools.section_end, &tools.call_start, &tools.name_prefix] {
-                        match starts_with_marker(next, marker) {
-                            _ if marker.is_empty() => {}
-                            Some(Ok(_)) => return Some(true),
-                            Some(Err(())) => partial = true,
-                            None => {}
-                        }
-                    }
-                    // Text after the turn's last call (the turn end, an EOS) ends it too.
-                    if self.setup.syntax.turn_end.iter().any(|m| matches!(starts_with_marker(next, m), Some(Ok(_)))) {
+                    // Another call, the section end, or the turn's end (an EOS) after the call.
+                    let after_call = [&tools.separator, &tools.section_end, &tools.call_start, &tools.name_prefix];
+                    if starts_with_any(next, after_call.map(String::as_str).into_iter().chain(turn_end), &mut partial) {
                         return Some(true);
                     }
                 }
@@ -1929,22 +1916,24 @@ impl Machine {
                     let name = next.find(|c: char| !is_name_char(c)).unwrap_or(next.len());
                     if name == next.len() {
                         partial = true;
-                    } else if name > 0 {
-                        let rest = &next[name..];
-                        for suffix in &tools.arg_name_suffixes {
-                            match starts_with_marker(rest, suffix) {
-                                Some(Ok(_)) => return Some(true),
-                                Some(Err(())) => partial = true,
-                                None => {}
-                            }
-                        }
+                    } else if name > 0
+                        && starts_with_any(
+                            &next[name..],
+                            tools.arg_name_suffixes.iter().map(String::as_str),
+                            &mut partial,
+                        )
+                    {
+                        return Some(true);
                     }
                 }
                 Some(Err(())) => partial = true,
                 None => {}
             }
         }
-        if partial { undecided() } else { Some(false) }
+        match (partial, self.eof) {
+            (true, false) => None,
+            _ => Some(false),
+        }
     }
 
     fn emit_argument(&mut self, tools: &ToolSyntax, name: &str, raw: &str, quoted: bool, count: usize, at: usize) {
@@ -2069,6 +2058,19 @@ fn unquote(value: &str) -> (String, bool) {
         }
     }
     (value.to_owned(), false)
+}
+
+/// Whether `text` starts with one of `markers` (empty ones skipped); one that `text` may still
+/// complete sets `partial`.
+fn starts_with_any<'a>(text: &str, markers: impl IntoIterator<Item = &'a str>, partial: &mut bool) -> bool {
+    for marker in markers.into_iter().filter(|m| !m.is_empty()) {
+        match starts_with_marker(text, marker) {
+            Some(Ok(_)) => return true,
+            Some(Err(())) => *partial = true,
+            None => {}
+        }
+    }
+    false
 }
 
 fn is_name_char(c: char) -> bool {
