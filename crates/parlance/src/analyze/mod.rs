@@ -58,6 +58,10 @@ pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Form
         probe = lenient;
         format.workarounds.push(WORKAROUND_LIST_APPEND.to_owned());
     }
+    if let Some(lenient) = probe.with_null_content_with_calls() {
+        probe = lenient;
+        format.workarounds.push(WORKAROUND_NULL_CONTENT.to_owned());
+    }
     if !probe.emptied.is_empty() {
         format.workarounds.push("undeclared-variables-set-empty".to_owned());
         format.unsupported.push(format!(
@@ -240,6 +244,10 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
 /// Named workaround: a message with a tool call renders only when `list.append` is ignored
 /// (`Probe::with_list_append_ignored`).
 pub(crate) const WORKAROUND_LIST_APPEND: &str = "list-append-ignored";
+
+/// Named workaround: a message's tool calls render only when its content is `null`
+/// (`Probe::with_null_content_with_calls`).
+pub(crate) const WORKAROUND_NULL_CONTENT: &str = "calls-with-null-content";
 
 /// Named workaround: a generation prompt opens a tag (`<think>\n`) that no render ever closes,
 /// because the template cuts a message's content at the closing tag and never renders reasoning.

@@ -38,6 +38,8 @@ pub(crate) struct Probe {
     /// Variables the template needs but nobody gave, set to `""` because nothing rendered without
     /// them (workaround `undeclared-variables-set-empty`).
     pub(crate) emptied: Vec<String>,
+    /// Messages with tool calls render with `content: null` (workaround `calls-with-null-content`).
+    null_content_with_calls: bool,
 }
 
 /// One assistant message as the model would write it.
@@ -99,8 +101,13 @@ impl Probe {
             vec![json!({"role": "system", "content": "PLNC system prompt"}), json!({"role": "user", "content": USER})],
         ];
         for prefix in prefixes {
-            let probe =
-                Probe { template: template.clone(), variables: variables.clone(), prefix, emptied: emptied.clone() };
+            let probe = Probe {
+                template: template.clone(),
+                variables: variables.clone(),
+                prefix,
+                emptied: emptied.clone(),
+                null_content_with_calls: false,
+            };
             let assistant = json!({"role": "assistant", "content": CONTENT});
             if probe.render(&[assistant], false, false, &[]).is_some() && probe.render(&[], false, true, &[]).is_some()
             {
@@ -126,6 +133,24 @@ impl Probe {
         lenient.output_with_calls(calls(), &[]).map(|_| lenient)
     }
 
+    /// This probe with messages that hold tool calls rendered with `content: null` (workaround
+    /// `calls-with-null-content`), when only that makes the calls render: DeepSeek V3's template
+    /// writes calls under `message['content'] is none`, which transformers never passes (it drops
+    /// `null` keys) but the OpenAI wire shape of such a message has. `None` when the calls render
+    /// already, or do not render with `null` content either.
+    pub(crate) fn with_null_content_with_calls(&self) -> Option<Probe> {
+        let renders = |probe: &Probe| {
+            [json!({ARG_1: VALUE_1}), json!(json!({ARG_1: VALUE_1}).to_string())].into_iter().any(|arguments| {
+                probe.output_with_calls(vec![call(ID_1, FN_1, arguments)], &[]).is_some_and(|o| o.text.contains(FN_1))
+            })
+        };
+        if renders(self) {
+            return None;
+        }
+        let lenient = Probe { null_content_with_calls: true, ..self.clone() };
+        renders(&lenient).then_some(lenient)
+    }
+
     /// Renders `prefix + messages`; `None` if the template raises.
     pub(crate) fn render(
         &self,
@@ -136,6 +161,9 @@ impl Probe {
     ) -> Option<String> {
         let mut all = self.prefix.clone();
         all.extend(messages.iter().cloned());
+        if self.null_content_with_calls {
+            null_content_beside_calls(&mut all);
+        }
         let conversation = Conversation { messages: all, tools: with_tools.then(probe_tools), documents: None };
         let mut variables = self.variables.clone();
         for (name, value) in extra {
@@ -145,6 +173,7 @@ impl Probe {
             add_generation_prompt,
             variables,
             now: chrono::NaiveDate::from_ymd_opt(2025, 1, 15).and_then(|d| d.and_hms_opt(12, 0, 0)),
+            keep_null_keys: self.null_content_with_calls,
             ..RenderOptions::default()
         };
         self.template.render(&conversation, &options).ok()
@@ -186,6 +215,18 @@ impl Probe {
         let mut with_empty = bare.clone();
         with_empty["content"] = json!("");
         self.output(&bare, true, extra).or_else(|| self.output(&with_empty, true, extra))
+    }
+}
+
+/// Sets an absent or empty `content` to `null` in messages with tool calls, for templates that
+/// render calls only then (workaround `calls-with-null-content`; render with
+/// `RenderOptions::keep_null_keys`).
+pub(crate) fn null_content_beside_calls(messages: &mut [Json]) {
+    for message in messages {
+        let empty = message.get("content").is_none_or(|c| c.as_str() == Some(""));
+        if message.get("tool_calls").is_some() && empty {
+            message["content"] = Json::Null;
+        }
     }
 }
 

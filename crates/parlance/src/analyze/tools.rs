@@ -101,12 +101,17 @@ fn rendered_calls(
     Some((one, two))
 }
 
-/// The call outputs without the turn end (which `format.turn_end` is set to: what every kind of
-/// turn ends with).
+/// The call outputs without the turn end (which `format.turn_end` is set to: what a content turn
+/// and a call turn end with).
+///
+/// A template may close only some call turns: DeepSeek V3's closes the section and the turn after
+/// a second call only. The turn end is then read off the two-call output, and the one-call output,
+/// which lacks it, loses nothing.
 fn call_texts(one: &str, format: &mut Format, content_tail: &str, two: Option<&Output>) -> (String, Option<String>) {
-    let turn_end_len = common_suffix(content_tail, one);
+    let two_len = two.map_or(0, |o| common_suffix(content_tail, &o.text));
+    let turn_end_len = common_suffix(content_tail, one).max(two_len);
     format.turn_end = content_tail[content_tail.len() - turn_end_len..].to_owned();
-    let one_text = one[..one.len() - turn_end_len].to_owned();
+    let one_text = one[..one.len() - common_suffix(one, &format.turn_end)].to_owned();
     let two_text = two.map(|o| {
         let end = o.text.len() - common_suffix(&o.text, &format.turn_end).min(format.turn_end.len());
         o.text[..end].to_owned()
@@ -256,15 +261,28 @@ fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)
     }
     let before = &one[..name_at];
     let after = &one[args_end..];
-    // In the two-call output: the text from the end of call 1's arguments to call 2's name.
-    let between = two.and_then(|two| {
-        let first = two.find(FN_1)?;
-        let (_, end, _) = json_values(&two[first..]).into_iter().find(|(_, _, v)| is_probe_arguments(v).is_some())?;
-        let end = first + end;
+    // In the two-call output: the text from the end of call 1's arguments to call 2's name, and
+    // the text after call 2's arguments.
+    let arguments_end = |two: &str, from: usize, arg: &str| {
+        let probe_arguments = |v: &Json| contains_string(v, arg) || v.as_str().is_some_and(|s| s.contains(arg));
+        let (_, end, _) = json_values(&two[from..]).into_iter().find(|(_, _, v)| probe_arguments(v))?;
+        Some(from + end)
+    };
+    let second = two.and_then(|two| {
+        let end = arguments_end(two, two.find(FN_1)?, ARG_1)?;
         let second = find_from(two, FN_2, end)?;
-        Some(two[end..second].to_owned())
+        Some((two, end, second))
     });
-    split_around_calls(&mut tools, before, after, between.as_deref());
+    let between = second.map(|(two, end, second)| &two[end..second]);
+    split_around_calls(&mut tools, before, after, between);
+    // A section end written only after several calls (DeepSeek V3): the two-call output goes on
+    // past the one-call output's call end.
+    let last_after = second.and_then(|(two, _, second)| Some(&two[arguments_end(two, second, ARG_2)?..]));
+    if let Some(last_after) = last_after.filter(|_| tools.section_end.is_empty() && !tools.call_end.is_empty()) {
+        if let Some(rest) = last_after.strip_prefix(tools.call_end.as_str()) {
+            tools.section_end = rest.to_owned();
+        }
+    }
     tools.indexed_name_suffix = two.is_some_and(|two| suffix_is_indexed(&tools.name_suffix, two));
     Some((family_of(&tools, one, two), tools))
 }

@@ -61,9 +61,13 @@ pub fn rendered_cases(template: &ChatTemplate, format: &Format, options: &Analyz
 
 /// The probe the analysis of `format` used: with its workarounds.
 fn probe_for(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions) -> Option<Probe> {
-    let probe = Probe::new(template, options.variables.clone())?;
-    if format.workarounds.iter().any(|w| w == super::WORKAROUND_LIST_APPEND) {
-        return probe.with_list_append_ignored().or(Some(probe));
+    let mut probe = Probe::new(template, options.variables.clone())?;
+    let applied = |name: &str| format.workarounds.iter().any(|w| w == name);
+    if applied(super::WORKAROUND_LIST_APPEND) {
+        probe = probe.with_list_append_ignored().unwrap_or(probe);
+    }
+    if applied(super::WORKAROUND_NULL_CONTENT) {
+        probe = probe.with_null_content_with_calls().unwrap_or(probe);
     }
     Some(probe)
 }

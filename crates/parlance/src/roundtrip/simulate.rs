@@ -11,8 +11,9 @@
 use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
 
+use crate::analyze::WORKAROUND_NULL_CONTENT;
 use crate::analyze::diff::bracketed_pieces;
-use crate::analyze::probe::split_output;
+use crate::analyze::probe::{null_content_beside_calls, split_output};
 use crate::format::Format;
 use crate::message::Conversation;
 use crate::parse::{ParseOptions, ParsedMessage, Parser};
@@ -291,17 +292,25 @@ impl<'a> Sim<'a> {
         add_generation_prompt: bool,
         extra: &[(String, Json)],
     ) -> Result<String, TemplateError> {
-        let conversation = Conversation {
-            messages: messages.to_vec(),
-            tools: with_tools.then(|| self.tools.clone()),
-            documents: None,
-        };
+        let mut messages = messages.to_vec();
+        // The template renders calls only beside `content: null`, which transformers drops: the
+        // simulation sends the OpenAI wire shape, with the null kept, or no call would render.
+        let keep_null_keys = self.format.workarounds.iter().any(|w| w == WORKAROUND_NULL_CONTENT);
+        if keep_null_keys {
+            null_content_beside_calls(&mut messages);
+        }
+        let conversation = Conversation { messages, tools: with_tools.then(|| self.tools.clone()), documents: None };
         let mut variables = self.variables.clone();
         for (name, value) in extra {
             variables.insert(name.clone(), value.clone());
         }
-        let options =
-            RenderOptions { add_generation_prompt, variables, now: render_date(), ..RenderOptions::default() };
+        let options = RenderOptions {
+            add_generation_prompt,
+            variables,
+            now: render_date(),
+            keep_null_keys,
+            ..RenderOptions::default()
+        };
         self.template.render(&conversation, &options)
     }
 
@@ -362,11 +371,22 @@ impl<'a> Sim<'a> {
         let closed = self.render(&turn.history, true, false, &turn.variables)?;
         let prompt = self.render(&turn.history, true, true, &turn.variables)?;
         let mut with_turn = turn.history.clone();
-        with_turn.push(turn.assistant.clone());
+        // The model writes what the template writes from arguments as the wire's JSON string when
+        // that is what the template prints (`arguments_from_string`); an object would raise.
+        let mut written = turn.assistant.clone();
+        if self.format.tools.as_ref().is_some_and(|t| t.arguments_from_string) {
+            for call in written.get_mut("tool_calls").and_then(Json::as_array_mut).into_iter().flatten() {
+                let arguments = &mut call["function"]["arguments"];
+                if !arguments.is_string() {
+                    *arguments = json!(arguments.to_string());
+                }
+            }
+        }
+        with_turn.push(written.clone());
         let full = self.render(&with_turn, true, false, &turn.variables).or_else(|error| {
             // Templates differ on an absent `content` next to calls; try it empty.
-            if turn.assistant.get("content").is_none() {
-                let mut assistant = turn.assistant.clone();
+            if written.get("content").is_none() {
+                let mut assistant = written.clone();
                 assistant["content"] = json!("");
                 *with_turn.last_mut().expect("the turn was pushed") = assistant;
                 self.render(&with_turn, true, false, &turn.variables)

@@ -3,7 +3,8 @@
 //!
 //! `ChatTemplate` is built once (the template compiled, special tokens read) and shared; `render`
 //! takes a `Conversation` and `RenderOptions`. Before rendering, input is normalized as transformers
-//! normalizes it: top-level message keys whose value is `null` are dropped, and a message's reasoning
+//! normalizes it: top-level message keys whose value is `null` are dropped (unless
+//! `RenderOptions::keep_null_keys`), and a message's reasoning
 //! (the first non-null of `reasoning_content`, `thinking`, `reasoning`) is offered both as
 //! `reasoning_content` and, unless the message has its own, as `thinking`. Template variables are the
 //! named special tokens, overlaid by `RenderOptions::variables`, plus `messages`, `tools`,
@@ -74,6 +75,9 @@ pub struct RenderOptions {
     /// Which named template to use; default `None`: `tool_use` when tools are given and it exists,
     /// else `default` (as transformers chooses).
     pub template_name: Option<String>,
+    /// Keep top-level message keys whose value is `null`, as the OpenAI wire shape has them
+    /// (`content: null` beside `tool_calls`); default `false`: dropped, as transformers drops them.
+    pub keep_null_keys: bool,
 }
 
 /// A compiled chat template with its special tokens; build once, render many times (`&self`).
@@ -315,7 +319,7 @@ impl ChatTemplate {
             let Json::Object(object) = message else {
                 return Err(TemplateError::Request(format!("messages[{i}] is not a JSON object")));
             };
-            messages.push(message_value(object));
+            messages.push(message_value(object, options.keep_null_keys));
         }
         let mut continued = None;
         if let Some(field) = &options.continue_final_message {
@@ -326,10 +330,10 @@ impl ChatTemplate {
             }
             // Only the continued message is normalized as JSON, tagged, then converted again.
             let last = conversation.messages.last().and_then(Json::as_object);
-            let mut tagged: Vec<_> = last.map(normalize_message).into_iter().collect();
+            let mut tagged: Vec<_> = last.map(|m| normalize_message(m, options.keep_null_keys)).into_iter().collect();
             continued = Some(self.tag_final_message(&mut tagged, field)?);
             if let (Some(message), Some(slot)) = (tagged.first(), messages.last_mut()) {
-                *slot = message_value(message);
+                *slot = message_value(message, options.keep_null_keys);
             }
         }
         let mut vars: IndexMap<String, Value> = IndexMap::new();
@@ -444,9 +448,10 @@ impl ChatTemplate {
 }
 
 /// transformers' normalization of one message, as JSON (the continued message only; every other
-/// message is normalized while converting, in `value::message_value`).
-fn normalize_message(message: &serde_json::Map<String, Json>) -> serde_json::Map<String, Json> {
-    let kept = message.iter().filter(|(_, v)| !v.is_null());
+/// message is normalized while converting, in `value::message_value`); `keep_nulls` keeps `null`
+/// keys (`RenderOptions::keep_null_keys`).
+fn normalize_message(message: &serde_json::Map<String, Json>, keep_nulls: bool) -> serde_json::Map<String, Json> {
+    let kept = message.iter().filter(|(_, v)| keep_nulls || !v.is_null());
     let reasoning = REASONING_FIELDS.iter().find_map(|f| message.get(*f).filter(|v| !v.is_null())).cloned();
     let Some(reasoning) = reasoning else {
         return kept.map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -539,10 +544,33 @@ mod tests {
     #[test]
     fn normalize_drops_nulls_and_aliases_reasoning() {
         let message = serde_json::json!({"role": "assistant", "content": null, "reasoning_content": "r"});
-        let normalized = normalize_message(message.as_object().unwrap());
+        let normalized = normalize_message(message.as_object().unwrap(), false);
         assert_eq!(
             serde_json::to_string(&normalized).unwrap(),
             r#"{"thinking":"r","role":"assistant","reasoning_content":"r"}"#
         );
+        let kept = normalize_message(message.as_object().unwrap(), true);
+        assert_eq!(
+            serde_json::to_string(&kept).unwrap(),
+            r#"{"thinking":"r","role":"assistant","content":null,"reasoning_content":"r"}"#
+        );
+    }
+
+    #[test]
+    fn null_content_reaches_the_template_only_when_kept() {
+        let template = ChatTemplate::from_text(
+            "{% for m in messages %}{% if m.content is none %}none{% elif m.content is defined %}set{% else %}absent{% endif %}{% endfor %}",
+        )
+        .unwrap();
+        let conversation = Conversation {
+            messages: vec![serde_json::json!({"role": "assistant", "content": null})],
+            tools: None,
+            documents: None,
+        };
+        let render = |keep_null_keys| {
+            template.render(&conversation, &RenderOptions { keep_null_keys, ..RenderOptions::default() }).unwrap()
+        };
+        assert_eq!(render(false), "absent");
+        assert_eq!(render(true), "none");
     }
 }

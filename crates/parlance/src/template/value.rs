@@ -74,8 +74,9 @@ pub(crate) fn to_value(json: &Json) -> Value {
 
 /// A message as transformers hands it to the template: top-level `null` keys dropped, and the
 /// reasoning (first non-null of `REASONING_FIELDS`) offered as in Python's
-/// `{"thinking": reasoning, **message, "reasoning_content": reasoning}`.
-pub(crate) fn message_value(message: &serde_json::Map<String, Json>) -> Value {
+/// `{"thinking": reasoning, **message, "reasoning_content": reasoning}`; `keep_nulls` keeps the
+/// `null` keys (`RenderOptions::keep_null_keys`).
+pub(crate) fn message_value(message: &serde_json::Map<String, Json>, keep_nulls: bool) -> Value {
     let reasoning = REASONING_FIELDS.iter().find_map(|f| message.get(*f).filter(|v| !v.is_null()));
     let mut entries: Vec<(Value, Value)> = Vec::with_capacity(message.len() + 2);
     if let Some(reasoning) = reasoning {
@@ -83,7 +84,7 @@ pub(crate) fn message_value(message: &serde_json::Map<String, Json>) -> Value {
         entries.push((Value::from("thinking"), to_value(thinking)));
     }
     for (key, item) in message {
-        if item.is_null() || (reasoning.is_some() && key == "thinking") {
+        if (item.is_null() && !keep_nulls) || (reasoning.is_some() && key == "thinking") {
             continue;
         }
         entries.push((Value::from(key.as_str()), to_value(item)));
@@ -108,17 +109,17 @@ mod tests {
     fn message_normalization_matches_python_key_order() {
         // Python: {"thinking": r, **m, "reasoning_content": r} with None keys dropped first.
         let m = serde_json::json!({"role": "assistant", "content": null, "reasoning": "r1"});
-        let v = message_value(m.as_object().unwrap());
+        let v = message_value(m.as_object().unwrap(), false);
         assert_eq!(keys(&v), ["thinking", "role", "reasoning", "reasoning_content"]);
         assert_eq!(v.get_attr("thinking").unwrap().as_str(), Some("r1"));
 
         let m = serde_json::json!({"role": "assistant", "reasoning_content": "r2", "thinking": "own", "content": "c"});
-        let v = message_value(m.as_object().unwrap());
+        let v = message_value(m.as_object().unwrap(), false);
         assert_eq!(keys(&v), ["thinking", "role", "reasoning_content", "content"]);
         assert_eq!(v.get_attr("thinking").unwrap().as_str(), Some("own"));
         assert_eq!(v.get_attr("reasoning_content").unwrap().as_str(), Some("r2"));
 
         let m = serde_json::json!({"role": "user", "content": "hi", "name": null});
-        assert_eq!(keys(&message_value(m.as_object().unwrap())), ["role", "content"]);
+        assert_eq!(keys(&message_value(m.as_object().unwrap(), false)), ["role", "content"]);
     }
 }

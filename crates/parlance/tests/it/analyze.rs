@@ -247,6 +247,40 @@ fn arguments_printed_as_values_are_probed_as_json_strings() {
 }
 
 #[test]
+fn null_content_workaround_finds_calls_that_render_only_beside_null_content() {
+    // DeepSeek V3's shape (written here, not copied): calls render only under `content is none`,
+    // which transformers never passes (it drops null keys); the section and turn close only after
+    // a later call, so a one-call turn has neither.
+    let text = "{% set ns = namespace(first=true) %}{% for m in messages %}\
+                {% if m.role == 'assistant' and m.content is none %}{% for c in m.tool_calls %}\
+                {% if ns.first %}<A><calls><call>{{ c.function.name }}:{{ c.function.arguments }}</call>{% set ns.first = false %}\
+                {% else %}\n<call>{{ c.function.name }}:{{ c.function.arguments }}</call></calls></s>{% endif %}{% endfor %}\
+                {% elif m.role == 'assistant' %}<A>{{ m.content }}</s>{% else %}<U>{{ m.content }}{% endif %}{% endfor %}\
+                {% if add_generation_prompt %}<A>{% endif %}";
+    let template = ChatTemplate::from_text(text).unwrap();
+    let format = parlance::Format::from_template(&template).unwrap();
+    assert_eq!(format.workarounds, ["calls-with-null-content"], "{format:?}");
+    assert_eq!(format.turn_end, "</s>");
+    let tools = format.tools.as_ref().expect("calls found");
+    assert!(tools.arguments_from_string && tools.parallel, "{tools:?}");
+    assert_eq!((tools.section_start.as_str(), tools.section_end.as_str()), ("<calls>", "</calls>"));
+    assert_eq!((tools.name_prefix.as_str(), tools.call_end.as_str()), ("<call>", "</call>"));
+    let checks = parlance::self_check(&template, &format, &parlance::AnalyzeOptions::default());
+    assert!(checks.iter().all(|c| c.passed || c.skipped), "{checks:?}");
+    let parser = parlance::Parser::new(&format, &parlance::ParseOptions::default());
+    for text in ["<calls><call>f:{\"a\": 1}</call>", "<calls><call>f:{\"a\": 1}</call>\n<call>g:{}</call></calls></s>"]
+    {
+        let parsed = parser.parse(text);
+        assert_eq!(parsed.tool_calls[0].arguments, "{\"a\": 1}", "{text}");
+        assert!(parsed.content.as_deref().unwrap_or("").is_empty() && parsed.issues.is_empty(), "{text}: {parsed:?}");
+    }
+    // A template that writes calls whatever the content needs no workaround.
+    let text = text.replace("m.content is none", "m.tool_calls");
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap()).unwrap();
+    assert!(format.workarounds.is_empty() && format.tools.is_some(), "{format:?}");
+}
+
+#[test]
 fn undeclared_variables_workaround_analyzes_a_template_that_needs_caller_variables() {
     // firefunction-v2's shape (written here, not copied): the system turn concatenates a variable
     // the caller must pass, so with Jinja's lenient undefined every render raises (`str + undefined`).
