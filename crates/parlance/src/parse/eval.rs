@@ -30,9 +30,10 @@
 //!   checked` beside a `startswith`). Notes with none of these keep the rule above (content must
 //!   be empty), as does a non-null expected content whatever its notes say;
 //! - `tool_calls`: same count, in order; names equal; arguments compared as JSON values (an
-//!   expected string that is not JSON is compared with the text as written, an expected `null`
-//!   with empty arguments text: a call cut before its arguments began); an id is compared only
-//!   when the case pins one;
+//!   expected string that is not JSON is compared with the text as written, both with their ends
+//!   trimmed, since whitespace around a JSON value is insignificant; an expected `null` with empty
+//!   arguments text: a call cut before its arguments began); an id is compared only when the case
+//!   pins one;
 //! - `invalid_tool_calls` (renderers cases: call attempts the peer reports as failed, neither
 //!   dropped nor kept as content): parlance reports a failed call attempt as a
 //!   `malformed-arguments` or `unparsed-call` issue in `ParsedMessage::issues`, so the number of
@@ -398,13 +399,20 @@ fn compare(got: &Json, expected: &Json, content: &ContentCheck, failed_calls: us
         if g["name"] != w["name"] {
             return Err(format!("tool_calls[{i}].name: got {}, expected {}", g["name"], w["name"]));
         }
+        // Text that is not JSON (a call cut short) keeps JSON's rule that whitespace around a
+        // value is insignificant: compared with its ends trimmed, as content is.
+        let text = |s: &str| Json::String(s.trim().to_owned());
         let want_args = match &w["arguments"] {
-            Json::String(s) => serde_json::from_str(s).unwrap_or_else(|_| Json::String(s.clone())),
+            Json::String(s) => serde_json::from_str(s).unwrap_or_else(|_| text(s)),
             // The cases write a call whose arguments had not begun (llama.cpp's `""`) as null.
             Json::Null => json!(""),
             other => other.clone(),
         };
-        if g["arguments"] != want_args {
+        let got_args = match &g["arguments"] {
+            Json::String(s) => text(s),
+            other => other.clone(),
+        };
+        if got_args != want_args {
             return Err(format!("tool_calls[{i}].arguments: got {}, expected {want_args}", g["arguments"]));
         }
         if !w["id"].is_null() && g["id"] != w["id"] {

@@ -55,9 +55,14 @@ pub(crate) struct Setup {
     header: String,
     /// Channel formats (gpt-oss) are read message by message.
     channel: Option<ChannelSyntax>,
-    /// The reasoning opener as the prompt wrote it (with its whitespace), when the prompt opened
-    /// reasoning: put back in front of unseparated reasoning.
+    /// The reasoning opener as the prompt wrote it (with its whitespace and any reasoning text the
+    /// prompt wrote after it), when the prompt opened reasoning: put back in front of unseparated
+    /// reasoning.
     opener: String,
+    /// Reasoning text the prompt itself wrote after the opener (Apriel's `Here are my reasoning
+    /// steps:\n`): the start of the reasoning, since the template renders the message's reasoning
+    /// in its place. Empty when the opener ends the prompt.
+    prompt_reasoning: String,
     id_seed: u64,
 }
 
@@ -78,14 +83,26 @@ impl Setup {
                 schemas.insert(name.to_owned(), properties);
             }
         }
-        // Reasoning is open when the prompt ends with its start marker (not when it closes it).
+        // Reasoning is open when the prompt's last start marker is not closed after it: the prompt
+        // ends with the marker, or with plain text the template writes inside the block (Apriel's
+        // `<|begin_assistant|>\nHere are my reasoning steps:\n`), which is then reasoning.
         let prompt = options.generation_prompt.as_deref().unwrap_or(&format.generation_prompt);
-        let opener = match &syntax.reasoning {
-            Some(r) if !r.start.is_empty() && prompt.trim_end().ends_with(r.start.as_str()) => {
-                let at = prompt.trim_end().len() - r.start.len();
-                Some(prompt[at..].to_owned())
-            }
-            _ => None,
+        let (opener, prompt_reasoning) = match &syntax.reasoning {
+            Some(r) if !r.start.is_empty() => match prompt.rfind(r.start.as_str()) {
+                Some(at) => {
+                    let inside = &prompt[at + r.start.len()..];
+                    let plain = !inside.contains(['<', '[']) && (r.end.is_empty() || !inside.contains(r.end.as_str()));
+                    if inside.trim().is_empty() {
+                        (Some(prompt[at..].to_owned()), String::new())
+                    } else if plain {
+                        (Some(prompt[at..].to_owned()), inside.trim_start().to_owned())
+                    } else {
+                        (None, String::new())
+                    }
+                }
+                None => (None, String::new()),
+            },
+            _ => (None, String::new()),
         };
         let in_reasoning = options.in_reasoning.unwrap_or(opener.is_some());
         let opener = if in_reasoning {
@@ -105,6 +122,7 @@ impl Setup {
             header: format.generation_prompt.trim().to_owned(),
             channel: ChannelSyntax::from_format(format),
             opener,
+            prompt_reasoning: if in_reasoning { prompt_reasoning } else { String::new() },
             id_seed: options.id_seed,
         }
     }
@@ -552,6 +570,12 @@ impl Machine {
                 Some(Err(())) => {
                     self.state = State::Start;
                     return Step::Wait;
+                }
+                None if !setup.prompt_reasoning.is_empty() => {
+                    // The model goes on from the prompt's own reasoning text, as written.
+                    self.reasoning.push_str(&setup.prompt_reasoning);
+                    self.deltas.push(Delta::Reasoning { reasoning_content: setup.prompt_reasoning.clone() });
+                    self.seg_text = true;
                 }
                 None => {}
             }

@@ -102,7 +102,9 @@ pub struct ParseOptions {
     /// The request's `parallel_tool_calls` (default `true`, as in OpenAI's API).
     pub parallel_tool_calls: Option<bool>,
     /// Whether the prompt ended inside reasoning. `None`: decided from `generation_prompt`
-    /// (reasoning is open when the prompt ends with the reasoning start marker).
+    /// (reasoning is open when its last reasoning start marker is not closed after it: the prompt
+    /// ends with the marker, or with plain text written inside the block, which then starts the
+    /// reasoning, as the template renders a message's reasoning in its place).
     pub in_reasoning: Option<bool>,
     /// The generation prompt the request was rendered with, when not the Format's default (e.g.
     /// the Format's `generation_prompt_thinking_on` for a request with thinking switched on).

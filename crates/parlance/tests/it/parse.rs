@@ -321,6 +321,42 @@ fn stray_reasoning_end_is_a_marker_and_a_bare_start_token_opens_reasoning() {
 }
 
 #[test]
+fn reasoning_text_the_prompt_wrote_after_the_opener_starts_the_reasoning() {
+    // Apriel 1.6's prompt ends `<|begin_assistant|>\nHere are my reasoning steps:\n`; its rendered
+    // turn writes the message's reasoning right after `<|begin_assistant|>\n`. So the reasoning
+    // that renders back to prompt + output starts with the prompt's sentence.
+    let id = "Apriel-1.6-15b-Thinker-fixed";
+    let output = "I'm\nthinking\n[BEGIN FINAL RESPONSE]\nHello";
+    let Some(got) = parse_under(id, output, json!(null)) else { return };
+    assert_eq!(got["reasoning"], json!("Here are my reasoning steps:\nI'm\nthinking"), "{got}");
+    assert_eq!(got["content"], json!("Hello"), "{got}");
+    let corpus = corpus::corpus().unwrap();
+    let (template, analyze_options) = crate::analyze::corpus_template(&corpus, id);
+    let format = analyze(&template, &analyze_options).unwrap();
+    let prompt_of = |messages: Json, add_generation_prompt| {
+        let request = json!({"messages": messages});
+        let conversation: parlance::Conversation = serde_json::from_value(request).unwrap();
+        let options = parlance::RenderOptions { add_generation_prompt, ..parlance::RenderOptions::default() };
+        template.render(&conversation, &options).unwrap()
+    };
+    let user = json!({"role": "user", "content": "Hi"});
+    let prompt = prompt_of(json!([user]), true);
+    let message = Parser::new(&format, &ParseOptions::default()).parse(output);
+    let rendered = prompt_of(
+        json!([user, {"role": "assistant", "reasoning_content": message.reasoning_content, "content": message.content}]),
+        false,
+    );
+    assert!(rendered.starts_with(&prompt), "the parsed message re-renders the prompt:\n{prompt:?}\n{rendered:?}");
+    // A prompt that closes the block after its text does not open reasoning.
+    let options = ParseOptions {
+        generation_prompt: Some("<|begin_assistant|>\nSteps:\n[BEGIN FINAL RESPONSE]\n".into()),
+        ..ParseOptions::default()
+    };
+    let got = parse_with(id, "Hello", options).unwrap();
+    assert_eq!((&got["reasoning"], &got["content"]), (&json!(null), &json!("Hello")), "{got}");
+}
+
+#[test]
 fn a_call_opener_without_its_section_start_opens_the_section() {
     // Kimi-K2's calls sit in `<|tool_calls_section_begin|>`…; a model may leave it out.
     let output = "Sure.<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{\"a\": 1}<|tool_call_end|>";
