@@ -1,5 +1,6 @@
 //! Fuzz target: parse arbitrary model output under the Formats in `fuzz/formats/` (analyzer
-//! output for eleven corpus templates, one per tool-call family), whole and streamed.
+//! output for thirteen corpus templates: one per tool-call family, plus code-fenced JSON calls and a
+//! prompt that writes reasoning text), whole and streamed.
 //!
 //! Input: byte 0 picks the Format, byte 1 the chunk size (1–16 bytes, 0 for one chunk), byte 2
 //! flags (bit 0: prompt ended inside reasoning; bit 1: reasoning not separated), the rest is the
@@ -13,7 +14,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use parlance::{Delta, Format, ParseOptions, Parser};
 
-const FORMATS: [&str; 11] = [
+const FORMATS: [&str; 13] = [
     include_str!("../formats/Qwen-Qwen3-0.6B.json"),
     include_str!("../formats/Qwen3-Coder.json"),
     include_str!("../formats/deepseek-ai-DeepSeek-V3.1.json"),
@@ -25,6 +26,8 @@ const FORMATS: [&str; 11] = [
     include_str!("../formats/google-gemma-4-31B-it.json"),
     include_str!("../formats/meta-llama-Llama-3.1-8B-Instruct.json"),
     include_str!("../formats/openai-gpt-oss-120b.json"),
+    include_str!("../formats/lenml-deepseek_v3.json"),
+    include_str!("../formats/Apriel-1.6-15b-Thinker-fixed.json"),
 ];
 
 fn formats() -> &'static Vec<Format> {

@@ -13,6 +13,7 @@ pub(crate) mod probe;
 mod tools;
 mod verify;
 
+pub(crate) use verify::wire_message;
 pub use verify::{CaseResult, RenderedCase, rendered_cases, self_check};
 
 use indexmap::IndexMap;
@@ -21,7 +22,7 @@ use serde_json::{Value as Json, json};
 use crate::format::{Format, ReasoningDetails, ReasoningMarkers, ToolFamily};
 use crate::template::ChatTemplate;
 use diff::common_suffix;
-use probe::{CONTENT, CONTENT_2, Output, Probe, REASONING, USER_2};
+use probe::{CONTENT, CONTENT_2, Output, Probe, REASONING};
 
 /// Why a template could not be analyzed at all.
 #[derive(Debug, thiserror::Error)]
@@ -193,8 +194,7 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
             format.unsupported.push("reasoning: rendered without an end marker".into());
             return;
         }
-        let history = [message.clone(), json!({"role": "user", "content": USER_2})];
-        let kept_in_history = probe.render(&history, false, true, extra).is_some_and(|t| t.contains(REASONING));
+        let kept_in_history = kept_in_history(probe, message, extra);
         let (thinking_off, thinking_on) = thinking_prompts(probe, &format.generation_prompt);
         format.reasoning = Some(ReasoningMarkers { start: start.clone(), end });
         format.reasoning_details = Some(ReasoningDetails {
@@ -274,10 +274,9 @@ fn stripped_mirror_tag(probe: &Probe) -> Option<(String, String)> {
     }
     // Or the template strips it from the turns of the history only (the last turn is written as
     // given, NVIDIA-Nemotron-Nano-v2): the turn followed by a user message renders as without it.
-    let next = json!({"role": "user", "content": USER_2});
     let plain = json!({"role": "assistant", "content": CONTENT});
-    let history_with = probe.render(&[with, next.clone()], false, false, &[])?;
-    let history_plain = probe.render(&[plain, next], false, false, &[])?;
+    let history_with = probe.render_as_history(&with, false, &[])?;
+    let history_plain = probe.render_as_history(&plain, false, &[])?;
     (history_with == history_plain).then_some((opener, closer))
 }
 
@@ -313,13 +312,16 @@ fn thinking_prompts(probe: &Probe, default: &str) -> (Option<String>, Option<Str
     (off, on)
 }
 
+/// Whether the reasoning of `message` (holding `REASONING`) still renders once a user message
+/// follows it.
+fn kept_in_history(probe: &Probe, message: &Json, extra: &[(&str, Json)]) -> bool {
+    probe.render_as_history(message, true, extra).is_some_and(|t| t.contains(REASONING))
+}
+
 /// Records reasoning found without a rendered message's reasoning (R2, R3).
 fn set_reasoning(probe: &Probe, format: &mut Format, mode: &str, start: String, end: String, extra: &[(&str, Json)]) {
-    let history = [
-        json!({"role": "assistant", "reasoning_content": REASONING, "content": CONTENT}),
-        json!({"role": "user", "content": USER_2}),
-    ];
-    let kept_in_history = probe.render(&history, false, true, extra).is_some_and(|t| t.contains(REASONING));
+    let message = json!({"role": "assistant", "reasoning_content": REASONING, "content": CONTENT});
+    let kept_in_history = kept_in_history(probe, &message, extra);
     let (thinking_off, thinking_on) = thinking_prompts(probe, &format.generation_prompt);
     format.reasoning = Some(ReasoningMarkers { start, end: end.clone() });
     format.reasoning_details = Some(ReasoningDetails {

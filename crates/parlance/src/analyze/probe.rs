@@ -179,6 +179,17 @@ impl Probe {
         self.template.render(&conversation, &options).ok()
     }
 
+    /// Renders `assistant` followed by a second user message: the turn as history.
+    pub(crate) fn render_as_history(
+        &self,
+        assistant: &Json,
+        add_generation_prompt: bool,
+        extra: &[(&str, Json)],
+    ) -> Option<String> {
+        let next = json!({"role": "user", "content": USER_2});
+        self.render(&[assistant.clone(), next], false, add_generation_prompt, extra)
+    }
+
     /// The generation prompt: what `add_generation_prompt` appends to the prefix.
     pub(crate) fn generation_prompt(&self, with_tools: bool, extra: &[(&str, Json)]) -> Option<String> {
         let closed = self.render(&[], with_tools, false, extra)?;

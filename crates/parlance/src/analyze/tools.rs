@@ -26,7 +26,8 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
     let one = rendered_calls(probe, empty_block, &object);
     let found = match &one {
         Some((one, two)) if one.text.contains(FN_1) => {
-            json_families(&one.text, format, content_tail, two.as_ref()).map(|found| (found, false))
+            let texts = call_texts(&one.text, content_tail, two.as_ref());
+            json_families(&texts).map(|found| (found, texts.turn_end, false))
         }
         _ => None,
     };
@@ -46,11 +47,13 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
         }
         // A call that opens with no marker of its own (functionary-v3.2's `>>>` sits in the
         // generation prompt) cannot be told from content: not a finding.
-        let (family, tools) = json_families(&one.text, format, content_tail, two.as_ref())?;
+        let texts = call_texts(&one.text, content_tail, two.as_ref());
+        let (family, tools) = json_families(&texts)?;
         let opened = [&tools.section_start, &tools.call_start, &tools.name_prefix].iter().any(|m| !m.trim().is_empty());
-        (opened || family == ToolFamily::JsonNative).then_some(((family, tools), true))
+        (opened || family == ToolFamily::JsonNative).then_some(((family, tools), texts.turn_end, true))
     });
-    if let Some(((family, mut tools), from_string)) = found {
+    if let Some(((family, mut tools), turn_end, from_string)) = found {
+        format.turn_end = turn_end;
         tools.arguments_from_string = from_string;
         format.tool_format = family;
         format.tools = Some(tools);
@@ -64,7 +67,8 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
         format.unsupported.push("tool calls: the template does not render the calls of a message".into());
         return;
     }
-    let (one_text, two_text) = call_texts(&one.text, format, content_tail, two.as_ref());
+    let CallTexts { turn_end, one: one_text, two: two_text } = call_texts(&one.text, content_tail, two.as_ref());
+    format.turn_end = turn_end;
     match tag_tagged(probe, &one_text, two_text.as_deref()) {
         Some((family, tools)) => {
             format.tool_format = family;
@@ -101,38 +105,32 @@ fn rendered_calls(
     Some((one, two))
 }
 
-/// The call outputs without the turn end (which `format.turn_end` is set to: what a content turn
-/// and a call turn end with).
+/// The one-call and two-call outputs without the turn end.
+struct CallTexts {
+    /// What a content turn and a call turn end with.
+    turn_end: String,
+    one: String,
+    two: Option<String>,
+}
+
+/// Splits the turn end off the call outputs; `content_tail` is what follows content in a
+/// content-only turn.
 ///
 /// A template may close only some call turns: DeepSeek V3's closes the section and the turn after
 /// a second call only. The turn end is then read off the two-call output, and the one-call output,
 /// which lacks it, loses nothing.
-fn call_texts(one: &str, format: &mut Format, content_tail: &str, two: Option<&Output>) -> (String, Option<String>) {
+fn call_texts(one: &str, content_tail: &str, two: Option<&Output>) -> CallTexts {
     let two_len = two.map_or(0, |o| common_suffix(content_tail, &o.text));
     let turn_end_len = common_suffix(content_tail, one).max(two_len);
-    format.turn_end = content_tail[content_tail.len() - turn_end_len..].to_owned();
-    let one_text = one[..one.len() - common_suffix(one, &format.turn_end)].to_owned();
-    let two_text = two.map(|o| {
-        let end = o.text.len() - common_suffix(&o.text, &format.turn_end).min(format.turn_end.len());
-        o.text[..end].to_owned()
-    });
-    (one_text, two_text)
+    let turn_end = content_tail[content_tail.len() - turn_end_len..].to_owned();
+    let without_end = |text: &str| text[..text.len() - common_suffix(text, &turn_end).min(turn_end.len())].to_owned();
+    CallTexts { one: without_end(one), two: two.map(|o| without_end(&o.text)), turn_end }
 }
 
-/// The JSON families (JSON-native, tag + JSON) read off call outputs; sets the turn end.
-fn json_families(
-    one: &str,
-    format: &mut Format,
-    content_tail: &str,
-    two: Option<&Output>,
-) -> Option<(ToolFamily, ToolCallFormat)> {
-    let turn_end = format.turn_end.clone();
-    let (one_text, two_text) = call_texts(one, format, content_tail, two);
-    let found = json_native(&one_text, two_text.as_deref()).or_else(|| tag_json(&one_text, two_text.as_deref()));
-    if found.is_none() {
-        format.turn_end = turn_end;
-    }
-    found
+/// The JSON families (JSON-native, tag + JSON) read off call outputs.
+fn json_families(texts: &CallTexts) -> Option<(ToolFamily, ToolCallFormat)> {
+    let (one, two) = (texts.one.as_str(), texts.two.as_deref());
+    json_native(one, two).or_else(|| tag_json(one, two))
 }
 
 fn contains_string(value: &Json, needle: &str) -> bool {

@@ -327,15 +327,22 @@ enum ContentCheck {
     },
 }
 
-/// The quoted text right after `marker` in `notes` (up to the next `"`), for each occurrence.
+/// The quoted text right after `marker` (up to the next `"`) when `text` starts with `marker`,
+/// and where it ends in `text` (after the quote).
+fn quoted_prefix(text: &str, marker: &str) -> Option<(String, usize)> {
+    let rest = text.strip_prefix(marker)?;
+    let len = rest.find('"')?;
+    Some((rest[..len].to_owned(), marker.len() + len + 1))
+}
+
+/// `quoted_prefix` at each occurrence of `marker` in `notes`, ends as offsets in `notes`.
 fn quoted_after(notes: &str, marker: &str) -> Vec<(String, usize)> {
     let mut found = Vec::new();
     let mut from = 0;
     while let Some(at) = notes[from..].find(marker) {
-        let start = from + at + marker.len();
-        let Some(len) = notes[start..].find('"') else { break };
-        found.push((notes[start..start + len].to_owned(), start + len + 1));
-        from = start + len + 1;
+        let Some((text, end)) = quoted_prefix(&notes[from + at..], marker) else { break };
+        from += at + end;
+        found.push((text, from));
     }
     found
 }
@@ -348,11 +355,7 @@ fn content_check(expected: &Json, notes: &str) -> ContentCheck {
     let (mut contains, mut lacks) = (Vec::new(), Vec::new());
     for (text, end) in quoted_after(notes, "content only asserted to contain \"") {
         contains.push(text);
-        if let Some(rest) = notes[end..].strip_prefix(" and not \"") {
-            if let Some(len) = rest.find('"') {
-                lacks.push(rest[..len].to_owned());
-            }
-        }
+        lacks.extend(quoted_prefix(&notes[end..], " and not \"").map(|(text, _)| text));
     }
     contains.extend(quoted_after(notes, "normal_text contains \"").into_iter().map(|(text, _)| text));
     let starts_with = quoted_after(notes, "normal_text.strip().startswith(\"").into_iter().next().map(|(t, _)| t);

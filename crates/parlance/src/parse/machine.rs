@@ -12,7 +12,7 @@ use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
 use super::channel::{Body, ChannelSyntax, MAX_HEADER};
-use super::scan::{JsonEnd, JsonScan, find_marker, marker_hold, starts_with_marker};
+use super::scan::{JsonEnd, JsonScan, find_marker, leading_ws, marker_hold, starts_with_marker};
 use super::syntax::{Syntax, ToolSyntax};
 use super::values::{Converted, NestedTags, convert, nested, requote};
 use super::{Delta, Issue, ParseOptions, ParsedMessage, ParsedToolCall, Span, SpanKind, ToolChoice};
@@ -376,7 +376,7 @@ impl Machine {
         let mut text_start = self.pos;
         if !self.seg_text {
             let text = &self.buf[self.pos..upto];
-            text_start = upto - text.trim_start().len();
+            text_start = self.pos + leading_ws(text);
             self.span(SpanKind::Whitespace, self.pos, text_start);
         }
         let text = &self.buf[text_start..upto];
@@ -431,7 +431,7 @@ impl Machine {
     fn marker(&mut self, end: usize) {
         // Leading whitespace before a marker, then the marker.
         let text = &self.buf[self.pos..end];
-        let ws = text.len() - text.trim_start().len();
+        let ws = leading_ws(text);
         self.span(SpanKind::Whitespace, self.pos, self.pos + ws);
         self.span(SpanKind::Marker, self.pos + ws, end);
         self.pos = end;
@@ -910,7 +910,7 @@ impl Machine {
         let header_end = self.pos + at + channel.message.len();
         if body == Body::Reasoning && !setup.separate_reasoning {
             // Unseparated reasoning stays in content as written, its header too.
-            let lead = rest.len() - rest.trim_start().len();
+            let lead = leading_ws(rest);
             self.span(SpanKind::Whitespace, self.pos, self.pos + lead);
             self.pos += lead;
             self.emit_raw(header_end);
@@ -979,11 +979,8 @@ impl Machine {
             // Arguments exactly as written; whitespace at their end waits until decided.
             let text = &self.buf[self.pos..upto];
             let text = if done { text.trim_end() } else { text };
-            let lead = if self.message.tool_calls[self.call.unwrap_or(0)].arguments.is_empty() {
-                text.len() - text.trim_start().len()
-            } else {
-                0
-            };
+            let lead =
+                if self.message.tool_calls[self.call.unwrap_or(0)].arguments.is_empty() { leading_ws(text) } else { 0 };
             let held = if done { 0 } else { text.len() - text.trim_end().len() };
             let piece = text[lead..text.len() - held].to_owned();
             self.span(SpanKind::Whitespace, self.pos, self.pos + lead);
@@ -1064,7 +1061,7 @@ impl Machine {
                 return;
             };
             let text = &self.buf[section.call_from..];
-            let at = section.call_from + text.len() - text.trim_start().len();
+            let at = section.call_from + leading_ws(text);
             self.issue("unparsed-call", at, why);
             self.revert_to(section.call_from, marker_end);
             return;
@@ -1172,26 +1169,15 @@ impl Machine {
                             // the last with what arrived of its arguments; with no name read,
                             // nothing was emitted, so it stays content.
                             let text = &self.buf[from..];
-                            let start = from + (text.len() - text.trim_start().len());
+                            let start = from + leading_ws(text);
                             // Without a marker (bare JSON) only a whole call object is a call.
                             let cut = tools.json.as_ref().filter(|_| !tools.bare_json);
                             let Some(calls) = cut.and_then(|f| read_cut_json_calls(f, &self.buf[start..])) else {
                                 return Err("output ends inside a JSON tool call".into());
                             };
-                            if section.trigger_at == start {
-                                self.enter_section(section);
-                            }
                             let end = self.buf.len();
-                            self.span(SpanKind::Whitespace, self.pos, start);
-                            self.span(SpanKind::ToolArguments, start, end);
-                            self.pos = end;
-                            section.committed = true;
-                            for call in calls {
-                                self.emit_json_call(call, start);
-                                section.calls += 1;
-                            }
+                            self.commit_json_calls(section, start, end, calls);
                             self.issue("truncated-call", end, "the output ends inside a JSON tool call");
-                            section.phase = Phase::CallEnd;
                             return Ok(Step::Again);
                         }
                         section.phase = Phase::JsonCall { from, scan };
@@ -1200,21 +1186,10 @@ impl Machine {
                     JsonScan::Invalid(_) => Err("not a JSON value".into()),
                     JsonScan::End(end) => {
                         let end = from + end;
-                        let start = from + (self.buf[from..end].len() - self.buf[from..end].trim_start().len());
+                        let start = from + leading_ws(&self.buf[from..end]);
                         let calls = read_json_calls(tools, &self.buf[start..end])
                             .ok_or_else(|| "JSON that is not a tool call".to_owned())?;
-                        if section.trigger_at == start {
-                            self.enter_section(section);
-                        }
-                        self.span(SpanKind::Whitespace, self.pos, start);
-                        self.span(SpanKind::ToolArguments, start, end);
-                        self.pos = end;
-                        section.committed = true;
-                        for call in calls {
-                            self.emit_json_call(call, start);
-                            section.calls += 1;
-                        }
-                        section.phase = Phase::CallEnd;
+                        self.commit_json_calls(section, start, end, calls);
                         Ok(Step::Again)
                     }
                 }
@@ -1375,7 +1350,7 @@ impl Machine {
 
     fn read_name(&mut self, tools: &ToolSyntax, section: &mut Section) -> Result<Step, String> {
         let rest = &self.buf[self.pos..];
-        let lead = rest.len() - rest.trim_start().len();
+        let lead = leading_ws(rest);
         let name_start = self.pos + lead;
         let rest = &self.buf[name_start..];
         let len = rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len());
@@ -2025,6 +2000,22 @@ impl Machine {
         Step::Again
     }
 
+    /// Commits the JSON calls read from `start..end` (the whole value, or what arrived of it).
+    fn commit_json_calls(&mut self, section: &mut Section, start: usize, end: usize, calls: Vec<JsonCall>) {
+        if section.trigger_at == start {
+            self.enter_section(section);
+        }
+        self.span(SpanKind::Whitespace, self.pos, start);
+        self.span(SpanKind::ToolArguments, start, end);
+        self.pos = end;
+        section.committed = true;
+        for call in calls {
+            self.emit_json_call(call, start);
+            section.calls += 1;
+        }
+        section.phase = Phase::CallEnd;
+    }
+
     fn emit_json_call(&mut self, call: JsonCall, at: usize) {
         let index = self.message.tool_calls.len();
         let id_generated = call.id.is_none();
@@ -2180,7 +2171,7 @@ fn read_head(text: &str, fields: &crate::format::JsonCallFields) -> Result<(usiz
     let (name, i) = string(i)?;
     let i = punct(i, b',')?;
     let (key, i) = string(i)?;
-    if key != fields.arguments && key != "arguments" && key != "parameters" {
+    if !argument_keys(fields).any(|k| k == key) {
         return Err(Head::No);
     }
     let args_at = ws(punct(i, b':')?);
@@ -2240,17 +2231,14 @@ fn read_cut_json_calls(fields: &crate::format::JsonCallFields, text: &str) -> Op
     let cut = read_cut_object(rest);
     let string =
         |key: &str| cut.iter().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str::<String>(v).ok());
-    let name = [fields.name.as_str(), "name"].into_iter().filter(|k| !k.is_empty()).find_map(string);
+    let name = name_keys(fields).find_map(string);
     match name.filter(|n| !n.is_empty()) {
         Some(name) => {
-            let arguments = [fields.arguments.as_str(), "arguments", "parameters"]
-                .into_iter()
-                .filter(|k| !k.is_empty())
+            let arguments = argument_keys(fields)
                 .find_map(|k| cut.iter().find(|(key, _)| key == k))
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default();
-            let id =
-                [fields.id.as_deref().unwrap_or("id"), "id", "tool_call_id", "call_id"].into_iter().find_map(string);
+            let id = id_keys(fields).find_map(string);
             calls.push(JsonCall { name, id, arguments });
         }
         None if calls.is_empty() => return None,
@@ -2308,16 +2296,10 @@ fn read_json_call(fields: &crate::format::JsonCallFields, item: &RawValue, depth
         let arguments = args.get().to_owned();
         return args.get().trim_start().starts_with('{').then(|| JsonCall { name: name.clone(), id: None, arguments });
     }
-    let name_key = if fields.name.is_empty() { "name" } else { fields.name.as_str() };
-    let name = object
-        .get(name_key)
-        .or_else(|| object.get("name"))
-        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
-        .filter(|n| !n.is_empty())?;
-    let args = [fields.arguments.as_str(), "arguments", "parameters"]
-        .into_iter()
-        .filter(|k| !k.is_empty())
-        .find_map(|k| object.get(k));
+    let string = |k: &str| object.get(k).and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+    let name = name_keys(fields).find_map(|k| object.get(k)).and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+    let name = name.filter(|n| !n.is_empty())?;
+    let args = argument_keys(fields).find_map(|k| object.get(k));
     let arguments = match args {
         None => "{}".to_owned(),
         Some(raw) => {
@@ -2329,8 +2311,21 @@ fn read_json_call(fields: &crate::format::JsonCallFields, item: &RawValue, depth
             }
         }
     };
-    let id = [fields.id.as_deref().unwrap_or("id"), "id", "tool_call_id", "call_id"]
-        .into_iter()
-        .find_map(|k| object.get(k).and_then(|v| serde_json::from_str::<String>(v.get()).ok()));
+    let id = id_keys(fields).find_map(string);
     Some(JsonCall { name, id, arguments })
+}
+
+/// Keys a call object's name may sit under: the Format's, then `name`.
+fn name_keys(fields: &crate::format::JsonCallFields) -> impl Iterator<Item = &str> {
+    [fields.name.as_str(), "name"].into_iter().filter(|k| !k.is_empty())
+}
+
+/// Keys a call object's arguments may sit under: the Format's, then the common spellings.
+fn argument_keys(fields: &crate::format::JsonCallFields) -> impl Iterator<Item = &str> {
+    [fields.arguments.as_str(), "arguments", "parameters"].into_iter().filter(|k| !k.is_empty())
+}
+
+/// Keys a call object's id may sit under: the Format's, then the common spellings.
+fn id_keys(fields: &crate::format::JsonCallFields) -> impl Iterator<Item = &str> {
+    [fields.id.as_deref().unwrap_or("id"), "id", "tool_call_id", "call_id"].into_iter()
 }

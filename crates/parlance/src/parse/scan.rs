@@ -1,6 +1,11 @@
 //! Text scanning primitives of the output parser: markers that may be cut at a chunk end, and a
 //! bracket scanner that finds where a JSON value ends without parsing it.
 
+/// The length of `text`'s leading whitespace.
+pub(crate) fn leading_ws(text: &str) -> usize {
+    text.len() - text.trim_start().len()
+}
+
 /// Length of the longest proper prefix of `marker` that `text` ends with: the bytes a streaming
 /// parser must hold back because the next chunk may complete the marker.
 pub(crate) fn partial_suffix(text: &str, marker: &str) -> usize {

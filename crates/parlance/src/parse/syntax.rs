@@ -204,7 +204,7 @@ fn split_index(suffix: &str) -> (String, String) {
 }
 
 fn leading_ws(s: &str) -> &str {
-    &s[..s.len() - s.trim_start().len()]
+    &s[..super::scan::leading_ws(s)]
 }
 
 fn trailing_ws(s: &str) -> &str {

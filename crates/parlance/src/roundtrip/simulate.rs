@@ -11,9 +11,9 @@
 use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
 
-use crate::analyze::WORKAROUND_NULL_CONTENT;
 use crate::analyze::diff::bracketed_pieces;
 use crate::analyze::probe::{null_content_beside_calls, split_output};
+use crate::analyze::{WORKAROUND_NULL_CONTENT, wire_message};
 use crate::format::Format;
 use crate::message::Conversation;
 use crate::parse::{ParseOptions, ParsedMessage, Parser};
@@ -373,15 +373,7 @@ impl<'a> Sim<'a> {
         let mut with_turn = turn.history.clone();
         // The model writes what the template writes from arguments as the wire's JSON string when
         // that is what the template prints (`arguments_from_string`); an object would raise.
-        let mut written = turn.assistant.clone();
-        if self.format.tools.as_ref().is_some_and(|t| t.arguments_from_string) {
-            for call in written.get_mut("tool_calls").and_then(Json::as_array_mut).into_iter().flatten() {
-                let arguments = &mut call["function"]["arguments"];
-                if !arguments.is_string() {
-                    *arguments = json!(arguments.to_string());
-                }
-            }
-        }
+        let written = wire_message(self.format, &turn.assistant);
         with_turn.push(written.clone());
         let full = self.render(&with_turn, true, false, &turn.variables).or_else(|error| {
             // Templates differ on an absent `content` next to calls; try it empty.

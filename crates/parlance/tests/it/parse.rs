@@ -659,8 +659,9 @@ fn shared_formats() -> Option<&'static Vec<(ChatTemplate, Format, AnalyzeOptions
 }
 
 /// Replays the `parse` fuzz target's minimized findings (`fuzz/regressions/parse`)
-/// with the target's decoding: byte 0 picks a Format of `fuzz/formats/`, byte 1 the chunk size,
-/// byte 2 the reasoning flags; the rest is the output.
+/// with the target's decoding (byte 1 the chunk size, byte 2 the reasoning flags; the rest is the
+/// output) under every Format of `fuzz/formats/`, not only the one byte 0 picks: the pick depends
+/// on how many Formats the target had when the finding was made.
 #[test]
 fn parse_fuzz_inputs_replay() {
     let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
@@ -676,6 +677,8 @@ fn parse_fuzz_inputs_replay() {
         "google-gemma-4-31B-it",
         "meta-llama-Llama-3.1-8B-Instruct",
         "openai-gpt-oss-120b",
+        "lenml-deepseek_v3",
+        "Apriel-1.6-15b-Thinker-fixed",
     ];
     let formats: Vec<Format> = names
         .iter()
@@ -699,14 +702,15 @@ fn parse_fuzz_inputs_replay() {
                     "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}})],
                 ..ParseOptions::default()
             };
-            let parser = Parser::new(&formats[data[0] as usize % formats.len()], &options);
             let size = (data[1] % 17) as usize;
             let chunks: Vec<String> = match text.chars().count().checked_div(size) {
                 None => vec![text.to_owned()],
                 Some(n) => split_at_chars(text, &(1..=n).map(|k| k * size).collect::<Vec<_>>()),
             };
             let chunks: Vec<&str> = chunks.iter().map(String::as_str).collect();
-            assert_chunking_invariant(&parser, text, &chunks, dir);
+            for format in &formats {
+                assert_chunking_invariant(&Parser::new(format, &options), text, &chunks, dir);
+            }
             replayed += 1;
         }
     }
