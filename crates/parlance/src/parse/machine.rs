@@ -201,6 +201,9 @@ enum Phase {
     ArgsRaw {
         from: usize,
         emitted: usize,
+        /// Where the call's end marker may begin: the byte that broke the JSON (a marker before
+        /// it was inside the value), the same however the text was chunked.
+        search: usize,
     },
     Tagged(Tagged),
     CallEnd,
@@ -717,7 +720,7 @@ impl Machine {
                         separated: false,
                         started: false,
                         implicit: false,
-                        phase: Phase::JsonCall { from: at, scan: JsonEnd::default() },
+                        phase: Phase::JsonCall { from: at, scan: JsonEnd::strict() },
                     };
                     self.state = State::Section(Box::new(section));
                     return Step::Again;
@@ -1125,7 +1128,7 @@ impl Machine {
                     self.enter_section(section);
                 }
                 section.phase = if tools.json.is_some() && tools.call_start.is_empty() {
-                    Phase::JsonCall { from: self.pos, scan: JsonEnd::default() }
+                    Phase::JsonCall { from: self.pos, scan: JsonEnd::strict() }
                 } else {
                     Phase::BeforeCall
                 };
@@ -1153,7 +1156,7 @@ impl Machine {
                             section.phase = Phase::ArgsJson {
                                 from: Some(from + args_at),
                                 emitted: 0,
-                                scan: JsonEnd::default(),
+                                scan: arguments_scanner(tools),
                                 object_from: Some(from + start),
                             };
                             return Ok(Step::Again);
@@ -1244,7 +1247,7 @@ impl Machine {
                     Ok(Step::Again)
                 }
             },
-            Phase::ArgsRaw { from, emitted } => self.args_raw(tools, section, from, emitted),
+            Phase::ArgsRaw { from, emitted, search } => self.args_raw(tools, section, (from, emitted, search)),
             Phase::Tagged(tagged) => self.args_tagged(tools, section, tagged),
             Phase::CallEnd => {
                 match self.at_marker(&tools.call_end) {
@@ -1341,7 +1344,7 @@ impl Machine {
         }
         (section.separated, section.started) = (false, false);
         section.phase = if tools.json.is_some() {
-            Phase::JsonCall { from: self.pos, scan: JsonEnd::default() }
+            Phase::JsonCall { from: self.pos, scan: JsonEnd::strict() }
         } else {
             Phase::Name
         };
@@ -1447,7 +1450,7 @@ impl Machine {
         section.phase = if tools.tagged {
             Phase::Tagged(Tagged { count: 0, separated: false, step: TaggedStep::BeforeArg })
         } else {
-            Phase::ArgsJson { from: None, emitted: 0, scan: JsonEnd::default(), object_from: None }
+            Phase::ArgsJson { from: None, emitted: 0, scan: arguments_scanner(tools), object_from: None }
         };
     }
 
@@ -1550,9 +1553,9 @@ impl Machine {
                 section.phase = Phase::ArgsJson { from: Some(from), emitted: end - from, scan, object_from };
                 Ok(Step::Wait)
             }
-            JsonScan::Invalid(_) => {
+            JsonScan::Invalid(at) => {
                 // Not JSON: the raw text up to the call end is the arguments, kept as written.
-                section.phase = Phase::ArgsRaw { from, emitted };
+                section.phase = Phase::ArgsRaw { from, emitted, search: from + at };
                 Ok(Step::Again)
             }
         }
@@ -1562,24 +1565,24 @@ impl Machine {
         &mut self,
         tools: &ToolSyntax,
         section: &mut Section,
-        from: usize,
-        emitted: usize,
+        (from, emitted, search): (usize, usize, usize),
     ) -> Result<Step, String> {
         let ends: Vec<&str> =
             [tools.call_end.as_str(), tools.section_end.as_str()].into_iter().filter(|m| !m.is_empty()).collect();
         let search_from = from + emitted;
+        let look_from = search.max(search_from);
         let found =
-            ends.iter().filter_map(|m| find_marker(&self.buf[search_from..], m).map(|(a, _)| search_from + a)).min();
+            ends.iter().filter_map(|m| find_marker(&self.buf[look_from..], m).map(|(a, _)| look_from + a)).min();
         let end = match found {
             Some(at) => at,
             None if self.eof => self.buf.len(),
             None => {
-                let hold = ends.iter().map(|m| marker_hold(&self.buf[search_from..], m)).max().unwrap_or(0);
+                let hold = ends.iter().map(|m| marker_hold(&self.buf[look_from..], m)).max().unwrap_or(0);
                 // Trailing whitespace waits: at the end it is trimmed.
                 let upto = search_from + self.buf[search_from..self.buf.len() - hold].trim_end().len();
                 let fragment = self.buf[search_from..upto].to_owned();
                 self.push_arguments(&fragment);
-                section.phase = Phase::ArgsRaw { from, emitted: upto - from };
+                section.phase = Phase::ArgsRaw { from, emitted: upto - from, search };
                 return Ok(Step::Wait);
             }
         };
@@ -2109,6 +2112,13 @@ fn streamable(fields: &crate::format::JsonCallFields) -> bool {
         && !fields.array
         && !fields.arguments_as_string
         && !fields.name.is_empty()
+}
+
+/// The scanner of a call's JSON arguments. Arguments that a call end marker closes are checked as
+/// JSON as they come, so broken JSON goes on as raw text up to that marker (and does not swallow
+/// it); without one, only the brackets can say where the arguments end.
+fn arguments_scanner(tools: &ToolSyntax) -> JsonEnd {
+    if tools.call_end.trim().is_empty() { JsonEnd::default() } else { JsonEnd::strict() }
 }
 
 /// How the start of a JSON call object reads.

@@ -13,7 +13,12 @@
 //!   section (the call start, or a call trigger), else they stay content;
 //! - a call whose name was read but whose arguments are malformed JSON: the call is kept with the
 //!   exact text as `arguments` (not valid JSON), `arguments_value` `None`, issue
-//!   `malformed-arguments`; later calls are parsed as usual;
+//!   `malformed-arguments`; later calls are parsed as usual. Where a call end marker closes the
+//!   arguments, they are checked as JSON as they arrive: from the first byte that cannot continue a
+//!   JSON value, the arguments run as raw text to that marker (which they do not swallow);
+//!   without one, to where their brackets close;
+//! - JSON that breaks before a call's name was read is decided at the breaking byte, not at the
+//!   end of the output, so a stream goes on with the content after it at once;
 //! - output cut inside a call whose name was read (tagged and name-in-marker formats): the call is
 //!   kept with what arrived (tagged arguments are closed so they stay valid JSON), issue
 //!   `truncated-call`; so is a JSON call (or array of calls) cut before it closed once a call's name

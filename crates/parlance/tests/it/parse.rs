@@ -357,6 +357,37 @@ fn reasoning_text_the_prompt_wrote_after_the_opener_starts_the_reasoning() {
 }
 
 #[test]
+fn broken_json_is_decided_where_it_breaks() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let (template, analyze_options) = crate::analyze::corpus_template(&corpus, "Qwen-Qwen3-0.6B");
+    let format = analyze(&template, &analyze_options).unwrap();
+    let parser = Parser::new(&format, &ParseOptions::default());
+    // Before the name: the call is content as soon as the JSON breaks, not when the output ends.
+    let mut stream = parser.stream();
+    let deltas = stream.push("<tool_call>\n{broken json");
+    let content: String = deltas
+        .iter()
+        .filter_map(|d| match d {
+            Delta::Content { content } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(content.starts_with("<tool_call>\n{broken"), "{deltas:?}");
+    // After the name: the broken arguments end at the call's end marker, which they do not
+    // swallow, and the calls after them parse.
+    let text = "<tool_call>\n{\"name\": \"f\", \"arguments\": {broken json\n</tool_call>\nMore\n\
+                <tool_call>\n{\"name\": \"g\", \"arguments\": {\"a\": 1}}\n</tool_call>";
+    let message = parser.parse(text);
+    let calls: Vec<(&str, &str)> = message.tool_calls.iter().map(|c| (c.name.as_str(), c.arguments.as_str())).collect();
+    assert_eq!(calls, [("f", "{broken json"), ("g", "{\"a\": 1}")], "{message:?}");
+    assert_eq!(message.content.as_deref(), Some("More"), "{message:?}");
+    assert!(message.issues.iter().any(|i| i.kind == "malformed-arguments"), "{message:?}");
+    for (at, _) in text.char_indices().skip(1) {
+        assert_chunking_invariant(&parser, text, &[&text[..at], &text[at..]], "broken arguments");
+    }
+}
+
+#[test]
 fn a_call_opener_without_its_section_start_opens_the_section() {
     // Kimi-K2's calls sit in `<|tool_calls_section_begin|>`…; a model may leave it out.
     let output = "Sure.<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{\"a\": 1}<|tool_call_end|>";
