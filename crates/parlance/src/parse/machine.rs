@@ -984,7 +984,8 @@ impl Machine {
             let text = if done { text.trim_end() } else { text };
             let lead =
                 if self.message.tool_calls[self.call.unwrap_or(0)].arguments.is_empty() { leading_ws(text) } else { 0 };
-            let held = if done { 0 } else { text.len() - text.trim_end().len() };
+            // Whitespace both leading and trailing (all of `text`) is the leading kind.
+            let held = if done { 0 } else { (text.len() - text.trim_end().len()).min(text.len() - lead) };
             let piece = text[lead..text.len() - held].to_owned();
             self.span(SpanKind::Whitespace, self.pos, self.pos + lead);
             self.span(SpanKind::ToolArguments, self.pos + lead, self.pos + lead + piece.len());
