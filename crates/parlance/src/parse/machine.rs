@@ -87,22 +87,16 @@ impl Setup {
         // ends with the marker, or with plain text the template writes inside the block (Apriel's
         // `<|begin_assistant|>\nHere are my reasoning steps:\n`), which is then reasoning.
         let prompt = options.generation_prompt.as_deref().unwrap_or(&format.generation_prompt);
-        let (opener, prompt_reasoning) = match &syntax.reasoning {
-            Some(r) if !r.start.is_empty() => match prompt.rfind(r.start.as_str()) {
-                Some(at) => {
-                    let inside = &prompt[at + r.start.len()..];
-                    let plain = !inside.contains(['<', '[']) && (r.end.is_empty() || !inside.contains(r.end.as_str()));
-                    if inside.trim().is_empty() {
-                        (Some(prompt[at..].to_owned()), String::new())
-                    } else if plain {
-                        (Some(prompt[at..].to_owned()), inside.trim_start().to_owned())
-                    } else {
-                        (None, String::new())
-                    }
-                }
-                None => (None, String::new()),
-            },
-            _ => (None, String::new()),
+        // (opener as the prompt wrote it, the reasoning text after it)
+        let open_block = syntax.reasoning.as_ref().filter(|r| !r.start.is_empty()).and_then(|r| {
+            let at = prompt.rfind(r.start.as_str())?;
+            let inside = &prompt[at + r.start.len()..];
+            let plain = !inside.contains(['<', '[']) && (r.end.is_empty() || !inside.contains(r.end.as_str()));
+            plain.then(|| (prompt[at..].to_owned(), inside.trim_start().to_owned()))
+        });
+        let (opener, prompt_reasoning) = match open_block {
+            Some((opener, text)) => (Some(opener), text),
+            None => (None, String::new()),
         };
         let in_reasoning = options.in_reasoning.unwrap_or(opener.is_some());
         let opener = if in_reasoning {
