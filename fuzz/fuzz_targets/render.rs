@@ -3,7 +3,8 @@
 //! Input: template text, a 0x00 byte, then a render request as JSON (the corpus's conversation
 //! format: `{"messages", "tools", "documents", "kwargs", "add_generation_prompt",
 //! "continue_final_message"}`). Both halves must be UTF-8; without a 0x00 the whole input is the
-//! template and the conversation is one user message. Any `Err` is fine; a panic, abort, hang or
+//! template and the conversation is one user message; a template starting with 0x01 is a repeat
+//! (see `render_input.rs`), to reach nesting 10⁶ deep from a short input. Any `Err` is fine; a panic, abort, hang or
 //! unbounded allocation is a bug. Limits are lowered so each run stays fast.
 
 #![no_main]
@@ -17,14 +18,11 @@ use parlance::{ChatTemplate, RenderLimits, RenderRequest, TemplateError, Templat
 #[global_allocator]
 static ALLOC: parlance::template::memory::GuardedAllocator = parlance::template::memory::GuardedAllocator;
 
-const DEFAULT_REQUEST: &str = r#"{"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true}"#;
+include!("render_input.rs");
 
 fuzz_target!(|data: &[u8]| {
-    let (template, request) = match data.iter().position(|&b| b == 0) {
-        Some(at) => (&data[..at], &data[at + 1..]),
-        None => (data, DEFAULT_REQUEST.as_bytes()),
-    };
-    let (Ok(template), Ok(request)) = (std::str::from_utf8(template), std::str::from_utf8(request)) else {
+    let (template, request) = split_render_input(data);
+    let (Ok(template), Ok(request)) = (std::str::from_utf8(&template), std::str::from_utf8(request)) else {
         return;
     };
     let limits = RenderLimits { fuel: 200_000, recursion: 64, max_output_bytes: 1 << 20, max_memory_bytes: 64 << 20 };

@@ -107,6 +107,33 @@ fn template_errors_exit_1_with_the_message_on_stderr() {
 }
 
 #[test]
+fn deep_templates_exit_1_on_every_template_command_never_a_signal() {
+    // See: issue 24. Each once aborted the process with a stack overflow: a chain after a `}}` that
+    // closes a brace, a chain after a quote in a raw block, and a chain of a million operators.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli_deep");
+    std::fs::create_dir_all(&dir).unwrap();
+    let chain = "~1".repeat(200_000);
+    let conversation = example("conversation.json");
+    let templates = [
+        ("braces.jinja", format!("{{{{ {{'a': {{'b': 1}}}}{chain} }}}}")),
+        ("raw_quote.jinja", format!("{{% raw %}}{{% \"{{% endraw %}}{{{{ 1{chain} }}}}")),
+        ("million.jinja", format!("ok\n{{{{ {}1 }}}}", "-".repeat(1_000_000))),
+    ];
+    for (file, text) in templates {
+        let path = dir.join(file);
+        std::fs::write(&path, text).unwrap();
+        let commands: [&[&str]; 4] =
+            [&["render", "--conversation", conversation.to_str().unwrap()], &["analyze"], &["parse"], &["roundtrip"]];
+        for args in commands {
+            let out = parlance().args(args).arg("--template").arg(&path).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{file} {args:?}: {:?} {stderr}", out.status);
+            assert!(stderr.contains(file) && stderr.contains("expression nesting depth"), "{file} {args:?}: {stderr}");
+        }
+    }
+}
+
+#[test]
 fn parse_reads_stdin_and_streams_the_same_message() {
     use std::io::Write as _;
     let Some(corpus) = corpus() else { return };

@@ -73,7 +73,7 @@ pub enum TemplateError {
         name: String,
         /// 1-based line where the limit was hit (0 if unknown).
         line: usize,
-        /// Which limit: `fuel`, `recursion`, `output bytes`, `memory bytes`, or `code characters in one tag`.
+        /// Which limit: `fuel`, `recursion`, `output bytes`, `memory bytes`, or `expression nesting depth`.
         what: &'static str,
         /// The limit's value.
         limit: u64,

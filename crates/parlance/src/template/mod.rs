@@ -13,10 +13,10 @@
 //! Templates are untrusted code: rendering is bounded by `RenderLimits` (instructions, recursion
 //! depth, output size and, where the allocator guard is installed, memory; see [`memory`]).
 
+mod depth;
 mod environment;
 mod error;
 pub mod memory;
-mod preflight;
 mod pyjson;
 mod request;
 mod source;
@@ -155,26 +155,38 @@ impl ChatTemplate {
             environment::ignore_list_append(&mut env);
         }
         environment::set_clock(&mut env, Arc::new(|| NOW.get().unwrap_or_else(|| chrono::Local::now().naive_local())));
-        let mut names = Vec::new();
-        let mut sources = Vec::new();
-        for (name, text) in source.templates {
-            if let Some(tag) = preflight::find_oversized_tag(&text) {
-                return Err(TemplateError::Limit {
-                    name: display_name(&source.label, &name, names.len() + 1),
-                    line: tag.line,
-                    what: "code characters in one tag",
-                    limit: preflight::MAX_TAG_CODE as u64,
-                });
+        let label = &source.label;
+        let templates = source.templates;
+        // Parsing and compiling recurse once per nesting level: on a stack sized for the deepest
+        // template `depth` admits (see there).
+        let loaded = depth::on_load_stack(move || -> Result<_, TemplateError> {
+            let mut names = Vec::new();
+            let mut sources = Vec::new();
+            let count = templates.len();
+            for (name, text) in templates {
+                let rewritten = rewrite_generation_tags(&text);
+                if let Some(deep) = depth::find_deep_expression(&rewritten) {
+                    return Err(TemplateError::Limit {
+                        name: display_name(label, &name, count),
+                        line: deep.line,
+                        what: "expression nesting depth",
+                        limit: depth::MAX_EXPRESSION_DEPTH as u64,
+                    });
+                }
+                env.add_template_owned(name.clone(), rewritten).map_err(|err| TemplateError::Syntax {
+                    name: display_name(label, &name, count),
+                    line: err.line().unwrap_or(0),
+                    message: err.detail().unwrap_or("invalid syntax").to_owned(),
+                })?;
+                names.push(name);
+                sources.push(text);
             }
-            let rewritten = rewrite_generation_tags(&text);
-            env.add_template_owned(name.clone(), rewritten).map_err(|err| TemplateError::Syntax {
-                name: display_name(&source.label, &name, names.len() + 1),
-                line: err.line().unwrap_or(0),
-                message: err.detail().unwrap_or("invalid syntax").to_owned(),
-            })?;
-            names.push(name);
-            sources.push(text);
-        }
+            Ok((env, names, sources))
+        });
+        let (env, names, sources) = loaded.map_err(|err| TemplateError::NoTemplate {
+            path: source.label.clone().into(),
+            message: format!("loading stopped: {err:?}"),
+        })??;
         if names.is_empty() {
             return Err(TemplateError::NoTemplate { path: source.label.into(), message: "no template text".into() });
         }
@@ -221,6 +233,11 @@ impl ChatTemplate {
     /// `RenderOptions::variables` (e.g. firefunction-v2's `functions` and `datetime`). Sorted; found
     /// by static analysis, so a name read only on a path never taken is listed too.
     pub fn undeclared_variables(&self) -> Vec<String> {
+        // minijinja parses the source again to answer: on the stack loading ran on.
+        depth::on_load_stack(|| self.undeclared_variables_here()).unwrap_or_default()
+    }
+
+    fn undeclared_variables_here(&self) -> Vec<String> {
         let env = &self.inner.env;
         let globals: std::collections::HashSet<&str> = env.globals().map(|(name, _)| name).collect();
         let mut names: Vec<String> = self

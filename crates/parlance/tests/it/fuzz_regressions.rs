@@ -25,19 +25,16 @@ const OUTCOME_MARKER: &str = "fuzz replay outcome: ";
 /// The fuzzer's `-timeout`; a seed or fixed finding takes milliseconds.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The conversation used when an input has no 0x00 (the whole input is the template).
-const DEFAULT_REQUEST: &str = r#"{"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true}"#;
+// `split_render_input` and `DEFAULT_REQUEST`, as the target has them.
+include!("../../../../fuzz/fuzz_targets/render_input.rs");
 
 /// What `ChatTemplate::render` returns under the guard when the render thread panicked.
 const RENDER_PANICKED: &str = "render stopped: Panic";
 
 /// The fuzz target (`fuzz/fuzz_targets/render.rs`) as a function; returns the outcome's name.
 fn replay(data: &[u8]) -> &'static str {
-    let (template, request) = match data.iter().position(|&b| b == 0) {
-        Some(at) => (&data[..at], &data[at + 1..]),
-        None => (data, DEFAULT_REQUEST.as_bytes()),
-    };
-    let (Ok(template), Ok(request)) = (std::str::from_utf8(template), std::str::from_utf8(request)) else {
+    let (template, request) = split_render_input(data);
+    let (Ok(template), Ok(request)) = (std::str::from_utf8(&template), std::str::from_utf8(request)) else {
         return "rejected";
     };
     let limits = RenderLimits { fuel: 200_000, recursion: 64, max_output_bytes: 1 << 20, max_memory_bytes: 64 << 20 };

@@ -6,6 +6,7 @@ mod fuzz_regressions;
 mod golden;
 mod limits;
 mod loading;
+mod nesting;
 mod parse;
 mod roundtrip;
 mod tokens;
