@@ -410,6 +410,22 @@ fn encode_expr(e: &Expr, local: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) 
                 encode_expr(x, local, out);
             }
         }
+        Expr::TagDispatch(d) => {
+            let strings = |list: &[String], out: &mut Vec<u32>| {
+                out.push(list.len() as u32);
+                for s in list {
+                    out.push(s.len() as u32);
+                    out.extend(s.bytes().map(u32::from));
+                }
+            };
+            out.extend([9, d.stop_eos as u32, d.loop_after_dispatch as u32, d.tags.len() as u32]);
+            for (trigger, rest) in &d.tags {
+                strings(std::slice::from_ref(trigger), out);
+                encode_expr(rest, local, out);
+            }
+            strings(&d.excludes, out);
+            strings(&d.stop_strings, out);
+        }
     }
 }
 
@@ -419,6 +435,7 @@ fn has_long_repeat(e: &Expr) -> bool {
         Expr::Repeat { expr, min, max } => max.unwrap_or(*min) > LONG_REPEAT || has_long_repeat(expr),
         Expr::Seq(p) | Expr::Alt(p) => p.iter().any(has_long_repeat),
         Expr::Restrict { base, and, not } => has_long_repeat(base) || and.iter().chain(not).any(has_long_repeat),
+        Expr::TagDispatch(d) => d.tags.iter().any(|(_, e)| has_long_repeat(e)),
         _ => false,
     }
 }

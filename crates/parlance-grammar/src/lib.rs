@@ -24,7 +24,7 @@ mod regex;
 mod vocab;
 
 pub use compile::{CompileError, CompiledGrammar};
-pub use grammar::{Expr, Grammar, GrammarBuilder, GrammarError, Rule, RuleId};
+pub use grammar::{Expr, Grammar, GrammarBuilder, GrammarError, Rule, RuleId, TagDispatch};
 pub use json_schema::{JsonSchemaOptions, SchemaError, SchemaReport, Whitespace, json_schema_to_grammar};
 pub use limits::Limits;
 #[cfg(feature = "rayon")]

@@ -8,6 +8,8 @@
 //! cache entries. Large automata built for one grammar (a whole JSON Schema) skip both: they cost
 //! most of a compile and would be shared with no one.
 
+mod dispatch;
+
 use crate::earley::ItemHasher;
 use crate::grammar::Expr;
 use crate::regex::{RegexMode, regex_to_expr};
@@ -775,6 +777,7 @@ impl Nfa<'_> {
                 Ok(to)
             }
             Expr::Restrict { base, and, not } => self.restrict(from, base, and, not),
+            Expr::TagDispatch(d) => self.dispatch(from, d, rule_map),
             Expr::Regex(pattern) => {
                 if self.regex_depth > 4 {
                     return Err(BuildError::Regex("regex nested in regex".into()));

@@ -24,6 +24,7 @@ impl RuleId {
 
 /// One grammar expression. Literals and classes are Unicode text (matched as UTF-8 bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Expr {
     /// Matches the empty string.
     Empty,
@@ -64,6 +65,30 @@ pub enum Expr {
         /// Languages removed from it.
         not: Vec<Expr>,
     },
+    /// Free text watched for trigger strings, each starting its tag (see [`TagDispatch`]).
+    TagDispatch(Box<TagDispatch>),
+}
+
+/// Free text (valid UTF-8) watched by an Aho-Corasick automaton of trigger strings, as XGrammar 2's
+/// TagDispatch: where a trigger completes, free text stops and that trigger's tags take over (the
+/// trigger's own bytes are the start of the tag); after the tag, free text again (`loop_after_dispatch`)
+/// or the end. The first pattern to complete decides, so free text never contains a trigger, an
+/// excluded string or a stop string. Free text is one automaton state per trigger prefix, never a
+/// per-byte alternative: its masks cost what an unconstrained step costs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagDispatch {
+    /// `(trigger, rest)`: after `trigger`, `rest` must follow (the tag's remaining begin, content and
+    /// end). Several tags may share a trigger; then any of their `rest`s may follow it.
+    pub tags: Vec<(String, Expr)>,
+    /// Strings free text may not contain.
+    pub excludes: Vec<String>,
+    /// Strings that end the dispatch where they complete (they are part of the output).
+    pub stop_strings: Vec<String>,
+    /// Whether the dispatch may end anywhere in free text (at a character boundary); without it, it
+    /// ends only at a stop string or after a tag that does not loop.
+    pub stop_eos: bool,
+    /// After a tag, free text again; without it, the dispatch ends after its first tag.
+    pub loop_after_dispatch: bool,
 }
 
 impl Expr {
@@ -108,6 +133,7 @@ impl Expr {
                 base.for_each_rule(f);
                 and.iter().chain(not).for_each(|e| e.for_each_rule(f));
             }
+            Expr::TagDispatch(d) => d.tags.iter().for_each(|(_, e)| e.for_each_rule(f)),
             _ => {}
         }
     }

@@ -2,10 +2,11 @@
 //!
 //! Supported: alternation `|`, grouping `( )`, postfix `? * + {m} {m,} {m,n}`, literals `"..."`, character
 //! classes `[a-z]` / `[^...]`, `.` (any character), escapes `\n \r \t \\ \" \] \xNN \uNNNN \UNNNNNNNN`,
-//! regex terminals `/.../`, `#` comments. A rule ends where the next `name ::=` starts. Errors carry the
+//! regex terminals `/.../`, `#` comments, and XGrammar's builtin `TagDispatch(("trigger", rule), …, stop_eos=…,
+//! stop_str=(…), loop_after_dispatch=…, excludes=(…))`. A rule ends where the next `name ::=` starts. Errors carry the
 //! 1-based line and column.
 
-use super::{Expr, Grammar, Rule, RuleId};
+use super::{Expr, Grammar, Rule, RuleId, TagDispatch};
 use std::collections::HashMap;
 
 /// Why a grammar could not be parsed or built.
@@ -49,6 +50,9 @@ pub enum GrammarError {
 
 /// Repetition counts above this are rejected at parse time; they would only unroll into huge automata.
 const MAX_REPEAT: u32 = 100_000;
+/// The builtin `TagDispatch(("trigger", rule), …, stop_eos=true, stop_str=("…"), loop_after_dispatch=true,
+/// excludes=("…"))`, written as XGrammar writes it.
+const TAG_DISPATCH: [char; 12] = ['T', 'a', 'g', 'D', 'i', 's', 'p', 'a', 't', 'c', 'h', '('];
 /// Nesting depth of parentheses; deeper input is rejected instead of overflowing the stack.
 const MAX_NESTING: usize = 200;
 
@@ -392,6 +396,10 @@ impl Parser<'_> {
                 // A group of a group is kept as written so that printing and parsing round-trip.
                 Ok(e)
             }
+            Some('T') if self.chars[self.pos..].starts_with(&TAG_DISPATCH) => {
+                self.pos += TAG_DISPATCH.len();
+                self.tag_dispatch()
+            }
             Some(c) if is_name_char(c) => {
                 let (name, after) = self.name_at(self.pos).expect("name char present");
                 let id = self.rule_id(&name);
@@ -401,6 +409,114 @@ impl Parser<'_> {
             Some(c) => self.err(format!("unexpected `{c}`")),
             None => self.err("unexpected end of input"),
         }
+    }
+
+    /// The arguments of `TagDispatch(`, up to and including its `)`.
+    fn tag_dispatch(&mut self) -> Result<Expr, GrammarError> {
+        if self.depth >= MAX_NESTING {
+            return self.err("parentheses nested too deeply");
+        }
+        self.depth += 1;
+        let mut d = TagDispatch {
+            tags: Vec::new(),
+            excludes: Vec::new(),
+            stop_strings: Vec::new(),
+            stop_eos: true,
+            loop_after_dispatch: true,
+        };
+        loop {
+            self.skip_ws();
+            match self.peek() {
+                Some(')') => {
+                    self.pos += 1;
+                    break;
+                }
+                Some('(') => {
+                    self.pos += 1;
+                    self.skip_ws();
+                    let trigger = self.string()?;
+                    if trigger.is_empty() {
+                        return self.err("a TagDispatch trigger must not be empty");
+                    }
+                    self.expect(',')?;
+                    let rest = self.alternation()?;
+                    self.expect(')')?;
+                    d.tags.push((trigger, rest));
+                }
+                Some(c) if is_name_char(c) => {
+                    let (key, after) = self.name_at(self.pos).expect("name char present");
+                    self.pos = after;
+                    self.expect('=')?;
+                    self.skip_ws();
+                    match key.as_str() {
+                        "stop_eos" | "loop_after_dispatch" => {
+                            let value = if self.chars[self.pos..].starts_with(&['t', 'r', 'u', 'e']) {
+                                self.pos += 4;
+                                true
+                            } else if self.chars[self.pos..].starts_with(&['f', 'a', 'l', 's', 'e']) {
+                                self.pos += 5;
+                                false
+                            } else {
+                                return self.err(format!("`{key}` takes `true` or `false`"));
+                            };
+                            if key == "stop_eos" { d.stop_eos = value } else { d.loop_after_dispatch = value }
+                        }
+                        "stop_str" | "excludes" => {
+                            self.expect('(')?;
+                            let mut list = Vec::new();
+                            loop {
+                                self.skip_ws();
+                                if self.peek() == Some(')') {
+                                    self.pos += 1;
+                                    break;
+                                }
+                                if !list.is_empty() {
+                                    self.expect(',')?;
+                                    self.skip_ws();
+                                }
+                                let s = self.string()?;
+                                if s.is_empty() {
+                                    return self.err(format!("`{key}` strings must not be empty"));
+                                }
+                                list.push(s);
+                            }
+                            if key == "stop_str" { d.stop_strings = list } else { d.excludes = list }
+                        }
+                        _ => return self.err(format!("unknown TagDispatch argument `{key}`")),
+                    }
+                }
+                _ => return self.err("expected `(\"trigger\", rule)`, an argument or `)` in TagDispatch"),
+            }
+            self.skip_ws();
+            if self.peek() == Some(',') {
+                self.pos += 1;
+            } else if self.peek() != Some(')') {
+                return self.err("expected `,` or `)` in TagDispatch");
+            }
+        }
+        self.depth -= 1;
+        Ok(Expr::TagDispatch(Box::new(d)))
+    }
+
+    /// A `"..."` literal's text.
+    fn string(&mut self) -> Result<String, GrammarError> {
+        if self.peek() != Some('"') {
+            return self.err("expected a string");
+        }
+        match self.atom()? {
+            Expr::Literal(s) => Ok(s),
+            _ => Ok(String::new()),
+        }
+    }
+
+    /// Skips whitespace, then `c`.
+    fn expect(&mut self, c: char) -> Result<(), GrammarError> {
+        self.skip_ws();
+        if self.peek() != Some(c) {
+            return self.err(format!("expected `{c}`"));
+        }
+        self.pos += 1;
+        Ok(())
     }
 
     fn hex(&mut self, n: usize) -> Result<char, GrammarError> {

@@ -53,6 +53,31 @@ fn print_expr(g: &Grammar, e: &Expr, ctx: Context, f: &mut fmt::Formatter<'_>) -
             f.write_char(']')
         }
         Expr::Rule(r) => f.write_str(&g.rules[r.index()].name),
+        Expr::TagDispatch(d) => {
+            let strings = |list: &[String], f: &mut fmt::Formatter<'_>| -> fmt::Result {
+                f.write_char('(')?;
+                for (i, s) in list.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    print_expr(g, &Expr::Literal(s.clone()), Context::Atom, f)?;
+                }
+                f.write_char(')')
+            };
+            f.write_str("TagDispatch(")?;
+            for (trigger, rest) in &d.tags {
+                f.write_char('(')?;
+                print_expr(g, &Expr::Literal(trigger.clone()), Context::Atom, f)?;
+                f.write_str(", ")?;
+                print_expr(g, rest, Context::Top, f)?;
+                f.write_str("), ")?;
+            }
+            write!(f, "stop_eos={}, stop_str=", d.stop_eos)?;
+            strings(&d.stop_strings, f)?;
+            write!(f, ", loop_after_dispatch={}, excludes=", d.loop_after_dispatch)?;
+            strings(&d.excludes, f)?;
+            f.write_char(')')
+        }
         Expr::Restrict { base, and, not } => {
             f.write_char('(')?;
             print_expr(g, base, Context::Atom, f)?;
@@ -162,6 +187,11 @@ mod tests {
             "root ::= (a b) (c | (d | e))* \"\" a{3} a{2,}\na ::= [^\\]\\-\\n\\x01\\u00e9] .\nb ::= \"q\\\"\\\\\" \nc ::= /[0-9]+\\/x/\nd ::= \"\"\ne ::= a**",
         );
         roundtrip("root ::= \"é\\u2028\\U0001F600\" # comment\n  | [\\u0100-\\uFFFF]");
+        roundtrip(
+            "root ::= TagDispatch((\"<tool_call>\", call), (\"<f=\", \"x>\" | \"y>\"), stop_eos=false, \
+             stop_str=(\"</s>\"), loop_after_dispatch=false, excludes=(\"<think>\", \"</think>\"))\ncall ::= \"{}\"",
+        );
+        roundtrip("root ::= TagDispatch() \"x\"");
     }
 
     #[test]

@@ -32,7 +32,18 @@ fn generate(g: &Grammar, e: &Expr, rng: &mut Rng, depth: usize, out: &mut String
                 generate(g, expr, rng, depth + 1, out);
             }
         }
-        Expr::Regex(_) | Expr::Restrict { .. } => panic!("generator does not expand regexes or restrictions"),
+        Expr::TagDispatch(d) => {
+            out.push_str("free text ");
+            if !d.tags.is_empty() && depth <= 6 {
+                let (trigger, rest) = &d.tags[rng.below(d.tags.len())];
+                out.push_str(trigger);
+                generate(g, rest, rng, depth + 1, out);
+            }
+            if !d.stop_eos && (d.loop_after_dispatch || d.tags.is_empty()) {
+                out.push_str(&d.stop_strings[0]);
+            }
+        }
+        _ => panic!("generator does not expand regexes or restrictions"),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Integration tests of parlance-grammar: grammars, masks against brute force, rollback, JSON Schema.
 
 mod common;
+mod dispatch;
 mod grammar;
 mod json_schema;
 mod masks;
@@ -25,4 +26,12 @@ item ::= "\"" [a-c]{0,5} "\"" | /[0-9]{1,3}(\.[0-9]+)?/"#;
     /// A string that must contain three of `a`-`c` in a row (an unanchored `pattern`: no state loops,
     /// yet every character keeps the search alive).
     pub const SEARCH: &str = r#"root ::= "\"" [^"\\\x00-\x1f]* [a-c]{3} [^"\\\x00-\x1f]* "\"""#;
+    /// Free text with two triggers (one of them shared by two tags), an excluded string, and a tag
+    /// whose content is free text again up to the tag's end (nested dispatch).
+    pub const DISPATCH: &str = r#"root ::= TagDispatch(("{\"", call), ("ab", "c" [0-9]+ ";"), ("ab", "x"), ("[1,", note), excludes=("xyz"))
+call ::= "a\":" ("true" | "12") "}"
+note ::= TagDispatch(stop_eos=false, stop_str=("],"), excludes=("{\"")) "\n""#;
+    /// One tag at most, then a fixed tail; free text ends only at a stop string.
+    pub const DISPATCH_ONCE: &str =
+        r#"root ::= TagDispatch(("aa", "b" [0-9]), stop_eos=false, stop_str=("\n"), loop_after_dispatch=false) "!""#;
 }

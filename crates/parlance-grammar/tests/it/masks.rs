@@ -27,7 +27,9 @@ fn walk_checking(vocab: &Arc<TokenVocab>, text: &str, walks: usize, steps: usize
 #[test]
 fn masks_equal_brute_force_synthetic_vocab() {
     let vocab = synthetic_vocab();
-    for (i, text) in [JSON, ARITH, AMBIGUOUS, UTF8, STRINGS, BOUNDED, SEARCH].iter().enumerate() {
+    for (i, text) in
+        [JSON, ARITH, AMBIGUOUS, UTF8, STRINGS, BOUNDED, SEARCH, DISPATCH, DISPATCH_ONCE].iter().enumerate()
+    {
         walk_checking(&vocab, text, 8, 25, 7 + i as u64);
     }
 }
@@ -35,7 +37,7 @@ fn masks_equal_brute_force_synthetic_vocab() {
 #[test]
 fn masks_equal_brute_force_llama3_vocab() {
     let Some((vocab, _)) = real_vocab("llama3_1", "<|eot_id|>") else { return };
-    for (i, text) in [JSON, ARITH, BOUNDED, SEARCH].iter().enumerate() {
+    for (i, text) in [JSON, ARITH, BOUNDED, SEARCH, DISPATCH].iter().enumerate() {
         walk_checking(&vocab, text, 2, 6, 99 + i as u64);
     }
 }

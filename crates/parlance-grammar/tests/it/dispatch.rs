@@ -1,0 +1,103 @@
+//! TagDispatch: which texts a dispatch accepts (free text, triggers, excludes, stop strings, loops),
+//! byte by byte and through a real vocabulary.
+
+use crate::common::{compile, real_vocab, synthetic_vocab};
+use crate::grammar_texts::{DISPATCH, DISPATCH_ONCE};
+use parlance_grammar::{Matcher, TokenVocab};
+use std::sync::Arc;
+
+/// Whether `text` is accepted whole by `grammar`.
+fn accepts(vocab: &Arc<TokenVocab>, grammar: &str, text: &str) -> bool {
+    let mut m = Matcher::new(compile(vocab, grammar)).expect("matcher");
+    m.accept_bytes(text.as_bytes()) && m.is_accepting()
+}
+
+#[track_caller]
+fn check(grammar: &str, cases: &[(&str, bool)]) {
+    let vocab = synthetic_vocab();
+    for &(text, want) in cases {
+        assert_eq!(accepts(&vocab, grammar, text), want, "{text:?} under\n{grammar}");
+    }
+}
+
+#[test]
+fn free_text_ends_where_a_trigger_completes() {
+    check(
+        DISPATCH,
+        &[
+            ("", true),
+            ("hello, world é €", true),
+            // A trigger must go on as one of its tags.
+            ("say {\"a\":true} done", true),
+            ("say {\"b\":true}", false),
+            ("abc12;", true),
+            ("x abx y", true),
+            ("x aby", false),
+            // Several tags in a row, free text between and after them.
+            ("{\"a\":12}abc1;[1,note],\n tail", true),
+            // Excluded strings, in free text and in the nested free text.
+            ("one xyz", false),
+            ("[1,a{\"],\n", false),
+            ("[1,xyz],\n", true),
+            // A nested dispatch's stop string is required before its tag's end.
+            ("[1,note\n", false),
+            // Free text is valid UTF-8.
+            ("caf\u{e9}", true),
+        ],
+    );
+    let vocab = synthetic_vocab();
+    let mut m = Matcher::new(compile(&vocab, DISPATCH)).expect("matcher");
+    assert!(!m.accept_bytes(&[b'a', 0xC3]) || !m.is_accepting(), "a cut character is not an end");
+    assert!(!Matcher::new(compile(&vocab, DISPATCH)).unwrap().accept_bytes(&[0xFF]), "0xFF is never UTF-8");
+}
+
+#[test]
+fn stop_strings_and_single_dispatch() {
+    check(
+        DISPATCH_ONCE,
+        &[
+            ("hi\n!", true),
+            ("hi!", false),
+            ("aab7!", true),
+            ("x aab7!", true),
+            // After the first tag the dispatch is over: no more free text, no second tag.
+            ("aab7 more\n!", false),
+            ("aab7aab8!", false),
+            ("aax", false),
+        ],
+    );
+}
+
+#[test]
+fn the_earliest_trigger_decides() {
+    // `aba` overlaps itself: in `ababa…` it completes at the third byte, and its tag starts there.
+    let g = r#"root ::= TagDispatch(("aba", "X"))"#;
+    check(g, &[("abaX", true), ("ababaX", false), ("abX", true), ("zabaX", true)]);
+    // Of two patterns completing at one byte, a trigger wins over an excluded suffix of it.
+    let g = r#"root ::= TagDispatch(("<call>", "!"), excludes=("call>"))"#;
+    check(g, &[("<call>!", true), ("a call>", false)]);
+}
+
+#[test]
+fn free_text_masks_cost_what_a_plain_step_costs() {
+    let Some((vocab, _)) = real_vocab("llama3_1", "<|eot_id|>") else { return };
+    let g = r#"root ::= TagDispatch(("<tool_call>", call), excludes=("<think>"))
+call ::= "{\"name\": \"f\"}</tool_call>""#;
+    let mut m = Matcher::new(compile(&vocab, g)).expect("matcher");
+    let mut mask = vec![0u32; vocab.mask_words()];
+    m.fill_next_token_bitmask(&mut mask).expect("mask");
+    let allowed = mask.iter().map(|w| w.count_ones() as usize).sum::<usize>();
+    // Nearly all of the vocabulary is free text; only tokens holding an excluded string or a
+    // broken character sequence are out.
+    assert!(allowed > vocab.len() * 9 / 10, "{allowed} of {}", vocab.len());
+    let text = "Let me check the weather for you. ".repeat(20);
+    assert!(m.accept_bytes(text.as_bytes()));
+    let start = std::time::Instant::now();
+    for _ in 0..100 {
+        m.fill_next_token_bitmask(&mut mask).expect("mask");
+    }
+    let per_mask = start.elapsed() / 100;
+    assert!(m.accept_bytes(b"<tool_call>{\"name\": \"f\"}</tool_call> ok"));
+    assert!(m.is_accepting());
+    eprintln!("free-text mask after 700 bytes: {per_mask:?}");
+}
