@@ -1,4 +1,4 @@
-//! `parlance bench grammar`: the W1 workload (JSON Schemas with valid and invalid instances, see
+//! `parlance bench grammar`: the W1 workload (W2/W3 in `bench_tools`) (JSON Schemas with valid and invalid instances, see
 //! `shared/bench/workloads/README.md`) measured exactly as `shared/bench/peers/run_peers.py`
 //! measures the peers, with the same `summary` fields, so results sit side by side.
 //!
@@ -31,6 +31,10 @@ pub struct Request<'a> {
 }
 
 pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
+    // W2/W3 are one JSON document with tools and requests; W1 is JSON lines.
+    if request.workload.extension().is_some_and(|e| e == "json") {
+        return crate::bench_tools::run(request);
+    }
     let tokenizer = parlance::Tokenizer::from_path(request.tokenizer)?;
     let eos = match request.eos {
         Some(token) => tokenizer.token_to_id(token).with_context(|| format!("--eos {token:?} is not a token"))?,
@@ -132,7 +136,7 @@ fn run_item(
 }
 
 /// Forces `ids`, then checks EOS: whether all were allowed, and the first failure.
-fn force(
+pub(crate) fn force(
     matcher: &mut Matcher,
     ids: &[u32],
     eos: u32,
@@ -169,7 +173,7 @@ fn force(
     (ok, if ok { Value::Null } else { json!(["eos_not_allowed", ids.len()]) })
 }
 
-fn micros(d: Duration) -> f64 {
+pub(crate) fn micros(d: Duration) -> f64 {
     (d.as_nanos() as f64 / 10.0).round() / 100.0
 }
 
@@ -178,7 +182,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[k]
 }
 
-fn stats(values: &mut [f64]) -> Value {
+pub(crate) fn stats(values: &mut [f64]) -> Value {
     if values.is_empty() {
         return Value::Null;
     }

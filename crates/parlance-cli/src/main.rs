@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 
 mod bench_grammar;
+mod bench_tools;
 use clap::{Parser, Subcommand};
 use parlance::{ChatTemplate, RenderRequest, Tokenizer};
 
@@ -45,13 +46,13 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
-    /// Constrained decoding on the W1 workload (JSON Schemas), measured as the peers' runner does.
+    /// Constrained decoding on W1 (JSON Schemas), W2 or W3 (tool calls), measured as the peers' runner does.
     Grammar(BenchGrammarArgs),
 }
 
 #[derive(clap::Args)]
 struct BenchGrammarArgs {
-    /// The workload (`w1_maskbench_subset.jsonl`).
+    /// The workload (`w1_maskbench_subset.jsonl`, `w2_toolcall_llama.json`, `w3_toolcall_harmony.json`).
     #[arg(long)]
     workload: PathBuf,
     /// A `tokenizer.json` (or its folder); EOS from the `tokenizer_config.json` beside it.

@@ -30,6 +30,9 @@ pub enum CompileError {
     /// The JSON Schema cannot be enforced.
     #[error(transparent)]
     Schema(#[from] SchemaError),
+    /// The structural tag cannot be enforced.
+    #[error(transparent)]
+    StructuralTag(#[from] crate::structural_tag::StructuralTagError),
     /// A regex terminal is invalid or unsupported.
     #[error("rule `{rule}`: {message}")]
     Regex {
@@ -97,6 +100,12 @@ impl CompiledGrammar {
     /// The vocabulary this grammar was compiled for.
     pub fn vocab(&self) -> &Arc<TokenVocab> {
         &self.vocab
+    }
+
+    /// Approximate heap bytes of the automata (what a cache of compiled grammars counts).
+    pub fn approx_bytes(&self) -> usize {
+        self.tables.rules.iter().map(Automaton::approx_bytes).sum::<usize>()
+            + self.names.iter().map(String::len).sum::<usize>()
     }
 
     /// Number of automaton states over all rules (a size measure).
@@ -303,6 +312,13 @@ struct RuleShape {
 
 /// Process-wide automata by [`RuleShape`] key.
 type ShapeCache = std::sync::Mutex<HashMap<Vec<u32>, Arc<Automaton>>>;
+
+/// Empties the process-wide automaton cache (see [`RuleShape`]).
+pub(crate) fn clear_shape_cache() {
+    if let Ok(mut cache) = shape_cache().lock() {
+        cache.clear();
+    }
+}
 
 fn shape_cache() -> &'static ShapeCache {
     static CACHE: OnceLock<ShapeCache> = OnceLock::new();

@@ -1,8 +1,8 @@
 //! The constrained-decoding engine of parlance: grammars, bytes and token ids, nothing of chat.
 //!
-//! Front ends lower into the grammar IR ([`Grammar`]): the EBNF/GBNF text syntax, regex terminals and
-//! JSON Schema ([`json_schema_to_grammar`]). [`CompiledGrammar`] turns the rules into minimized byte
-//! automata for one [`TokenVocab`]; a [`Matcher`] runs an Earley parser over them per sequence and fills
+//! Front ends lower into the grammar IR ([`Grammar`]): the EBNF/GBNF text syntax, regex terminals, JSON
+//! Schema ([`json_schema_to_grammar`]) and XGrammar structural tags ([`structural_tag_to_grammar`]).
+//! [`CompiledGrammar`] turns the rules into minimized byte automata for one [`TokenVocab`]; a [`Matcher`] runs an Earley parser over them per sequence and fills
 //! token bitmasks from the adaptive token-mask cache (accepted / rejected / uncertain tokens per
 //! scannable state, computed just in time and shared across grammars by structural key).
 //!
@@ -16,20 +16,24 @@ mod automaton;
 mod compile;
 mod earley;
 mod grammar;
+mod grammar_compiler;
 mod json_schema;
 mod limits;
 mod mask;
 mod matcher;
 mod regex;
+mod structural_tag;
 mod vocab;
 
 pub use compile::{CompileError, CompiledGrammar};
 pub use grammar::{Expr, Grammar, GrammarBuilder, GrammarError, Rule, RuleId, TagDispatch};
+pub use grammar_compiler::{DEFAULT_CACHE_BYTES, GrammarCompiler};
 pub use json_schema::{JsonSchemaOptions, SchemaError, SchemaReport, Whitespace, json_schema_to_grammar};
 pub use limits::Limits;
 #[cfg(feature = "rayon")]
 pub use matcher::fill_next_token_bitmasks;
 pub use matcher::{Matcher, MatcherError};
+pub use structural_tag::{StructuralTagError, StructuralTagOptions, structural_tag_to_grammar};
 pub use vocab::{TokenVocab, VocabError};
 
 impl CompiledGrammar {
@@ -43,5 +47,15 @@ impl CompiledGrammar {
         let (grammar, report) = json_schema_to_grammar(schema, options)?;
         let g = CompiledGrammar::with_limits(vocab, &grammar, options.limits.clone())?;
         Ok((g, report))
+    }
+
+    /// Compiles an XGrammar structural tag (see [`structural_tag_to_grammar`]) for `vocab`.
+    pub fn from_structural_tag(
+        vocab: std::sync::Arc<TokenVocab>,
+        doc: &serde_json::Value,
+        options: &StructuralTagOptions,
+    ) -> Result<CompiledGrammar, CompileError> {
+        let grammar = structural_tag_to_grammar(doc, options)?;
+        CompiledGrammar::with_limits(vocab, &grammar, options.json.limits.clone())
     }
 }

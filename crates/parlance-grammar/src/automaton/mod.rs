@@ -56,6 +56,12 @@ pub(crate) struct Automaton {
 }
 
 impl Automaton {
+    /// Approximate heap bytes.
+    pub(crate) fn approx_bytes(&self) -> usize {
+        let edges: usize = self.rule_edges.iter().map(|e| e.len() * 8 + 24).sum();
+        self.trans.len() * 4 + edges + self.len() * (3 + 32 + 4)
+    }
+
     /// Number of states.
     pub(crate) fn len(&self) -> usize {
         self.finals.len()

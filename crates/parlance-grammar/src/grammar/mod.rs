@@ -123,6 +123,25 @@ impl Expr {
         Expr::repeat(expr, 0, Some(1))
     }
 
+    /// The same expression with every rule reference passed through `f`.
+    pub fn map_rules(&self, f: &dyn Fn(RuleId) -> RuleId) -> Expr {
+        let all = |parts: &[Expr]| parts.iter().map(|e| e.map_rules(f)).collect::<Vec<_>>();
+        match self {
+            Expr::Rule(r) => Expr::Rule(f(*r)),
+            Expr::Seq(p) => Expr::Seq(all(p)),
+            Expr::Alt(p) => Expr::Alt(all(p)),
+            Expr::Repeat { expr, min, max } => Expr::Repeat { expr: Box::new(expr.map_rules(f)), min: *min, max: *max },
+            Expr::Restrict { base, and, not } => {
+                Expr::Restrict { base: Box::new(base.map_rules(f)), and: all(and), not: all(not) }
+            }
+            Expr::TagDispatch(d) => Expr::TagDispatch(Box::new(TagDispatch {
+                tags: d.tags.iter().map(|(t, e)| (t.clone(), e.map_rules(f))).collect(),
+                ..(**d).clone()
+            })),
+            other => other.clone(),
+        }
+    }
+
     /// Calls `f` on every rule this expression references.
     pub(crate) fn for_each_rule(&self, f: &mut impl FnMut(RuleId)) {
         match self {
@@ -198,6 +217,9 @@ pub struct GrammarBuilder {
     rules: Vec<Rule>,
     defined: Vec<bool>,
     names: HashMap<String, u32>,
+    /// Per base name, the next numeric suffix to try: declaring stays linear however many rules
+    /// share a name (every tool schema has a `root`).
+    next_suffix: HashMap<String, u32>,
 }
 
 impl GrammarBuilder {
@@ -206,16 +228,31 @@ impl GrammarBuilder {
         let base: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
         let base = if base.is_empty() { "r".to_string() } else { base };
         let mut unique = base.clone();
-        let mut n = 1;
-        while self.names.contains_key(&unique) {
-            n += 1;
-            unique = format!("{base}-{n}");
+        if self.names.contains_key(&unique) {
+            let n = self.next_suffix.entry(base.clone()).or_insert(1);
+            loop {
+                *n += 1;
+                unique = format!("{base}-{n}");
+                if !self.names.contains_key(&unique) {
+                    break;
+                }
+            }
         }
         let id = RuleId(self.rules.len() as u32);
         self.names.insert(unique.clone(), id.0);
         self.rules.push(Rule { name: unique, expr: Expr::Empty });
         self.defined.push(false);
         id
+    }
+
+    /// Copies every rule of `grammar` in (names made unique, references renumbered) and returns the
+    /// id its start rule has here.
+    pub fn import(&mut self, grammar: &Grammar) -> RuleId {
+        let ids: Vec<RuleId> = grammar.rules.iter().map(|r| self.declare(&r.name)).collect();
+        for (rule, &id) in grammar.rules.iter().zip(&ids) {
+            self.define(id, rule.expr.map_rules(&|r| ids[r.index()]));
+        }
+        ids[grammar.start.index()]
     }
 
     /// Sets the body of a declared rule.

@@ -101,6 +101,22 @@ pub struct SchemaReport {
     pub ignored: Vec<(String, String)>,
 }
 
+/// A keyword whose value must be a non-negative integer (`2.0` is one, since draft 6): `None` when
+/// absent, an error naming it when it is anything else (ignoring it would change the language).
+fn count_keyword(m: &Map<String, Value>, key: &str, ptr: &str) -> Result<Option<u64>, SchemaError> {
+    let Some(v) = m.get(key) else { return Ok(None) };
+    if let Some(n) = v.as_u64() {
+        return Ok(Some(n));
+    }
+    match v.as_f64() {
+        Some(x) if x >= 0.0 && x.fract() == 0.0 && x < 9.0e15 => Ok(Some(x as u64)),
+        _ => Err(SchemaError::Invalid {
+            pointer: format!("{ptr}/{key}"),
+            message: "must be a non-negative integer".into(),
+        }),
+    }
+}
+
 /// Keywords that only annotate; ignoring them loses nothing.
 const ANNOTATIONS: &[&str] = &[
     "$schema",
@@ -719,8 +735,8 @@ impl<'a> Compiler<'a> {
     }
 
     fn string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
-        let min = m.get("minLength").and_then(Value::as_u64);
-        let max = m.get("maxLength").and_then(Value::as_u64);
+        let min = count_keyword(m, "minLength", ptr)?;
+        let max = count_keyword(m, "maxLength", ptr)?;
         let any_char = self.json_char();
         // Regular constraints on the content; more than one are intersected.
         let mut parts: Vec<Expr> = Vec::new();
@@ -857,6 +873,14 @@ impl<'a> Compiler<'a> {
 
     fn number(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
         let base = self.number_bounded(m, ptr)?;
+        if let Some(v) = m.get("multipleOf")
+            && !v.as_f64().is_some_and(|x| x > 0.0)
+        {
+            return Err(SchemaError::Invalid {
+                pointer: format!("{ptr}/multipleOf"),
+                message: "must be a number above 0".into(),
+            });
+        }
         Ok(match m.get("multipleOf").and_then(Value::as_f64).and_then(multiple_of) {
             Some(mult) => {
                 self.enforced("multipleOf");
@@ -992,7 +1016,7 @@ impl<'a> Compiler<'a> {
             0 => None,
             _ => Some(Expr::alt(extras)),
         };
-        let non_empty = m.get("minProperties").and_then(Value::as_u64).is_some_and(|n| n >= 1);
+        let non_empty = count_keyword(m, "minProperties", ptr)?.is_some_and(|n| n >= 1);
         if non_empty {
             self.enforced("minProperties");
         }
@@ -1109,8 +1133,8 @@ impl<'a> Compiler<'a> {
     }
 
     fn array(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
-        let min = m.get("minItems").and_then(Value::as_u64).unwrap_or(0);
-        let max = m.get("maxItems").and_then(Value::as_u64);
+        let min = count_keyword(m, "minItems", ptr)?.unwrap_or(0);
+        let max = count_keyword(m, "maxItems", ptr)?;
         for k in ["items", "prefixItems", "minItems", "maxItems", "additionalItems"] {
             if m.contains_key(k) {
                 self.enforced(k);

@@ -125,6 +125,18 @@ impl MaskPool {
         self.inner.lock().map(|p| p.len).unwrap_or(0)
     }
 
+    /// Bytes the pool holds (as its byte limit counts them).
+    pub(crate) fn bytes(&self) -> usize {
+        self.inner.lock().map(|p| p.bytes).unwrap_or(0)
+    }
+
+    /// Forgets every entry; grammars compiled earlier keep the entries they already looked up.
+    pub(crate) fn clear(&self) {
+        if let Ok(mut p) = self.inner.lock() {
+            *p = PoolInner::default();
+        }
+    }
+
     fn get(&self, key: &(u64, Arc<[u32]>), state: u32) -> Option<Arc<MaskEntry>> {
         let p = self.inner.lock().ok()?;
         let v = p.map.get(&(key.0, state))?;

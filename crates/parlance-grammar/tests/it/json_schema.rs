@@ -321,3 +321,23 @@ fn maskbench_valid_instances_pass_token_by_token() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[test]
+fn count_keywords_are_integers_or_errors_never_ignored() {
+    // `2.0` is an integer since draft 6: enforced as 2.
+    check(json!({"type": "string", "minLength": 2.0}), &["\"ab\""], &["\"a\""]);
+    check(json!({"type": "array", "maxItems": 1.0}), &["[1]"], &["[1,2]"]);
+    for (schema, pointer) in [
+        (json!({"type": "string", "minLength": "x"}), "#/minLength"),
+        (json!({"type": "string", "maxLength": -1}), "#/maxLength"),
+        (json!({"type": "array", "minItems": 1.5}), "#/minItems"),
+        (json!({"type": "number", "multipleOf": 0}), "#/multipleOf"),
+    ] {
+        let err = parlance_grammar::json_schema_to_grammar(&schema, &JsonSchemaOptions::default()).unwrap_err();
+        let named = match &err {
+            SchemaError::Invalid { pointer: p, .. } | SchemaError::Unsupported { pointer: p, .. } => p == pointer,
+            _ => false,
+        };
+        assert!(named, "{schema}: {err}");
+    }
+}

@@ -1,0 +1,268 @@
+//! `parlance bench grammar` on the tool-calling workloads W2 (Llama 3.1 JSON calls) and W3 (gpt-oss
+//! Harmony), measured as `shared/bench/peers/run_peers.py`'s `task_tools` measures the peers, with
+//! the same item and `summary` fields.
+//!
+//! Per request: every 10th request first clears every cache and times all 50 tools cold; then all
+//! tools again (a hit), the request's own tool subset (new), the subset again (a hit). TTFM = compile
+//! (through one [`GrammarCompiler`], the cache a server would hold) + matcher + first mask. TBM
+//! forces the target output under the all-tools grammar, each token's step classified by the
+//! segment holding its first byte; the subset grammar must accept the output too.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use parlance_grammar::{CompiledGrammar, GrammarCompiler, Matcher, StructuralTagOptions};
+use serde_json::{Value, json};
+
+use crate::bench_grammar::{Request, force, micros, stats};
+
+pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
+    let tokenizer = parlance::Tokenizer::from_path(request.tokenizer)?;
+    let eos = match request.eos {
+        Some(token) => tokenizer.token_to_id(token).with_context(|| format!("--eos {token:?} is not a token"))?,
+        None => tokenizer
+            .eos_token_id()
+            .context("no eos_token in the tokenizer_config.json beside the tokenizer; pass --eos")?,
+    };
+    let vocab = Arc::new(tokenizer.token_vocab(&[eos])?);
+    let text =
+        std::fs::read_to_string(request.workload).with_context(|| format!("reading {}", request.workload.display()))?;
+    let doc: Value = serde_json::from_str(&text).with_context(|| format!("parsing {}", request.workload.display()))?;
+    let workload = Workload::of(&doc).with_context(|| format!("{}: not W2 or W3", request.workload.display()))?;
+    // Each tool's schema as JSON text once, as a server holds the request it received.
+    let tools: Vec<Tool> = doc["tools"]
+        .as_array()
+        .context("no `tools` array")?
+        .iter()
+        .map(|t| Tool {
+            name: t["function"]["name"].as_str().unwrap_or_default().to_owned(),
+            parameters: t["function"]["parameters"].to_string(),
+        })
+        .collect();
+    let requests = doc["requests"].as_array().context("no `requests` array")?;
+    let compiler = GrammarCompiler::new(vocab.clone());
+    let options = StructuralTagOptions::default();
+    let chosen: Vec<usize> =
+        (0..requests.len()).step_by(request.stride.max(1)).take(request.limit.unwrap_or(usize::MAX)).collect();
+    let progress = indicatif::ProgressBar::new(chosen.len() as u64);
+    let mut mask = vec![0u32; vocab.mask_words()];
+    let mut items = Vec::with_capacity(chosen.len());
+    for i in chosen {
+        let req = &requests[i];
+        let subset: Vec<&Tool> = req["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|name| tools.iter().find(|t| name.as_str() == Some(t.name.as_str())))
+            .collect();
+        let all: Vec<&Tool> = tools.iter().collect();
+        let mut item = json!({"id": req["id"], "n_tools_subset": subset.len()});
+        let ttfm = |tools: &[&Tool], mask: &mut [u32]| -> anyhow::Result<(Arc<CompiledGrammar>, f64, f64)> {
+            let start = Instant::now();
+            let grammar = compiler.compile_structural_tag(&workload.structural_tag(tools), &options)?;
+            let compiled = Instant::now();
+            Matcher::new(grammar.clone())?.fill_next_token_bitmask(mask)?;
+            Ok((grammar, micros(compiled - start), micros(start.elapsed())))
+        };
+        let mut timed = || -> anyhow::Result<(Arc<CompiledGrammar>, Arc<CompiledGrammar>)> {
+            if i % 10 == 0 {
+                compiler.clear();
+                let (_, compile, total) = ttfm(&all, &mut mask)?;
+                item["all_cold_compile_us"] = json!(compile);
+                item["ttfm_all_cold_us"] = json!(total);
+            }
+            let (all_grammar, compile, total) = ttfm(&all, &mut mask)?;
+            item["all_hit_compile_us"] = json!(compile);
+            item["ttfm_all_hit_us"] = json!(total);
+            let (_, compile, total) = ttfm(&subset, &mut mask)?;
+            item["subset_new_compile_us"] = json!(compile);
+            item["ttfm_subset_new_us"] = json!(total);
+            let (subset_grammar, compile, total) = ttfm(&subset, &mut mask)?;
+            item["subset_hit_compile_us"] = json!(compile);
+            item["ttfm_subset_hit_us"] = json!(total);
+            Ok((all_grammar, subset_grammar))
+        };
+        let (all_grammar, subset_grammar) = match timed() {
+            Ok(grammars) => grammars,
+            Err(err) => {
+                item["compile_error"] = json!(format!("{err:#}"));
+                items.push(item);
+                progress.inc(1);
+                continue;
+            }
+        };
+        let output = req["output"].as_str().unwrap_or_default();
+        let ids = tokenizer.encode_rendered(output)?;
+        item["tok_kind"] = json!(token_kinds(&ids, &vocab, req));
+        let (mut steps, mut masks) = (Vec::new(), Vec::new());
+        let (ok, failure) =
+            force(&mut Matcher::new(all_grammar)?, &ids, eos, &mut mask, Some((&mut steps, &mut masks)));
+        item["valid"] = json!([{"ok": ok, "ntok": ids.len(), "fail": failure}]);
+        item["step_us"] = json!(steps);
+        item["mask_us"] = json!(masks);
+        let (ok, failure) = force(&mut Matcher::new(subset_grammar)?, &ids, eos, &mut mask, None);
+        item["subset_ok"] = json!(ok);
+        item["subset_fail"] = failure;
+        items.push(item);
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+    let summary = summarize(&items);
+    let meta = json!({
+        "engine": "parlance", "engine_version": env!("CARGO_PKG_VERSION"), "workload": workload.name(),
+        "workload_file": request.workload.display().to_string(), "tokenizer": request.tokenizer.display().to_string(),
+        "config": "default", "threads": 1, "eos_id": eos, "vocab_size": vocab.len(), "partial": false,
+    });
+    let result = json!({"meta": meta, "summary": summary, "items": items});
+    std::fs::write(request.out, serde_json::to_string(&result)?)
+        .with_context(|| format!("writing {}", request.out.display()))?;
+    Ok(result["summary"].clone())
+}
+
+/// Which tool-calling workload a document is.
+enum Workload {
+    /// Llama 3.1 JSON calls after free text.
+    Llama,
+    /// gpt-oss Harmony messages.
+    Harmony,
+}
+
+impl Workload {
+    fn of(doc: &Value) -> Option<Workload> {
+        match doc["workload"].as_str()? {
+            "toolcall-llama" => Some(Workload::Llama),
+            "toolcall-harmony" => Some(Workload::Harmony),
+            _ => None,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Workload::Llama => "toolcall-llama",
+            Workload::Harmony => "toolcall-harmony",
+        }
+    }
+
+    /// The workload's constraint for `tools` as structural-tag JSON text, as a server receives it:
+    /// the XGrammar document the peers' runner compiles (the builtin `llama` style; for Harmony the
+    /// document it builds by hand).
+    fn structural_tag(&self, tools: &[&Tool]) -> String {
+        let tag = |begin: &str, content: &str, end: &str| {
+            format!(r#"{{"type":"tag","begin":{},"content":{content},"end":{}}}"#, json!(begin), json!(end))
+        };
+        let schema = |t: &Tool| format!(r#"{{"type":"json_schema","json_schema":{}}}"#, t.parameters);
+        match self {
+            Workload::Llama => {
+                let tags: Vec<String> = tools
+                    .iter()
+                    .map(|t| tag(&format!("{{\"name\": \"{}\", \"parameters\": ", t.name), &schema(t), "}"))
+                    .collect();
+                format!(
+                    r#"{{"type":"structural_tag","format":{{"type":"triggered_tags","triggers":["{{\"name\": "],"tags":[{}]}}}}"#,
+                    tags.join(",")
+                )
+            }
+            Workload::Harmony => {
+                let any = r#"{"type":"any_text"}"#;
+                let mut tags = vec![
+                    tag("<|channel|>analysis<|message|>", any, "<|end|>"),
+                    tag("<|channel|>final<|message|>", any, "<|return|>"),
+                ];
+                tags.extend(tools.iter().map(|t| {
+                    let begin = format!("<|channel|>commentary to=functions.{} <|constrain|>json<|message|>", t.name);
+                    tag(&begin, &schema(t), "<|call|>")
+                }));
+                format!(
+                    r#"{{"type":"structural_tag","format":{{"type":"tags_with_separator","tags":[{}],"separator":"<|start|>assistant","at_least_one":true}}}}"#,
+                    tags.join(",")
+                )
+            }
+        }
+    }
+}
+
+/// A tool of the workload: its name and its parameters' schema as JSON text.
+struct Tool {
+    name: String,
+    parameters: String,
+}
+
+/// Each token's segment kind (`text`, `tool_call`, `structure`), by the segment holding its first
+/// byte, then `end` for the EOS check, as the runner classifies them.
+fn token_kinds(ids: &[u32], vocab: &parlance_grammar::TokenVocab, req: &Value) -> Vec<&'static str> {
+    let mut bounds = Vec::new();
+    let mut pos = 0;
+    for segment in req["segments"].as_array().into_iter().flatten() {
+        let len = segment["text"].as_str().map_or(0, str::len);
+        let kind = match segment["kind"].as_str() {
+            Some("text" | "message") => "text",
+            Some("tool_call") => "tool_call",
+            _ => "structure",
+        };
+        bounds.push((pos, pos + len, kind));
+        pos += len;
+    }
+    let mut kinds = Vec::with_capacity(ids.len() + 1);
+    let mut at = 0;
+    for &id in ids {
+        kinds.push(bounds.iter().find(|(lo, hi, _)| *lo <= at && at < *hi).map_or("structure", |b| b.2));
+        at += vocab.token_bytes(id).len();
+    }
+    kinds.push("end");
+    kinds
+}
+
+/// The runner's `summarize_items` for W2/W3.
+fn summarize(items: &[Value]) -> Value {
+    let floats = |v: &Value| v.as_array().into_iter().flatten().filter_map(Value::as_f64).collect::<Vec<_>>();
+    let (mut step, mut mask, mut ttfm) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut valid, mut passed, mut errors, mut items_passed, mut subset_passed) = (0, 0, 0, 0, 0);
+    let mut by_kind: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    let keys = [
+        "ttfm_all_cold_us",
+        "ttfm_all_hit_us",
+        "ttfm_subset_new_us",
+        "ttfm_subset_hit_us",
+        "all_cold_compile_us",
+        "all_hit_compile_us",
+        "subset_new_compile_us",
+        "subset_hit_compile_us",
+    ];
+    let mut timings: Vec<Vec<f64>> = vec![Vec::new(); keys.len()];
+    for item in items {
+        if item.get("compile_error").is_some() {
+            errors += 1;
+            continue;
+        }
+        step.extend(floats(&item["step_us"]));
+        mask.extend(floats(&item["mask_us"]));
+        ttfm.push(item["ttfm_subset_new_us"].as_f64().unwrap_or(0.0));
+        let instances = item["valid"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let ok = instances.iter().filter(|v| v["ok"] == true).count();
+        valid += instances.len();
+        passed += ok;
+        items_passed += usize::from(!instances.is_empty() && ok == instances.len());
+        subset_passed += usize::from(item["subset_ok"] == true);
+        for (k, v) in keys.iter().zip(&mut timings) {
+            v.extend(item[*k].as_f64());
+        }
+        let kinds = item["tok_kind"].as_array().map(Vec::as_slice).unwrap_or_default();
+        for (kind, s) in kinds.iter().zip(floats(&item["step_us"])) {
+            by_kind.entry(kind.as_str().unwrap_or("?")).or_default().push(s);
+        }
+    }
+    let tokens = step.len();
+    let mut summary = json!({
+        "items": items.len(), "tbm_us": stats(&mut step), "mask_only_us": stats(&mut mask),
+        "ttfm_us": stats(&mut ttfm), "compile_us": null, "tokens": tokens, "valid_instances": valid,
+        "valid_passed": passed, "items_all_valid_passed": items_passed, "compile_errors": errors,
+        "timeouts": 0, "crashes": 0, "invalid_instances": 0, "invalidation_errors": 0,
+        "subset_passed": subset_passed,
+    });
+    for (k, mut v) in keys.iter().zip(timings) {
+        summary[*k] = stats(&mut v);
+    }
+    summary["tbm_by_segment_us"] = by_kind.into_iter().map(|(k, mut v)| (k.to_owned(), stats(&mut v))).collect();
+    summary
+}

@@ -1,0 +1,142 @@
+//! `GrammarCompiler`: compiles grammars for one vocabulary and owns the caches that make the second
+//! compile cheap.
+//!
+//! Compiled grammars are kept by their source (a structural tag's or schema's JSON text, a grammar's
+//! text) up to a byte limit, least recently used first out: the same tool set again is a lookup.
+//! Below that, the token-mask pool of the vocabulary (entries shared by structurally equal rules
+//! across grammars: the tool seen in another set) and the process-wide automaton cache serve the
+//! parts a new grammar shares with old ones. [`GrammarCompiler::clear`] empties all three.
+
+use crate::compile::{CompileError, CompiledGrammar, clear_shape_cache};
+use crate::earley::ItemHasher;
+use crate::grammar::Grammar;
+use crate::json_schema::JsonSchemaOptions;
+use crate::structural_tag::{StructuralTagError, StructuralTagOptions};
+use crate::vocab::TokenVocab;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::{Arc, Mutex};
+
+/// Default byte limit of the compiled-grammar cache: 256 MiB.
+pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
+
+/// Compiles grammars for one vocabulary, caching them by source. `Send + Sync`: share it.
+#[derive(Debug)]
+pub struct GrammarCompiler {
+    vocab: Arc<TokenVocab>,
+    cache: Mutex<Cache>,
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    /// Source key → grammar, its bytes and when it was last used.
+    /// (A multiplicative hash: keys are whole documents, and SipHash over 25 KB of tools would be
+    /// most of a cache hit.)
+    map: HashMap<String, (Arc<CompiledGrammar>, usize, u64), BuildHasherDefault<ItemHasher>>,
+    bytes: usize,
+    limit: usize,
+    clock: u64,
+}
+
+impl GrammarCompiler {
+    /// A compiler for `vocab` with the default cache limit ([`DEFAULT_CACHE_BYTES`]).
+    pub fn new(vocab: Arc<TokenVocab>) -> GrammarCompiler {
+        GrammarCompiler::with_cache_limit(vocab, DEFAULT_CACHE_BYTES)
+    }
+
+    /// A compiler whose compiled-grammar cache holds at most `bytes` (0 disables it).
+    pub fn with_cache_limit(vocab: Arc<TokenVocab>, bytes: usize) -> GrammarCompiler {
+        GrammarCompiler { vocab, cache: Mutex::new(Cache { limit: bytes, ..Cache::default() }) }
+    }
+
+    /// The vocabulary grammars are compiled for.
+    pub fn vocab(&self) -> &Arc<TokenVocab> {
+        &self.vocab
+    }
+
+    /// Compiles an XGrammar structural tag given as JSON text, as servers receive it (cached by
+    /// that text and the options: the same text again is a hash lookup, never parsed twice).
+    pub fn compile_structural_tag(
+        &self,
+        json: &str,
+        options: &StructuralTagOptions,
+    ) -> Result<Arc<CompiledGrammar>, CompileError> {
+        let key = format!("structural_tag\0{:?}\0{json}", options.json);
+        self.cached(key, || {
+            let doc: Value = serde_json::from_str(json).map_err(|e| {
+                CompileError::StructuralTag(StructuralTagError::Invalid {
+                    pointer: String::new(),
+                    message: format!("not JSON: {e}"),
+                })
+            })?;
+            CompiledGrammar::from_structural_tag(self.vocab.clone(), &doc, options)
+        })
+    }
+
+    /// Compiles a JSON Schema (cached by its JSON text and the options).
+    pub fn compile_json_schema(
+        &self,
+        schema: &Value,
+        options: &JsonSchemaOptions,
+    ) -> Result<Arc<CompiledGrammar>, CompileError> {
+        let key = format!("json_schema\0{options:?}\0{schema}");
+        self.cached(key, || CompiledGrammar::from_json_schema(self.vocab.clone(), schema, options).map(|(g, _)| g))
+    }
+
+    /// Compiles a grammar (cached by its printed text).
+    pub fn compile_grammar(&self, grammar: &Grammar) -> Result<Arc<CompiledGrammar>, CompileError> {
+        let key = format!("grammar\0{grammar}");
+        self.cached(key, || CompiledGrammar::new(self.vocab.clone(), grammar))
+    }
+
+    /// Bytes held by the compiled-grammar cache and the vocabulary's mask pool.
+    pub fn cache_bytes(&self) -> usize {
+        self.cache.lock().map(|c| c.bytes).unwrap_or(0) + self.vocab.pool.bytes()
+    }
+
+    /// Empties every cache: compiled grammars, the vocabulary's mask pool, the automaton cache.
+    /// Grammars handed out earlier stay valid.
+    pub fn clear(&self) {
+        if let Ok(mut c) = self.cache.lock() {
+            c.map.clear();
+            c.bytes = 0;
+        }
+        self.vocab.pool.clear();
+        clear_shape_cache();
+    }
+
+    fn cached(
+        &self,
+        key: String,
+        compile: impl FnOnce() -> Result<CompiledGrammar, CompileError>,
+    ) -> Result<Arc<CompiledGrammar>, CompileError> {
+        if let Ok(mut c) = self.cache.lock() {
+            c.clock += 1;
+            let now = c.clock;
+            if let Some(entry) = c.map.get_mut(&key) {
+                entry.2 = now;
+                return Ok(entry.0.clone());
+            }
+        }
+        // Compiled outside the lock: other requests go on meanwhile.
+        let grammar = Arc::new(compile()?);
+        let bytes = grammar.approx_bytes() + key.len();
+        if let Ok(mut c) = self.cache.lock()
+            && bytes <= c.limit
+        {
+            while c.bytes + bytes > c.limit {
+                let Some(oldest) = c.map.iter().min_by_key(|(_, e)| e.2).map(|(k, _)| k.clone()) else { break };
+                if let Some((_, freed, _)) = c.map.remove(&oldest) {
+                    c.bytes -= freed;
+                }
+            }
+            let now = c.clock;
+            c.bytes += bytes;
+            if let Some((_, replaced, _)) = c.map.insert(key, (grammar.clone(), bytes, now)) {
+                c.bytes -= replaced;
+            }
+        }
+        Ok(grammar)
+    }
+}

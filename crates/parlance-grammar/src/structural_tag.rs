@@ -1,0 +1,470 @@
+//! XGrammar structural tags (the 0.2.8 JSON documents servers pass as `response_format`) → grammar IR.
+//!
+//! Accepts `{"type": "structural_tag", "format": …}` with typed and untyped format objects, and the
+//! legacy `{"structures": [{"begin", "schema", "end"}], "triggers": […]}` shape. Free text
+//! (`any_text`, `triggered_tags`, `dispatch`) lowers to [`TagDispatch`]; a tag whose trigger fires is
+//! its own rule, so the dispatch automaton stays one state per trigger prefix and tool schemas are
+//! compiled as separate rules. **Automatic end detection:** free text that ends where its
+//! enclosing `tag` ends (the tag's content, the last element of a sequence that is the content, the
+//! branches of an `or` there, and so on) never contains that end.
+//!
+//! Supported: `const_string`, `json_schema` (style `json`), `grammar`, `regex`, `any_text`, `sequence`,
+//! `or`, `optional`, `plus`, `star`, `repeat`, `tag`, `triggered_tags`, `tags_with_separator`,
+//! `dispatch`. Everything else — other `json_schema` styles, token-level formats, `max_tokens` /
+//! `max_chars` / `max_whitespace_cnt` / `any_order` — is an error naming the field and its JSON
+//! pointer, never silently a different language.
+
+use crate::grammar::{Expr, Grammar, GrammarBuilder, GrammarError, TagDispatch};
+use crate::json_schema::{JsonSchemaOptions, SchemaError, json_schema_to_grammar};
+use serde_json::{Map, Value};
+
+/// How structural tags are compiled.
+#[derive(Debug, Clone, Default)]
+pub struct StructuralTagOptions {
+    /// Options of every `json_schema` format inside (whitespace, strictness, limits). Default:
+    /// [`JsonSchemaOptions::default`].
+    pub json: JsonSchemaOptions,
+}
+
+/// Why a structural tag cannot be turned into a grammar. Every variant names the JSON pointer of the
+/// node at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StructuralTagError {
+    /// The document is malformed.
+    #[error("{pointer}: invalid structural tag: {message}")]
+    Invalid {
+        /// JSON pointer of the node.
+        pointer: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A format type or field that parlance does not enforce yet.
+    #[error("{pointer}: unsupported {what}")]
+    Unsupported {
+        /// JSON pointer of the node.
+        pointer: String,
+        /// What is unsupported, e.g. ``format type `token` ``.
+        what: String,
+    },
+    /// A `json_schema` format's schema cannot be enforced.
+    #[error("{pointer}: {source}")]
+    Schema {
+        /// JSON pointer of the `json_schema` format.
+        pointer: String,
+        /// The schema compiler's error (its own pointer is inside the schema).
+        #[source]
+        source: SchemaError,
+    },
+    /// A `grammar` format's text is invalid.
+    #[error("{pointer}: {source}")]
+    Grammar {
+        /// JSON pointer of the `grammar` format.
+        pointer: String,
+        /// The grammar parser's error.
+        #[source]
+        source: GrammarError,
+    },
+}
+
+/// Format objects nest at most this deep (the lowering recurses once per level).
+const MAX_DEPTH: usize = 64;
+
+/// Lowers a structural-tag document to a grammar.
+pub fn structural_tag_to_grammar(doc: &Value, options: &StructuralTagOptions) -> Result<Grammar, StructuralTagError> {
+    let Value::Object(top) = doc else {
+        return Err(invalid("", "a structural tag is a JSON object"));
+    };
+    let mut lower = Lowering { b: Grammar::builder(), options, depth: 0 };
+    let root = lower.b.declare("root");
+    let body = if top.contains_key("structures") {
+        lower.legacy(top)?
+    } else {
+        match top.get("type") {
+            None => {}
+            Some(Value::String(t)) if t == "structural_tag" => {}
+            Some(other) => return Err(invalid("/type", format!("expected \"structural_tag\", got {other}"))),
+        }
+        let format = top.get("format").ok_or_else(|| invalid("", "missing `format`"))?;
+        lower.format(format, "/format", &[])?
+    };
+    lower.b.define(root, body);
+    lower.b.build(root).map_err(|source| StructuralTagError::Grammar { pointer: String::new(), source })
+}
+
+fn invalid(pointer: &str, message: impl Into<String>) -> StructuralTagError {
+    StructuralTagError::Invalid { pointer: pointer.to_owned(), message: message.into() }
+}
+
+fn unsupported(pointer: &str, what: impl Into<String>) -> StructuralTagError {
+    StructuralTagError::Unsupported { pointer: pointer.to_owned(), what: what.into() }
+}
+
+/// The format types an untyped object is tried as, in XGrammar's order, with the fields that
+/// identify each.
+const UNTYPED: &[(&str, &[&str])] = &[
+    ("tag", &["begin", "content", "end"]),
+    ("const_string", &["value"]),
+    ("json_schema", &["json_schema"]),
+    ("sequence", &["elements"]),
+    ("triggered_tags", &["triggers", "tags"]),
+    ("tags_with_separator", &["tags", "separator"]),
+    ("repeat", &["content", "min", "max"]),
+    ("optional", &["content"]),
+    ("dispatch", &["rules"]),
+];
+
+struct Lowering<'a> {
+    b: GrammarBuilder,
+    options: &'a StructuralTagOptions,
+    depth: usize,
+}
+
+impl Lowering<'_> {
+    /// The legacy `{"structures", "triggers"}` shape: one `triggered_tags`.
+    fn legacy(&mut self, top: &Map<String, Value>) -> Result<Expr, StructuralTagError> {
+        let Some(Value::Array(structures)) = top.get("structures") else {
+            return Err(invalid("/structures", "expected an array"));
+        };
+        let mut tags = Vec::new();
+        for (i, s) in structures.iter().enumerate() {
+            let ptr = format!("/structures/{i}");
+            let Value::Object(s) = s else { return Err(invalid(&ptr, "expected an object")) };
+            let field = |name: &str| s.get(name).ok_or_else(|| invalid(&ptr, format!("missing `{name}`")));
+            let schema = field("schema")?;
+            tags.push(serde_json::json!({
+                "type": "tag",
+                "begin": field("begin")?,
+                "content": {"type": "json_schema", "json_schema": schema},
+                "end": field("end")?,
+            }));
+        }
+        let converted = serde_json::json!({
+            "type": "triggered_tags",
+            "triggers": top.get("triggers").cloned().unwrap_or(Value::Null),
+            "tags": tags,
+        });
+        // Errors point into the converted `triggered_tags`: its `/tags/i` is `/structures/i`.
+        self.format(&converted, "", &[])
+    }
+
+    /// Lowers the format at `ptr`; `end` holds the enclosing tag's end strings when this format is
+    /// what comes right before that end (automatic end detection).
+    fn format(&mut self, v: &Value, ptr: &str, end: &[String]) -> Result<Expr, StructuralTagError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(invalid(ptr, format!("formats nested deeper than {MAX_DEPTH}")));
+        }
+        self.depth += 1;
+        let result = self.format_inner(v, ptr, end);
+        self.depth -= 1;
+        result
+    }
+
+    fn format_inner(&mut self, v: &Value, ptr: &str, end: &[String]) -> Result<Expr, StructuralTagError> {
+        let Value::Object(o) = v else { return Err(invalid(ptr, "a format is a JSON object")) };
+        let kind = match o.get("type") {
+            Some(Value::String(t)) => t.as_str(),
+            Some(other) => return Err(invalid(&format!("{ptr}/type"), format!("expected a string, got {other}"))),
+            None => UNTYPED
+                .iter()
+                .find(|(_, fields)| fields.iter().all(|f| o.contains_key(*f)))
+                .map(|(t, _)| *t)
+                .unwrap_or("any_text"),
+        };
+        let f = Fields { o, ptr };
+        match kind {
+            "const_string" => Ok(Expr::literal(f.string("value")?)),
+            "json_schema" | "qwen_xml_parameter" => self.json_schema(&f, kind == "qwen_xml_parameter"),
+            "grammar" => {
+                let text = f.string("grammar")?;
+                let g = Grammar::parse(text)
+                    .map_err(|source| StructuralTagError::Grammar { pointer: ptr.to_owned(), source })?;
+                Ok(Expr::Rule(self.b.import(&g)))
+            }
+            "regex" => {
+                let pattern = f.string("pattern")?;
+                regex_syntax::Parser::new()
+                    .parse(pattern)
+                    .map_err(|e| invalid(&format!("{ptr}/pattern"), format!("invalid regex: {e}")))?;
+                Ok(Expr::Regex(pattern.to_owned()))
+            }
+            "any_text" => {
+                f.refuse(&["max_tokens", "max_chars"])?;
+                Ok(free_text(Vec::new(), f.strings("excludes")?, end, true))
+            }
+            "sequence" | "or" => {
+                let elements = f.array("elements")?;
+                if elements.is_empty() {
+                    return Err(invalid(&format!("{ptr}/elements"), "expected at least one element"));
+                }
+                let last = elements.len() - 1;
+                let mut parts = Vec::with_capacity(elements.len());
+                for (i, e) in elements.iter().enumerate() {
+                    let end = if kind == "or" || i == last { end } else { &[] };
+                    parts.push(self.format(e, &format!("{ptr}/elements/{i}"), end)?);
+                }
+                Ok(if kind == "or" { Expr::alt(parts) } else { Expr::seq(parts) })
+            }
+            "optional" | "plus" | "star" => {
+                let content = self.format(f.get("content")?, &format!("{ptr}/content"), end)?;
+                let (min, max) = match kind {
+                    "optional" => (0, Some(1)),
+                    "plus" => (1, None),
+                    _ => (0, None),
+                };
+                Ok(Expr::repeat(content, min, max))
+            }
+            "repeat" => {
+                let min = f.count("min")?;
+                let max = match f.get("max")? {
+                    Value::Number(n) if n.as_i64() == Some(-1) => None,
+                    _ => Some(f.count("max")?),
+                };
+                if max.is_some_and(|max| max < min) {
+                    return Err(invalid(ptr, "`max` is below `min`"));
+                }
+                let content = self.format(f.get("content")?, &format!("{ptr}/content"), end)?;
+                Ok(Expr::repeat(content, min, max))
+            }
+            "tag" => {
+                let (begin, rest) = self.tag(o, ptr)?;
+                Ok(Expr::seq(vec![Expr::literal(begin), rest]))
+            }
+            "triggered_tags" => self.triggered_tags(&f, end),
+            "tags_with_separator" => {
+                let separator = f.string("separator")?;
+                let mut alternatives = Vec::new();
+                for (i, t) in f.array("tags")?.iter().enumerate() {
+                    let tag_ptr = format!("{ptr}/tags/{i}");
+                    let Value::Object(t) = t else { return Err(invalid(&tag_ptr, "a tag is a JSON object")) };
+                    let (begin, rest) = self.tag(t, &tag_ptr)?;
+                    alternatives.push(Expr::seq(vec![Expr::literal(begin), rest]));
+                }
+                if alternatives.is_empty() {
+                    return Err(invalid(&format!("{ptr}/tags"), "expected at least one tag"));
+                }
+                let one = Expr::Rule(self.b.rule("tag", Expr::alt(alternatives)));
+                let list = if f.flag("stop_after_first")? {
+                    one
+                } else {
+                    let more = Expr::seq(vec![Expr::literal(separator), one.clone()]);
+                    Expr::seq(vec![one, Expr::repeat(more, 0, None)])
+                };
+                Ok(if f.flag("at_least_one")? { list } else { Expr::optional(list) })
+            }
+            "dispatch" => {
+                let mut tags = Vec::new();
+                for (i, rule) in f.array("rules")?.iter().enumerate() {
+                    let rule_ptr = format!("{ptr}/rules/{i}");
+                    let (Some(Value::String(trigger)), Some(format), 2) =
+                        (rule.get(0), rule.get(1), rule.as_array().map_or(0, Vec::len))
+                    else {
+                        return Err(invalid(&rule_ptr, "a dispatch rule is [trigger string, format]"));
+                    };
+                    if trigger.is_empty() {
+                        return Err(invalid(&format!("{rule_ptr}/0"), "a trigger must not be empty"));
+                    }
+                    let body = self.format(format, &format!("{rule_ptr}/1"), &[])?;
+                    tags.push((trigger.clone(), Expr::Rule(self.b.rule("dispatch", body))));
+                }
+                let looping = f.opt_flag("loop")?.unwrap_or(true);
+                Ok(free_text(tags, f.strings("excludes")?, end, looping))
+            }
+            "token" | "exclude_token" | "any_tokens" | "token_triggered_tags" | "token_dispatch" => {
+                Err(unsupported(ptr, format!("format type `{kind}` (token-level formats are not implemented yet)")))
+            }
+            other => Err(invalid(&format!("{ptr}/type"), format!("unknown format type `{other}`"))),
+        }
+    }
+
+    fn json_schema(&mut self, f: &Fields<'_>, xml: bool) -> Result<Expr, StructuralTagError> {
+        let style = if xml { "qwen_xml" } else { f.opt_string("style")?.unwrap_or("json") };
+        if style != "json" {
+            return Err(unsupported(f.ptr, format!("json_schema style `{style}` (only `json` is implemented)")));
+        }
+        f.refuse(&["max_whitespace_cnt"])?;
+        if f.opt_flag("any_order")?.unwrap_or(false) {
+            return Err(unsupported(&format!("{}/any_order", f.ptr), "`any_order: true`"));
+        }
+        if !f.strings("excludes")?.is_empty() {
+            return Err(unsupported(&format!("{}/excludes", f.ptr), "`excludes` on a json_schema format"));
+        }
+        let schema = f.get("json_schema")?;
+        let (g, _report) = json_schema_to_grammar(schema, &self.options.json)
+            .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_owned(), source })?;
+        Ok(Expr::Rule(self.b.import(&g)))
+    }
+
+    /// A `tag` object: its `begin`, and the rest (content, then one of its ends).
+    fn tag(&mut self, o: &Map<String, Value>, ptr: &str) -> Result<(String, Expr), StructuralTagError> {
+        let f = Fields { o, ptr };
+        if let Some(Value::String(t)) = o.get("type")
+            && t != "tag"
+        {
+            return Err(invalid(&format!("{ptr}/type"), format!("expected a `tag`, got `{t}`")));
+        }
+        let begin = match f.get("begin")? {
+            Value::String(s) => s.clone(),
+            Value::Object(_) => {
+                return Err(unsupported(&format!("{ptr}/begin"), "token `begin` (token-level formats)"));
+            }
+            _ => return Err(invalid(&format!("{ptr}/begin"), "expected a string")),
+        };
+        let ends: Vec<String> = match f.get("end")? {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(list) => list
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    e.as_str().map(str::to_owned).ok_or_else(|| invalid(&format!("{ptr}/end/{i}"), "expected a string"))
+                })
+                .collect::<Result<_, _>>()?,
+            Value::Object(_) => return Err(unsupported(&format!("{ptr}/end"), "token `end` (token-level formats)")),
+            _ => return Err(invalid(&format!("{ptr}/end"), "expected a string or an array of strings")),
+        };
+        if ends.is_empty() {
+            return Err(invalid(&format!("{ptr}/end"), "expected at least one end"));
+        }
+        let detected: Vec<String> = ends.iter().filter(|e| !e.is_empty()).cloned().collect();
+        let content = self.format(f.get("content")?, &format!("{ptr}/content"), &detected)?;
+        let end = Expr::alt(ends.into_iter().map(Expr::literal).collect());
+        Ok((begin, Expr::seq(vec![content, end])))
+    }
+
+    fn triggered_tags(&mut self, f: &Fields<'_>, end: &[String]) -> Result<Expr, StructuralTagError> {
+        let ptr = f.ptr;
+        let triggers = f.strings("triggers")?;
+        if triggers.is_empty() {
+            return Err(invalid(&format!("{ptr}/triggers"), "expected at least one trigger"));
+        }
+        for (i, t) in triggers.iter().enumerate() {
+            if t.is_empty() {
+                return Err(invalid(&format!("{ptr}/triggers/{i}"), "a trigger must not be empty"));
+            }
+            if let Some(j) = triggers.iter().position(|u| u != t && u.starts_with(t.as_str())) {
+                return Err(invalid(
+                    &format!("{ptr}/triggers/{i}"),
+                    format!("trigger {t:?} is a prefix of trigger {j}"),
+                ));
+            }
+        }
+        let mut tags = Vec::new();
+        let mut first = Vec::new();
+        for (i, t) in f.array("tags")?.iter().enumerate() {
+            let tag_ptr = format!("{ptr}/tags/{i}");
+            let Value::Object(t) = t else { return Err(invalid(&tag_ptr, "a tag is a JSON object")) };
+            let (begin, rest) = self.tag(t, &tag_ptr)?;
+            let Some(trigger) = triggers.iter().find(|t| begin.starts_with(t.as_str())) else {
+                return Err(invalid(&format!("{tag_ptr}/begin"), format!("begin {begin:?} starts with no trigger")));
+            };
+            let after = Expr::seq(vec![Expr::literal(&begin[trigger.len()..]), rest]);
+            let rule = self.b.rule("tag", after);
+            first.push(Expr::seq(vec![Expr::literal(trigger.clone()), Expr::Rule(rule)]));
+            tags.push((trigger.clone(), Expr::Rule(rule)));
+        }
+        if tags.is_empty() {
+            return Err(invalid(&format!("{ptr}/tags"), "expected at least one tag"));
+        }
+        let once = f.flag("stop_after_first")?;
+        let dispatch = free_text(tags, f.strings("excludes")?, end, !once);
+        Ok(match (f.flag("at_least_one")?, once) {
+            (false, _) => dispatch,
+            (true, true) => Expr::alt(first),
+            (true, false) => Expr::seq(vec![Expr::alt(first), dispatch]),
+        })
+    }
+}
+
+/// Free text with `tags`, never containing `excludes` nor the enclosing end.
+fn free_text(tags: Vec<(String, Expr)>, mut excludes: Vec<String>, end: &[String], looping: bool) -> Expr {
+    for e in end {
+        if !excludes.contains(e) {
+            excludes.push(e.clone());
+        }
+    }
+    Expr::TagDispatch(Box::new(TagDispatch {
+        tags,
+        excludes,
+        stop_strings: Vec::new(),
+        stop_eos: true,
+        loop_after_dispatch: looping,
+    }))
+}
+
+/// Typed access to a format object's fields, errors naming their pointer.
+struct Fields<'a> {
+    o: &'a Map<String, Value>,
+    ptr: &'a str,
+}
+
+impl<'a> Fields<'a> {
+    fn at(&self, name: &str) -> String {
+        format!("{}/{name}", self.ptr)
+    }
+
+    fn get(&self, name: &str) -> Result<&'a Value, StructuralTagError> {
+        self.o.get(name).ok_or_else(|| invalid(self.ptr, format!("missing `{name}`")))
+    }
+
+    fn string(&self, name: &str) -> Result<&'a str, StructuralTagError> {
+        self.get(name)?.as_str().ok_or_else(|| invalid(&self.at(name), "expected a string"))
+    }
+
+    fn opt_string(&self, name: &str) -> Result<Option<&'a str>, StructuralTagError> {
+        match self.o.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(invalid(&self.at(name), "expected a string")),
+        }
+    }
+
+    fn array(&self, name: &str) -> Result<&'a Vec<Value>, StructuralTagError> {
+        self.get(name)?.as_array().ok_or_else(|| invalid(&self.at(name), "expected an array"))
+    }
+
+    /// A list of strings; absent or null is empty.
+    fn strings(&self, name: &str) -> Result<Vec<String>, StructuralTagError> {
+        match self.o.get(name) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(list)) => list
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| invalid(&format!("{}/{i}", self.at(name)), "expected a string"))
+                })
+                .collect(),
+            Some(_) => Err(invalid(&self.at(name), "expected an array of strings")),
+        }
+    }
+
+    fn opt_flag(&self, name: &str) -> Result<Option<bool>, StructuralTagError> {
+        match self.o.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(invalid(&self.at(name), "expected true or false")),
+        }
+    }
+
+    fn flag(&self, name: &str) -> Result<bool, StructuralTagError> {
+        Ok(self.opt_flag(name)?.unwrap_or(false))
+    }
+
+    fn count(&self, name: &str) -> Result<u32, StructuralTagError> {
+        self.get(name)?
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| invalid(&self.at(name), "expected a non-negative integer"))
+    }
+
+    /// Fields that would change the language in ways not enforced: an error when set.
+    fn refuse(&self, names: &[&str]) -> Result<(), StructuralTagError> {
+        for name in names {
+            if self.o.get(*name).is_some_and(|v| !v.is_null()) {
+                return Err(unsupported(&self.at(name), format!("`{name}`")));
+            }
+        }
+        Ok(())
+    }
+}
