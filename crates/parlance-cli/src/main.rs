@@ -11,6 +11,7 @@ use anyhow::{Context as _, bail};
 
 mod bench_grammar;
 mod bench_tools;
+mod constrain;
 use clap::{Parser, Subcommand};
 use parlance::{ChatTemplate, RenderRequest, Tokenizer};
 
@@ -39,6 +40,9 @@ enum Command {
     /// Evaluate parlance against test cases.
     #[command(subcommand)]
     Eval(EvalCommand),
+    /// Print the grammar a template's Format gives a request (structural tag or EBNF), or check an
+    /// output against it.
+    Constrain(constrain::ConstrainArgs),
     /// Measure parlance on engine-neutral workloads (`shared/bench/workloads`).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -189,6 +193,7 @@ fn main() -> ExitCode {
         Command::Roundtrip(args) => roundtrip(args),
         Command::Eval(EvalCommand::Parse(args)) => eval_parse(args),
         Command::Bench(BenchCommand::Grammar(args)) => bench_grammar(args),
+        Command::Constrain(args) => constrain::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -200,7 +205,7 @@ fn main() -> ExitCode {
 }
 
 /// `NAME=VALUE` pairs; VALUE is JSON when it parses, else a string.
-fn parse_vars(vars: &[String]) -> anyhow::Result<Vec<(String, serde_json::Value)>> {
+pub(crate) fn parse_vars(vars: &[String]) -> anyhow::Result<Vec<(String, serde_json::Value)>> {
     let mut parsed = Vec::new();
     for var in vars {
         let Some((name, value)) = var.split_once('=') else {
@@ -319,14 +324,16 @@ fn render(args: RenderArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse(args: ParseArgs) -> anyhow::Result<()> {
-    use std::io::Read as _;
-    let template = ChatTemplate::from_path(&args.template).context("loading the template")?;
-    let mut analyze_options = parlance::AnalyzeOptions::default();
-    analyze_options.variables.extend(parse_vars(&args.vars)?);
-    let format = parlance::analyze(&template, &analyze_options)?;
+/// The request as `parse` and `constrain` read it: tools from a file (`[...]` or `{"tools": [...]}`),
+/// and thinking on or off, which picks the generation prompt that decides whether the output starts
+/// inside reasoning.
+pub(crate) fn request_options(
+    format: &parlance::Format,
+    tools: Option<&std::path::Path>,
+    thinking: Option<&str>,
+) -> anyhow::Result<parlance::ParseOptions> {
     let mut options = parlance::ParseOptions::default();
-    if let Some(path) = &args.tools {
+    if let Some(path) = tools {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let json: serde_json::Value =
             serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
@@ -335,14 +342,24 @@ fn parse(args: ParseArgs) -> anyhow::Result<()> {
         options.tools = tools.clone();
     }
     let details = format.reasoning_details.as_ref();
-    options.generation_prompt = match args.thinking.as_deref() {
+    options.generation_prompt = match thinking {
         Some("on") => details.and_then(|d| d.generation_prompt_thinking_on.clone()),
         Some("off") => details.and_then(|d| d.generation_prompt_thinking_off.clone()),
         _ => None,
     };
-    if args.thinking.as_deref() == Some("off") && options.generation_prompt.is_none() {
+    if thinking == Some("off") && options.generation_prompt.is_none() {
         options.in_reasoning = Some(false);
     }
+    Ok(options)
+}
+
+fn parse(args: ParseArgs) -> anyhow::Result<()> {
+    use std::io::Read as _;
+    let template = ChatTemplate::from_path(&args.template).context("loading the template")?;
+    let mut analyze_options = parlance::AnalyzeOptions::default();
+    analyze_options.variables.extend(parse_vars(&args.vars)?);
+    let format = parlance::analyze(&template, &analyze_options)?;
+    let options = request_options(&format, args.tools.as_deref(), args.thinking.as_deref())?;
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input).context("reading stdin")?;
     let parser = parlance::Parser::new(&format, &options);

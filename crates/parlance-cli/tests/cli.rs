@@ -270,3 +270,56 @@ fn roundtrip_reports_every_scenario_and_the_bridge() {
     assert_eq!(bridge["bridge_breaks"], 0);
     assert!(bridge["rerender_breaks"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn constrain_prints_the_grammar_and_checks_outputs() {
+    let Some(corpus) = corpus() else { return };
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli_constrain");
+    std::fs::create_dir_all(&dir).unwrap();
+    let tools = dir.join("tools.json");
+    std::fs::write(
+        &tools,
+        r#"[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+            "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]"#,
+    )
+    .unwrap();
+    let template = corpus.join("templates/Qwen-Qwen3-0.6B.jinja");
+    let run = |args: &[&str], stdin: &str| {
+        use std::io::Write as _;
+        let mut child = parlance()
+            .arg("constrain")
+            .arg("--template")
+            .arg(&template)
+            .arg("--tools")
+            .arg(&tools)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let doc = run(&[], "");
+    assert!(doc.status.success(), "{}", String::from_utf8_lossy(&doc.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&doc.stdout).unwrap();
+    assert_eq!(doc["type"], "structural_tag");
+    let ebnf = run(&["--emit", "ebnf"], "");
+    assert!(String::from_utf8_lossy(&ebnf.stdout).contains("TagDispatch((\"<tool_call>\""));
+    let call = "<think>\nok\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    let ok = run(&["--check"], call);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    // An unknown tool, a call under `none`, arguments against the schema: exit 1 naming the byte.
+    for (args, output) in [
+        (&[][..], call.replace("get_weather", "get_time")),
+        (&["--tool-choice", "none"][..], call.to_owned()),
+        (&[][..], call.replace("\"Paris\"", "3")),
+        (&["--tool-choice", "required"][..], "Just text.".to_owned()),
+    ] {
+        let refused = run(&[&["--check"][..], args].concat(), &output);
+        assert_eq!(refused.status.code(), Some(1), "{args:?} accepted {output:?}");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("refused at byte") || stderr.contains("incomplete"), "{stderr}");
+    }
+}

@@ -7,6 +7,7 @@
 //! [`Renderer`]).
 
 pub mod analyze;
+pub mod constrain;
 pub mod format;
 pub mod message;
 pub mod parse;
@@ -15,6 +16,7 @@ pub mod template;
 mod tokenizer;
 
 pub use analyze::{AnalyzeError, AnalyzeOptions, CaseResult, RenderedCase, analyze, rendered_cases, self_check};
+pub use constrain::ConstrainError;
 pub use format::{Format, ToolFamily};
 pub use message::{Conversation, FunctionCall, FunctionDefinition, Message, Tool, ToolCall};
 pub use parse::{Delta, ParseOptions, ParsedMessage, ParsedToolCall, Parser, StreamParser, parse};

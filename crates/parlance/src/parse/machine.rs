@@ -121,6 +121,11 @@ impl Setup {
         }
     }
 
+    /// Whether the output starts inside reasoning (the prompt left it open).
+    pub(crate) fn starts_in_reasoning(&self) -> bool {
+        self.in_reasoning
+    }
+
     fn tools(&self) -> &ToolSyntax {
         self.syntax.tools.as_ref().expect("only reached with tool syntax")
     }

@@ -96,6 +96,13 @@ pub enum ToolChoice {
     Function(String),
 }
 
+/// Whether the output of a request starts inside reasoning, by the parser's own rule (the prompt
+/// ends inside an opened block, or `ParseOptions::in_reasoning` says so): the grammar of
+/// `constrain` starts where the parser starts.
+pub(crate) fn prompt_opens_reasoning(format: &Format, options: &ParseOptions) -> bool {
+    machine::Setup::new(format, options).starts_in_reasoning()
+}
+
 /// What the parser knows about the request besides the `Format`.
 #[derive(Debug, Clone, Default)]
 pub struct ParseOptions {

@@ -1,6 +1,7 @@
 //! Integration tests of the `parlance` crate; corpus-backed tests skip when the corpus is absent.
 
 mod analyze;
+mod constrain;
 mod corpus;
 mod fuzz_regressions;
 mod golden;

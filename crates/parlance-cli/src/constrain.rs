@@ -1,0 +1,91 @@
+//! `parlance constrain`: the grammar a template's Format gives a request, printed as an XGrammar
+//! structural tag or EBNF, or an output checked against it (`--check`).
+
+use std::io::{Read as _, Write as _};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use parlance::ChatTemplate;
+use parlance::parse::ToolChoice;
+use parlance_grammar::{CompiledGrammar, Matcher, TokenVocab};
+
+#[derive(clap::Args)]
+pub struct ConstrainArgs {
+    /// A `.jinja` file, a `tokenizer_config.json` / `chat_template.json`, or a model folder.
+    #[arg(long)]
+    template: PathBuf,
+    /// The request's tools: a JSON array of OpenAI tool definitions (or `{"tools": [...]}`).
+    #[arg(long)]
+    tools: Option<PathBuf>,
+    /// `auto`, `none`, `required`, or a function name.
+    #[arg(long, default_value = "auto")]
+    tool_choice: String,
+    /// Whether several calls may come in one turn.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    parallel_tool_calls: bool,
+    /// Whether the request switched thinking on or off; default: the template's default prompt.
+    #[arg(long, value_parser = ["on", "off"])]
+    thinking: Option<String>,
+    /// What to print.
+    #[arg(long, default_value = "structural-tag", value_parser = ["structural-tag", "ebnf"])]
+    emit: String,
+    /// Read a model output on stdin; exit 0 when the grammar accepts it whole, else 1 with the byte
+    /// where it was refused.
+    #[arg(long)]
+    check: bool,
+    /// Template variable set on every probe render, `NAME=VALUE`.
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    vars: Vec<String>,
+}
+
+pub fn run(args: ConstrainArgs) -> anyhow::Result<()> {
+    let template = ChatTemplate::from_path(&args.template).context("loading the template")?;
+    let mut analyze_options = parlance::AnalyzeOptions::default();
+    analyze_options.variables.extend(crate::parse_vars(&args.vars)?);
+    let format = parlance::analyze(&template, &analyze_options)?;
+    let mut request = crate::request_options(&format, args.tools.as_deref(), args.thinking.as_deref())?;
+    request.tool_choice = match args.tool_choice.as_str() {
+        "auto" => ToolChoice::Auto,
+        "none" => ToolChoice::None,
+        "required" => ToolChoice::Required,
+        name => ToolChoice::Function(name.to_owned()),
+    };
+    request.parallel_tool_calls = Some(args.parallel_tool_calls);
+    if args.check {
+        let grammar = parlance::constrain::grammar(&format, &request)?;
+        let mut output = Vec::new();
+        std::io::stdin().read_to_end(&mut output).context("reading stdin")?;
+        return check(&grammar, &output);
+    }
+    let mut stdout = std::io::stdout().lock();
+    match args.emit.as_str() {
+        "ebnf" => write!(stdout, "{}", parlance::constrain::grammar(&format, &request)?)?,
+        _ => writeln!(
+            stdout,
+            "{}",
+            serde_json::to_string_pretty(&parlance::constrain::structural_tag(&format, &request)?)?
+        )?,
+    }
+    Ok(())
+}
+
+/// Exit status 0 when `grammar` accepts `output` whole; else an error naming the refused byte.
+fn check(grammar: &parlance_grammar::Grammar, output: &[u8]) -> anyhow::Result<()> {
+    // Every byte a token: the check is about the language, not a tokenizer.
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.push(Vec::new());
+    let vocab = Arc::new(TokenVocab::new(tokens, &[], &[256])?);
+    let mut matcher = Matcher::new(Arc::new(CompiledGrammar::new(vocab, grammar)?))?;
+    for (at, &byte) in output.iter().enumerate() {
+        if !matcher.accept_bytes(&[byte]) {
+            let before = String::from_utf8_lossy(&output[at.saturating_sub(40)..at]);
+            let after = String::from_utf8_lossy(&output[at..(at + 40).min(output.len())]);
+            bail!("refused at byte {at}: after {before:?}, at {after:?}");
+        }
+    }
+    if !matcher.is_accepting() {
+        bail!("the output is incomplete: it ends where the grammar expects more ({} bytes read)", output.len());
+    }
+    Ok(())
+}

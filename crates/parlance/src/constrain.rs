@@ -1,0 +1,408 @@
+//! Constrained generation from a `Format`: the request (tools, `tool_choice`, parallel calls, the
+//! reasoning state) → an XGrammar structural tag for the assistant's output, and through
+//! `parlance_grammar` the grammar itself.
+//!
+//! One `Format`, two uses: the request is the parser's own [`ParseOptions`], and whether the prompt
+//! left reasoning open is decided by the parser's rule, so grammar and parser read a turn alike.
+//! Markers are written as the template writes them, trimmed; the whitespace the template puts around
+//! a marker is optional whitespace in the grammar (models do and do not write it), and JSON
+//! arguments allow JSON whitespace. Free text (content, reasoning, raw string values) never contains
+//! the markers that would end or open something else (automatic end detection).
+//!
+//! Families: JSON-native (wrapped or bare, arrays, name as key, a `function` wrapper, an id field),
+//! name-in-markers with JSON arguments (tag + JSON, bracket-tag with call ids, special-token,
+//! prefixed-indexed), and tagged arguments (raw or quoted values, JSON or Python literals). Pythonic,
+//! channel (gpt-oss), recipient and markdown-block calls are [`ConstrainError::Unsupported`].
+
+use serde_json::{Value as Json, json};
+
+use crate::format::{Format, JsonCallFields, ToolCallFormat, ToolFamily};
+use crate::parse::{ParseOptions, ToolChoice};
+
+/// Why no grammar can be derived for a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConstrainError {
+    /// The template's call syntax (or one of its features) is not constrained yet.
+    #[error("{template}: cannot constrain {what} yet")]
+    Unsupported {
+        /// Where the Format came from.
+        template: String,
+        /// What is missing, e.g. ``the `pythonic` tool-call family``.
+        what: String,
+    },
+    /// The request asks for calls the template cannot write, or names a tool it does not hold.
+    #[error("{0}")]
+    Request(String),
+    /// The derived structural tag does not compile (a tool schema the engine cannot enforce).
+    #[error("{0}")]
+    Grammar(#[from] parlance_grammar::StructuralTagError),
+}
+
+/// Optional whitespace, where the template writes some around a marker.
+const WS: &str = "[ \\t\\r\\n]*";
+
+/// The structural tag (XGrammar 0.2.8 JSON) for the assistant output of a request under `format`.
+pub fn structural_tag(format: &Format, request: &ParseOptions) -> Result<Json, ConstrainError> {
+    let reasoning = format.reasoning.as_ref().filter(|r| !r.end.trim().is_empty());
+    // Free text never opens or closes reasoning.
+    let excludes: Vec<String> = reasoning
+        .map(|r| [r.start.trim(), r.end.trim()].into_iter().filter(|m| !m.is_empty()).map(str::to_owned).collect())
+        .unwrap_or_default();
+    let mut parts = Vec::new();
+    if let Some(r) = reasoning {
+        let (start, end) = (r.start.trim(), r.end.trim());
+        let mode = format.reasoning_details.as_ref().map_or("tag", |d| d.mode.as_str());
+        let block = |begin: &str| {
+            let content = json!({"type": "any_text", "excludes": [start]});
+            seq(vec![tag(begin, content, end), regex(WS)])
+        };
+        // A prompt that closes the block (a thinking-off prompt), or a request that says reasoning
+        // is off, leaves no reasoning to write.
+        let prompt = request.generation_prompt.as_deref().unwrap_or(&format.generation_prompt);
+        let closed = !start.is_empty() && prompt.rfind(start).is_some_and(|at| prompt[at..].contains(end));
+        let off = closed || request.in_reasoning == Some(false);
+        // The empty block a template writes in turns without reasoning (`</think>`,
+        // `<think></think>`) may open the output, as the parser reads it.
+        let empty = format.reasoning_details.as_ref().map_or("", |d| d.empty_block.trim());
+        let empty_block = (!empty.is_empty()).then(|| seq(vec![cs(empty), regex(WS)]));
+        parts.push(regex(WS));
+        if crate::parse::prompt_opens_reasoning(format, request) {
+            parts.push(block(""));
+        } else if off {
+            parts.extend(empty_block.map(optional));
+        } else if mode == "delimiter" || start.is_empty() {
+            parts.push(optional(block("")));
+        } else {
+            let open = block(start);
+            parts.push(optional(match empty_block {
+                Some(empty) => json!({"type": "or", "elements": [open, empty]}),
+                None => open,
+            }));
+        }
+    }
+    parts.push(body(format, request, &excludes)?);
+    Ok(json!({"type": "structural_tag", "format": seq(parts)}))
+}
+
+/// The grammar of [`structural_tag`], lowered by the engine.
+pub fn grammar(format: &Format, request: &ParseOptions) -> Result<parlance_grammar::Grammar, ConstrainError> {
+    let doc = structural_tag(format, request)?;
+    Ok(parlance_grammar::structural_tag_to_grammar(&doc, &parlance_grammar::StructuralTagOptions::default())?)
+}
+
+/// Content, then calls as the request allows them.
+fn body(format: &Format, request: &ParseOptions, excludes: &[String]) -> Result<Json, ConstrainError> {
+    let text = json!({"type": "any_text", "excludes": excludes});
+    let tools = match (&format.tools, &request.tool_choice) {
+        // No call may start: free text never writes a call's opening marker.
+        (Some(tools), ToolChoice::None) => {
+            let mut excludes = excludes.to_vec();
+            excludes.extend(call_openers(tools));
+            return Ok(json!({"type": "any_text", "excludes": excludes}));
+        }
+        (None, ToolChoice::None) => return Ok(text),
+        (None, _) if request.tools.is_empty() => return Ok(text),
+        (None, _) => {
+            return Err(ConstrainError::Request(format!("{}: the template renders no tool calls", format.template)));
+        }
+        (Some(_), _) if request.tools.is_empty() => return Ok(text),
+        (Some(tools), _) => tools,
+    };
+    let unsupported =
+        |what: &str| ConstrainError::Unsupported { template: format.template.clone(), what: what.to_owned() };
+    match format.tool_format {
+        ToolFamily::Pythonic
+        | ToolFamily::Channel
+        | ToolFamily::RecipientBased
+        | ToolFamily::MarkdownBlock
+        | ToolFamily::Unknown => {
+            let family = serde_json::to_value(format.tool_format).ok().and_then(|v| v.as_str().map(str::to_owned));
+            return Err(unsupported(&format!("the `{}` tool-call family", family.unwrap_or_default())));
+        }
+        _ => {}
+    }
+    let chosen: Vec<&Json> = match &request.tool_choice {
+        ToolChoice::Function(name) => {
+            let tool = request.tools.iter().find(|t| tool_name(t) == Some(name.as_str()));
+            vec![tool.ok_or_else(|| {
+                ConstrainError::Request(format!("tool_choice names `{name}`, which is not among the tools"))
+            })?]
+        }
+        _ => request.tools.iter().collect(),
+    };
+    let single = matches!(request.tool_choice, ToolChoice::Function(_))
+        || !request.parallel_tool_calls.unwrap_or(true)
+        || !tools.parallel;
+    let required = !matches!(request.tool_choice, ToolChoice::Auto);
+    let calls = chosen.iter().map(|t| call(format, tools, t)).collect::<Result<Vec<_>, _>>()?;
+    let section_start = tools.section_start.trim();
+    let json_array = tools.json.as_ref().is_some_and(|j| j.array);
+    let dispatch = if !section_start.is_empty() || json_array {
+        // One section holding the calls: the section's start is the trigger.
+        let (open, close, separator) = if json_array {
+            (format!("{section_start}["), format!("]{}", tools.section_end.trim_end()), ",".to_owned())
+        } else {
+            (section_start.to_owned(), tools.section_end.trim().to_owned(), tools.separator.trim().to_owned())
+        };
+        let list = calls_list(calls, &separator, single);
+        let section = tag(&open, seq(vec![regex(WS), list, regex(WS)]), &close);
+        json!({"type": "triggered_tags", "triggers": [open.clone()], "tags": [section], "excludes": excludes,
+            "at_least_one": required, "stop_after_first": true})
+    } else {
+        let triggers: Vec<String> = {
+            let mut t: Vec<String> = calls.iter().map(|c| c.trigger.clone()).collect();
+            t.sort();
+            t.dedup();
+            t
+        };
+        let tags: Vec<Json> = calls.into_iter().map(|c| c.tag).collect();
+        json!({"type": "triggered_tags", "triggers": triggers, "tags": tags, "excludes": excludes,
+            "at_least_one": required, "stop_after_first": single})
+    };
+    // Whitespace may trail the last call before the turn ends.
+    Ok(seq(vec![dispatch, regex(WS)]))
+}
+
+/// The markers a call (or its section) opens with; bare JSON calls open with `{"`.
+fn call_openers(tools: &ToolCallFormat) -> Vec<String> {
+    let first = [tools.section_start.trim(), tools.call_start.trim(), tools.name_prefix.trim()]
+        .into_iter()
+        .find(|m| !m.is_empty())
+        .map(str::to_owned);
+    match (first, &tools.json) {
+        (Some(marker), _) => vec![marker],
+        (None, Some(fields)) if fields.array => vec!["[{".to_owned()],
+        (None, Some(_)) => vec!["{\"".to_owned()],
+        (None, None) => Vec::new(),
+    }
+}
+
+/// One call's tag and the trigger its begin starts with.
+struct Call {
+    trigger: String,
+    tag: Json,
+}
+
+/// Calls separated by `separator` (whitespace around it optional), one or many.
+fn calls_list(calls: Vec<Call>, separator: &str, single: bool) -> Json {
+    let one = json!({"type": "or", "elements": calls.into_iter().map(|c| c.tag).collect::<Vec<_>>()});
+    if single {
+        return one;
+    }
+    let next = seq(vec![regex(WS), cs(separator), regex(WS), one.clone()]);
+    seq(vec![one, json!({"type": "star", "content": next})])
+}
+
+fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, ConstrainError> {
+    let name = tool_name(tool).ok_or_else(|| ConstrainError::Request(format!("a tool without a name: {tool}")))?;
+    let parameters =
+        tool.get("function").unwrap_or(tool).get("parameters").cloned().unwrap_or(json!({"type": "object"}));
+    let unsupported = |what: String| ConstrainError::Unsupported { template: format.template.clone(), what };
+    let call_end = tools.call_end.trim();
+    if let Some(fields) = &tools.json {
+        // The whole call is a JSON object, maybe after a call marker.
+        let object = json_call(fields, name, &parameters);
+        let start = tools.call_start.trim();
+        if !start.is_empty() {
+            let content = seq(vec![regex(WS), object, regex(WS)]);
+            return Ok(Call { trigger: start.to_owned(), tag: tag(start, content, call_end) });
+        }
+        // Bare JSON: the object's opening up to its first key is the trigger.
+        let first = match (&fields.function, fields.name.is_empty()) {
+            (Some(wrapper), _) => wrapper.clone(),
+            (None, true) => name.to_owned(),
+            (None, false) => fields.name.clone(),
+        };
+        let trigger = format!("{{{}", json!(first));
+        let rest = match &fields.function {
+            Some(_) => json_call(&JsonCallFields { function: None, ..fields.clone() }, name, &parameters),
+            None => json_call(fields, name, &parameters),
+        };
+        let after_key = json_after_first_key(fields, name, &parameters, rest);
+        let content = if call_end.is_empty() { after_key } else { seq(vec![after_key, regex(WS)]) };
+        return Ok(Call { trigger: trigger.clone(), tag: tag(&trigger, content, call_end) });
+    }
+    // The name sits in markers; arguments follow.
+    let opener = format!("{}{}", tools.call_start, tools.name_prefix);
+    let opener = opener.trim_start();
+    if opener.is_empty() {
+        return Err(unsupported("calls without an opening marker".into()));
+    }
+    let trigger = if tools.call_start.trim().is_empty() {
+        opener.trim_end().to_owned()
+    } else {
+        tools.call_start.trim().to_owned()
+    };
+    let mut begin = format!("{opener}{name}");
+    let mut content = Vec::new();
+    let suffix = tools.name_suffix.as_str();
+    if tools.indexed_name_suffix {
+        let at = suffix.find(|c: char| c.is_ascii_digit()).unwrap_or(suffix.len());
+        let digits = suffix[at..].find(|c: char| !c.is_ascii_digit()).map_or(suffix.len(), |n| at + n);
+        begin.push_str(&suffix[..at]);
+        content.push(regex("[0-9]+"));
+        content.push(cs(suffix[digits..].trim_end()));
+    } else {
+        begin.push_str(suffix.trim_end());
+    }
+    if !tools.call_id_suffix.is_empty() {
+        content.push(regex("[A-Za-z0-9]+"));
+        content.push(cs(tools.call_id_suffix.trim_end()));
+    }
+    content.push(regex(WS));
+    match tools.arguments.as_str() {
+        "json" => content.push(schema(&parameters)),
+        "tagged" => content.push(tagged_arguments(format, tools, &parameters)?),
+        other => return Err(unsupported(format!("arguments written as `{other}`"))),
+    }
+    content.push(regex(WS));
+    Ok(Call { trigger, tag: tag(&begin, seq(content), call_end) })
+}
+
+/// `{"name": "NAME", "arguments": ARGS}` with JSON whitespace, as the fields say.
+fn json_call(fields: &JsonCallFields, name: &str, parameters: &Json) -> Json {
+    let arguments = if fields.arguments_as_string { schema(&json!({"type": "string"})) } else { schema(parameters) };
+    let member = |key: &str, value: Json| vec![cs(&json!(key).to_string()), regex(WS), cs(":"), regex(WS), value];
+    let mut members: Vec<Vec<Json>> = Vec::new();
+    if fields.name.is_empty() {
+        members.push(member(name, arguments));
+    } else {
+        members.push(member(&fields.name, cs(&json!(name).to_string())));
+        members.push(member(&fields.arguments, arguments));
+    }
+    if let Some(id) = &fields.id {
+        members.push(member(id, regex("\"[A-Za-z0-9_-]*\"")));
+    }
+    let object = |members: Vec<Vec<Json>>| {
+        let mut parts = vec![cs("{"), regex(WS)];
+        for (i, m) in members.into_iter().enumerate() {
+            if i > 0 {
+                parts.extend([regex(WS), cs(","), regex(WS)]);
+            }
+            parts.extend(m);
+        }
+        parts.extend([regex(WS), cs("}")]);
+        seq(parts)
+    };
+    let inner = object(members);
+    match &fields.function {
+        Some(wrapper) => object(vec![member(wrapper, inner)]),
+        None => inner,
+    }
+}
+
+/// A bare JSON call after its trigger (`{"name"`): the rest of the object.
+fn json_after_first_key(fields: &JsonCallFields, name: &str, parameters: &Json, inner: Json) -> Json {
+    let arguments = if fields.arguments_as_string { schema(&json!({"type": "string"})) } else { schema(parameters) };
+    let colon = [regex(WS), cs(":"), regex(WS)];
+    let mut parts: Vec<Json> = colon.to_vec();
+    match (&fields.function, fields.name.is_empty()) {
+        (Some(_), _) => parts.push(inner),
+        (None, true) => parts.push(arguments),
+        (None, false) => {
+            parts.push(cs(&json!(name).to_string()));
+            parts.extend([regex(WS), cs(","), regex(WS), cs(&json!(fields.arguments).to_string())]);
+            parts.extend(colon);
+            parts.push(arguments);
+            if let Some(id) = &fields.id {
+                parts.extend([regex(WS), cs(","), regex(WS), cs(&json!(id).to_string())]);
+                parts.extend([regex(WS), cs(":"), regex(WS), regex("\"[A-Za-z0-9_-]*\"")]);
+            }
+        }
+    }
+    parts.extend([regex(WS), cs("}")]);
+    seq(parts)
+}
+
+/// Arguments written one marker pair each, in any order (each at most once is not enforced).
+fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) -> Result<Json, ConstrainError> {
+    let properties = parameters.get("properties").and_then(Json::as_object).cloned().unwrap_or_default();
+    let quote = tools.string_quote.as_str();
+    let python = tools.value_encoding == "python";
+    let prefix = tools.arg_name_prefix.trim_start();
+    let value_end = tools.arg_value_suffix.trim_end();
+    let mut args = Vec::new();
+    for (key, property) in &properties {
+        let typ = property.get("type").and_then(Json::as_str).unwrap_or("");
+        let end = match &tools.arg_value_suffix_after_name {
+            Some(after) => format!("{}{key}{}", tools.arg_value_suffix.trim_start(), after.trim_end()),
+            None => value_end.trim_start().to_owned(),
+        };
+        let value = if typ == "string" && quote.is_empty() {
+            // Raw text up to the value's end marker (automatic end detection).
+            json!({"type": "any_text"})
+        } else if typ == "string" {
+            seq(vec![cs(quote), json!({"type": "any_text", "excludes": [quote]}), cs(quote)])
+        } else if python {
+            python_value(typ, property)
+        } else {
+            schema(property)
+        };
+        let mut suffixes = vec![tools.arg_name_suffix.trim_end().to_owned()];
+        if typ != "string" {
+            suffixes.extend(tools.arg_name_suffixes_typed.iter().map(|s| s.trim_end().to_owned()));
+        }
+        for suffix in suffixes {
+            let begin = format!("{prefix}{key}{suffix}");
+            let content = if typ == "string" && quote.is_empty() {
+                value.clone()
+            } else {
+                seq(vec![regex(WS), value.clone(), regex(WS)])
+            };
+            args.push(tag(&begin, content, &end));
+        }
+    }
+    if args.is_empty() {
+        return Ok(cs(""));
+    }
+    if prefix.is_empty() {
+        return Err(ConstrainError::Unsupported {
+            template: format.template.clone(),
+            what: "tagged arguments without a name prefix".into(),
+        });
+    }
+    let separator = tools.arg_separator.trim();
+    let one = json!({"type": "or", "elements": args});
+    let next = seq(vec![regex(WS), cs(separator), regex(WS), one.clone()]);
+    Ok(optional(seq(vec![one, json!({"type": "star", "content": next})])))
+}
+
+/// A non-string value as Python's `str()` writes it: numbers as JSON, `True`/`False`/`None`, and
+/// containers (Python reprs, not JSON) as any text up to the value's end.
+fn python_value(typ: &str, property: &Json) -> Json {
+    match typ {
+        "integer" | "number" => schema(property),
+        "boolean" => json!({"type": "or", "elements": [cs("True"), cs("False")]}),
+        "null" => cs("None"),
+        _ => json!({"type": "any_text"}),
+    }
+}
+
+fn tool_name(tool: &Json) -> Option<&str> {
+    tool.get("function").unwrap_or(tool).get("name").and_then(Json::as_str)
+}
+
+fn cs(value: &str) -> Json {
+    json!({"type": "const_string", "value": value})
+}
+
+fn regex(pattern: &str) -> Json {
+    json!({"type": "regex", "pattern": pattern})
+}
+
+fn schema(schema: &Json) -> Json {
+    json!({"type": "json_schema", "json_schema": schema})
+}
+
+fn tag(begin: &str, content: Json, end: &str) -> Json {
+    json!({"type": "tag", "begin": begin, "content": content, "end": end})
+}
+
+fn optional(content: Json) -> Json {
+    json!({"type": "optional", "content": content})
+}
+
+fn seq(mut parts: Vec<Json>) -> Json {
+    if parts.len() == 1 { parts.remove(0) } else { json!({"type": "sequence", "elements": parts}) }
+}
