@@ -426,6 +426,7 @@ fn encode_expr(e: &Expr, local: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) 
                 encode_expr(x, local, out);
             }
         }
+        Expr::Token(id) => out.extend([10, *id]),
         Expr::TagDispatch(d) => {
             let strings = |list: &[String], out: &mut Vec<u32>| {
                 out.push(list.len() as u32);
@@ -436,7 +437,10 @@ fn encode_expr(e: &Expr, local: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) 
             };
             out.extend([9, d.stop_eos as u32, d.loop_after_dispatch as u32, d.tags.len() as u32]);
             for (trigger, rest) in &d.tags {
-                strings(std::slice::from_ref(trigger), out);
+                match trigger {
+                    crate::grammar::Trigger::Text(text) => strings(std::slice::from_ref(text), out),
+                    crate::grammar::Trigger::Token(id) => out.extend([u32::MAX - 2, *id]),
+                }
                 encode_expr(rest, local, out);
             }
             strings(&d.excludes, out);

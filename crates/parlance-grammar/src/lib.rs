@@ -26,7 +26,7 @@ mod structural_tag;
 mod vocab;
 
 pub use compile::{CompileError, CompiledGrammar};
-pub use grammar::{Expr, Grammar, GrammarBuilder, GrammarError, Rule, RuleId, TagDispatch};
+pub use grammar::{Expr, Grammar, GrammarBuilder, GrammarError, Rule, RuleId, TagDispatch, Trigger};
 pub use grammar_compiler::{DEFAULT_CACHE_BYTES, GrammarCompiler};
 pub use json_schema::{JsonSchemaOptions, SchemaError, SchemaReport, Whitespace, json_schema_to_grammar};
 pub use limits::Limits;
@@ -55,7 +55,13 @@ impl CompiledGrammar {
         doc: &serde_json::Value,
         options: &StructuralTagOptions,
     ) -> Result<CompiledGrammar, CompileError> {
-        let grammar = structural_tag_to_grammar(doc, options)?;
+        let grammar = if options.special_tokens.is_empty() {
+            let mut options = options.clone();
+            options.special_tokens = vocab.special_tokens().map(|(text, id)| (text.to_owned(), id)).collect();
+            structural_tag_to_grammar(doc, &options)?
+        } else {
+            structural_tag_to_grammar(doc, options)?
+        };
         CompiledGrammar::with_limits(vocab, &grammar, options.json.limits.clone())
     }
 }

@@ -164,10 +164,10 @@ impl Matcher {
             }
             return false;
         }
-        if vocab.is_special(id) || vocab.token_bytes(id).is_empty() {
+        let bytes = vocab.grammar_bytes(id);
+        if bytes.is_empty() {
             return false;
         }
-        let bytes = vocab.token_bytes(id);
         self.push(bytes)
     }
 
@@ -246,7 +246,13 @@ impl Matcher {
                 }
             }
             match (count, only) {
-                (1, Some(b)) if matches!(self.parser.push_byte(&g.tables, b), Ok(true)) => out.push(b),
+                // A forced special token is not text to jump over: stop before it.
+                (1, Some(b))
+                    if b != crate::grammar::SPECIAL_TOKEN_BYTE
+                        && matches!(self.parser.push_byte(&g.tables, b), Ok(true)) =>
+                {
+                    out.push(b)
+                }
                 _ => break,
             }
         }

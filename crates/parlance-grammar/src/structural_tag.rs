@@ -10,11 +10,14 @@
 //!
 //! Supported: `const_string`, `json_schema` (style `json`), `grammar`, `regex`, `any_text`, `sequence`,
 //! `or`, `optional`, `plus`, `star`, `repeat`, `tag`, `triggered_tags`, `tags_with_separator`,
-//! `dispatch`. Everything else — other `json_schema` styles, token-level formats, `max_tokens` /
+//! `dispatch`, and the token-level `token`, tags beginning or ending with a token, `token_triggered_tags`
+//! and `token_dispatch` (special tokens by id or by text, through [`StructuralTagOptions::special_tokens`];
+//! free text never holds a special token). Everything else — other `json_schema` styles,
+//! `exclude_token`, `any_tokens`, `max_tokens` /
 //! `max_chars` / `max_whitespace_cnt` / `any_order` — is an error naming the field and its JSON
 //! pointer, never silently a different language.
 
-use crate::grammar::{Expr, Grammar, GrammarBuilder, GrammarError, TagDispatch};
+use crate::grammar::{Expr, Grammar, GrammarBuilder, GrammarError, MAX_SPECIAL_TOKEN_ID, TagDispatch, Trigger};
 use crate::json_schema::{JsonSchemaOptions, SchemaError, json_schema_to_grammar};
 use serde_json::{Map, Value};
 
@@ -24,6 +27,10 @@ pub struct StructuralTagOptions {
     /// Options of every `json_schema` format inside (whitespace, strictness, limits). Default:
     /// [`JsonSchemaOptions::default`].
     pub json: JsonSchemaOptions,
+    /// Special tokens by text, to resolve token formats that name a token by its text
+    /// (`{"type": "token", "token": "<|call|>"}`). `CompiledGrammar::from_structural_tag` fills it
+    /// from the vocabulary when empty. Default: empty.
+    pub special_tokens: std::collections::BTreeMap<String, u32>,
 }
 
 /// Why a structural tag cannot be turned into a grammar. Every variant names the JSON pointer of the
@@ -112,6 +119,7 @@ const UNTYPED: &[(&str, &[&str])] = &[
     ("repeat", &["content", "min", "max"]),
     ("optional", &["content"]),
     ("dispatch", &["rules"]),
+    ("token_triggered_tags", &["trigger_tokens", "tags"]),
 ];
 
 struct Lowering<'a> {
@@ -227,9 +235,11 @@ impl Lowering<'_> {
                 Ok(Expr::repeat(content, min, max))
             }
             "tag" => {
-                let (begin, rest) = self.tag(o, ptr)?;
-                Ok(Expr::seq(vec![Expr::literal(begin), rest]))
+                let (begin, rest) = self.tag_with_token_begin(o, ptr)?;
+                Ok(Expr::seq(vec![trigger_expr(begin), rest]))
             }
+            "token" => Ok(Expr::Token(self.token(f.get("token")?, &format!("{ptr}/token"))?)),
+            "token_triggered_tags" => self.token_triggered_tags(&f, end),
             "triggered_tags" => self.triggered_tags(&f, end),
             "tags_with_separator" => {
                 let separator = f.string("separator")?;
@@ -237,8 +247,8 @@ impl Lowering<'_> {
                 for (i, t) in f.array("tags")?.iter().enumerate() {
                     let tag_ptr = format!("{ptr}/tags/{i}");
                     let Value::Object(t) = t else { return Err(invalid(&tag_ptr, "a tag is a JSON object")) };
-                    let (begin, rest) = self.tag(t, &tag_ptr)?;
-                    alternatives.push(Expr::seq(vec![Expr::literal(begin), rest]));
+                    let (begin, rest) = self.tag_with_token_begin(t, &tag_ptr)?;
+                    alternatives.push(Expr::seq(vec![trigger_expr(begin), rest]));
                 }
                 if alternatives.is_empty() {
                     return Err(invalid(&format!("{ptr}/tags"), "expected at least one tag"));
@@ -265,14 +275,34 @@ impl Lowering<'_> {
                         return Err(invalid(&format!("{rule_ptr}/0"), "a trigger must not be empty"));
                     }
                     let body = self.format(format, &format!("{rule_ptr}/1"), &[])?;
-                    tags.push((trigger.clone(), Expr::Rule(self.b.rule("dispatch", body))));
+                    tags.push((Trigger::Text(trigger.clone()), Expr::Rule(self.b.rule("dispatch", body))));
                 }
                 let looping = f.opt_flag("loop")?.unwrap_or(true);
                 Ok(free_text(tags, f.strings("excludes")?, end, looping))
             }
-            "token" | "exclude_token" | "any_tokens" | "token_triggered_tags" | "token_dispatch" => {
-                Err(unsupported(ptr, format!("format type `{kind}` (token-level formats are not implemented yet)")))
+            "token_dispatch" => {
+                f.refuse_nonempty("exclude_tokens")?;
+                let mut tags = Vec::new();
+                for (i, rule) in f.array("rules")?.iter().enumerate() {
+                    let rule_ptr = format!("{ptr}/rules/{i}");
+                    let (Some(token), Some(format), 2) =
+                        (rule.get(0), rule.get(1), rule.as_array().map_or(0, Vec::len))
+                    else {
+                        return Err(invalid(&rule_ptr, "a token_dispatch rule is [token, format]"));
+                    };
+                    let id = self.token(token, &format!("{rule_ptr}/0"))?;
+                    let body = self.format(format, &format!("{rule_ptr}/1"), &[])?;
+                    tags.push((Trigger::Token(id), Expr::Rule(self.b.rule("dispatch", body))));
+                }
+                let looping = f.opt_flag("loop")?.unwrap_or(true);
+                Ok(free_text(tags, Vec::new(), end, looping))
             }
+            "exclude_token" | "any_tokens" => Err(unsupported(
+                ptr,
+                format!(
+                    "format type `{kind}` (free text over tokens; parlance's free text is text, special tokens only where named)"
+                ),
+            )),
             other => Err(invalid(&format!("{ptr}/type"), format!("unknown format type `{other}`"))),
         }
     }
@@ -295,6 +325,50 @@ impl Lowering<'_> {
         Ok(Expr::Rule(self.b.import(&g)))
     }
 
+    /// A special token named by id or text (a `token` format's `token`, a tag's token begin or end).
+    fn token(&self, v: &Value, ptr: &str) -> Result<u32, StructuralTagError> {
+        match v {
+            Value::Number(n) => n
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|&n| n <= MAX_SPECIAL_TOKEN_ID)
+                .ok_or_else(|| invalid(ptr, "expected a token id")),
+            Value::String(text) => self
+                .options
+                .special_tokens
+                .get(text)
+                .copied()
+                .ok_or_else(|| invalid(ptr, format!("{text:?} is not a special token of the vocabulary"))),
+            _ => Err(invalid(ptr, "expected a token id or a special token's text")),
+        }
+    }
+
+    /// A tag's `begin` or `end` given as `{"type": "token", "token": …}`.
+    fn token_object(&self, o: &Map<String, Value>, ptr: &str) -> Result<u32, StructuralTagError> {
+        if o.get("type").and_then(Value::as_str).is_some_and(|t| t != "token") {
+            return Err(invalid(&format!("{ptr}/type"), "expected a `token`"));
+        }
+        let token = o.get("token").ok_or_else(|| invalid(ptr, "missing `token`"))?;
+        self.token(token, &format!("{ptr}/token"))
+    }
+
+    /// A tag whose begin may be a token: `(begin, rest)`.
+    fn tag_with_token_begin(
+        &mut self,
+        o: &Map<String, Value>,
+        ptr: &str,
+    ) -> Result<(Trigger, Expr), StructuralTagError> {
+        if let Some(Value::Object(begin)) = o.get("begin") {
+            let id = self.token_object(begin, &format!("{ptr}/begin"))?;
+            let mut text_begin = o.clone();
+            text_begin.insert("begin".into(), Value::String(String::new()));
+            let (_, rest) = self.tag(&text_begin, ptr)?;
+            return Ok((Trigger::Token(id), rest));
+        }
+        let (begin, rest) = self.tag(o, ptr)?;
+        Ok((Trigger::Text(begin), rest))
+    }
+
     /// A `tag` object: its `begin`, and the rest (content, then one of its ends).
     fn tag(&mut self, o: &Map<String, Value>, ptr: &str) -> Result<(String, Expr), StructuralTagError> {
         let f = Fields { o, ptr };
@@ -310,6 +384,11 @@ impl Lowering<'_> {
             }
             _ => return Err(invalid(&format!("{ptr}/begin"), "expected a string")),
         };
+        if let Value::Object(end) = f.get("end")? {
+            let id = self.token_object(end, &format!("{ptr}/end"))?;
+            let content = self.format(f.get("content")?, &format!("{ptr}/content"), &[])?;
+            return Ok((begin, Expr::seq(vec![content, Expr::Token(id)])));
+        }
         let ends: Vec<String> = match f.get("end")? {
             Value::String(s) => vec![s.clone()],
             Value::Array(list) => list
@@ -319,7 +398,6 @@ impl Lowering<'_> {
                     e.as_str().map(str::to_owned).ok_or_else(|| invalid(&format!("{ptr}/end/{i}"), "expected a string"))
                 })
                 .collect::<Result<_, _>>()?,
-            Value::Object(_) => return Err(unsupported(&format!("{ptr}/end"), "token `end` (token-level formats)")),
             _ => return Err(invalid(&format!("{ptr}/end"), "expected a string or an array of strings")),
         };
         if ends.is_empty() {
@@ -329,6 +407,44 @@ impl Lowering<'_> {
         let content = self.format(f.get("content")?, &format!("{ptr}/content"), &detected)?;
         let end = Expr::alt(ends.into_iter().map(Expr::literal).collect());
         Ok((begin, Expr::seq(vec![content, end])))
+    }
+
+    fn token_triggered_tags(&mut self, f: &Fields<'_>, end: &[String]) -> Result<Expr, StructuralTagError> {
+        let ptr = f.ptr;
+        f.refuse_nonempty("exclude_tokens")?;
+        let triggers: Vec<u32> = f
+            .array("trigger_tokens")?
+            .iter()
+            .enumerate()
+            .map(|(i, t)| self.token(t, &format!("{ptr}/trigger_tokens/{i}")))
+            .collect::<Result<_, _>>()?;
+        let (mut tags, mut first) = (Vec::new(), Vec::new());
+        for (i, t) in f.array("tags")?.iter().enumerate() {
+            let tag_ptr = format!("{ptr}/tags/{i}");
+            let Value::Object(t) = t else { return Err(invalid(&tag_ptr, "a tag is a JSON object")) };
+            let (Trigger::Token(id), rest) = self.tag_with_token_begin(t, &tag_ptr)? else {
+                return Err(invalid(&format!("{tag_ptr}/begin"), "a token_triggered_tags tag begins with a token"));
+            };
+            if !triggers.contains(&id) {
+                return Err(invalid(
+                    &format!("{tag_ptr}/begin"),
+                    format!("token {id} is not among the trigger tokens"),
+                ));
+            }
+            let rule = self.b.rule("tag", rest);
+            first.push(Expr::seq(vec![Expr::Token(id), Expr::Rule(rule)]));
+            tags.push((Trigger::Token(id), Expr::Rule(rule)));
+        }
+        if tags.is_empty() {
+            return Err(invalid(&format!("{ptr}/tags"), "expected at least one tag"));
+        }
+        let once = f.flag("stop_after_first")?;
+        let dispatch = free_text(tags, Vec::new(), end, !once);
+        Ok(match (f.flag("at_least_one")?, once) {
+            (false, _) => dispatch,
+            (true, true) => Expr::alt(first),
+            (true, false) => Expr::seq(vec![Expr::alt(first), dispatch]),
+        })
     }
 
     fn triggered_tags(&mut self, f: &Fields<'_>, end: &[String]) -> Result<Expr, StructuralTagError> {
@@ -360,7 +476,7 @@ impl Lowering<'_> {
             let after = Expr::seq(vec![Expr::literal(&begin[trigger.len()..]), rest]);
             let rule = self.b.rule("tag", after);
             first.push(Expr::seq(vec![Expr::literal(trigger.clone()), Expr::Rule(rule)]));
-            tags.push((trigger.clone(), Expr::Rule(rule)));
+            tags.push((Trigger::Text(trigger.clone()), Expr::Rule(rule)));
         }
         if tags.is_empty() {
             return Err(invalid(&format!("{ptr}/tags"), "expected at least one tag"));
@@ -375,8 +491,16 @@ impl Lowering<'_> {
     }
 }
 
+/// A trigger as the expression that matches it.
+fn trigger_expr(trigger: Trigger) -> Expr {
+    match trigger {
+        Trigger::Text(text) => Expr::literal(text),
+        Trigger::Token(id) => Expr::Token(id),
+    }
+}
+
 /// Free text with `tags`, never containing `excludes` nor the enclosing end.
-fn free_text(tags: Vec<(String, Expr)>, mut excludes: Vec<String>, end: &[String], looping: bool) -> Expr {
+fn free_text(tags: Vec<(Trigger, Expr)>, mut excludes: Vec<String>, end: &[String], looping: bool) -> Expr {
     for e in end {
         if !excludes.contains(e) {
             excludes.push(e.clone());
@@ -456,6 +580,18 @@ impl<'a> Fields<'a> {
             .as_u64()
             .and_then(|n| u32::try_from(n).ok())
             .ok_or_else(|| invalid(&self.at(name), "expected a non-negative integer"))
+    }
+
+    /// A token list that would narrow free text in a way not enforced: an error when not empty.
+    fn refuse_nonempty(&self, name: &str) -> Result<(), StructuralTagError> {
+        match self.o.get(name) {
+            None | Some(Value::Null) => Ok(()),
+            Some(Value::Array(list)) if list.is_empty() => Ok(()),
+            Some(_) => Err(unsupported(
+                &self.at(name),
+                format!("`{name}` (free text holds no special token anyway; excluding other tokens is not enforced)"),
+            )),
+        }
     }
 
     /// Fields that would change the language in ways not enforced: an error when set.

@@ -8,7 +8,7 @@
 //! and UTF-8 position, whatever its length, and its masks are those of a few looping states.
 
 use super::{BuildError, Label, Nfa};
-use crate::grammar::{Expr, TagDispatch};
+use crate::grammar::{Expr, SPECIAL_TOKEN_BYTE, TagDispatch, Trigger};
 use aho_corasick::automaton::{Automaton as _, StateID};
 use aho_corasick::{Anchored, MatchKind, dfa::DFA};
 use std::collections::HashMap;
@@ -50,23 +50,33 @@ impl Nfa<'_> {
         d: &TagDispatch,
         rule_map: &dyn Fn(u32) -> Option<u32>,
     ) -> Result<u32, BuildError> {
-        let mut triggers: Vec<&str> = Vec::new();
+        let mut triggers: Vec<&Trigger> = Vec::new();
         for (trigger, _) in &d.tags {
-            if !triggers.contains(&trigger.as_str()) {
+            if !triggers.contains(&trigger) {
                 triggers.push(trigger);
             }
         }
-        let mut patterns: Vec<&str> = triggers.clone();
-        let mut outcome: Vec<Completes> = (0..triggers.len()).map(Completes::Trigger).collect();
+        // Text triggers go into the Aho-Corasick automaton; token triggers are read from any
+        // character boundary (a special token interrupts whatever text pattern was under way).
+        let mut patterns: Vec<Vec<u8>> = Vec::new();
+        let mut outcome: Vec<Completes> = Vec::new();
+        for (i, t) in triggers.iter().enumerate() {
+            if let Trigger::Text(text) = t {
+                patterns.push(text.as_bytes().to_vec());
+                outcome.push(Completes::Trigger(i));
+            }
+        }
         for s in &d.stop_strings {
-            patterns.push(s);
+            patterns.push(s.as_bytes().to_vec());
             outcome.push(Completes::Stop);
         }
         for s in &d.excludes {
-            patterns.push(s);
+            patterns.push(s.as_bytes().to_vec());
             outcome.push(Completes::Excluded);
         }
-        if patterns.iter().any(|p| p.is_empty()) {
+        if patterns.iter().any(|p| p.is_empty())
+            || triggers.iter().any(|t| matches!(t, Trigger::Text(s) if s.is_empty()))
+        {
             return Err(BuildError::Regex("a TagDispatch trigger, stop string or exclude is empty".into()));
         }
         let end = self.new_state()?;
@@ -77,7 +87,7 @@ impl Nfa<'_> {
         for trigger in &triggers {
             let s = self.new_state()?;
             for (t, rest) in &d.tags {
-                if t != trigger {
+                if t != *trigger {
                     continue;
                 }
                 match rest {
@@ -103,6 +113,31 @@ impl Nfa<'_> {
             let built = DFA::builder().match_kind(MatchKind::Standard).build(&patterns);
             Some(built.map_err(|e| BuildError::Regex(format!("TagDispatch patterns: {e}")))?)
         };
+        // The special-token bytes of the token triggers, a trie shared by every boundary state.
+        let token_start = if triggers.iter().any(|t| matches!(t, Trigger::Token(_))) {
+            let start = self.new_state()?;
+            let mut children: HashMap<(u32, u8), u32> = HashMap::new();
+            for (i, t) in triggers.iter().enumerate() {
+                let Trigger::Token(_) = t else { continue };
+                let bytes = t.bytes();
+                let mut at = start;
+                for (k, &b) in bytes.iter().enumerate().skip(1) {
+                    if k + 1 == bytes.len() {
+                        self.edge(at, Label::Bytes(b, b), trigger_states[i]);
+                    } else if let Some(&next) = children.get(&(at, b)) {
+                        at = next;
+                    } else {
+                        let next = self.new_state()?;
+                        self.edge(at, Label::Bytes(b, b), next);
+                        children.insert((at, b), next);
+                        at = next;
+                    }
+                }
+            }
+            Some(start)
+        } else {
+            None
+        };
         // Free-text states by (Aho-Corasick state, UTF-8 state), explored breadth first.
         let ac_start = match &ac {
             Some(ac) => ac.start_state(Anchored::No).map_err(|e| BuildError::Regex(e.to_string()))?,
@@ -119,6 +154,9 @@ impl Nfa<'_> {
         while let Some((sid, utf8, state)) = queue.pop() {
             if utf8 == 0 && d.stop_eos {
                 self.edge(state, Label::Eps, end);
+            }
+            if let (0, Some(tokens)) = (utf8, token_start) {
+                self.edge(state, Label::Bytes(SPECIAL_TOKEN_BYTE, SPECIAL_TOKEN_BYTE), tokens);
             }
             // Consecutive bytes with one target become one range edge.
             let mut run: Option<(u8, u8, u32)> = None;

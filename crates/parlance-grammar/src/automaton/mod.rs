@@ -784,6 +784,15 @@ impl Nfa<'_> {
             }
             Expr::Restrict { base, and, not } => self.restrict(from, base, and, not),
             Expr::TagDispatch(d) => self.dispatch(from, d, rule_map),
+            Expr::Token(id) => {
+                let mut at = from;
+                for b in crate::grammar::special_token_bytes(*id) {
+                    let to = self.new_state()?;
+                    self.edge(at, Label::Bytes(b, b), to);
+                    at = to;
+                }
+                Ok(at)
+            }
             Expr::Regex(pattern) => {
                 if self.regex_depth > 4 {
                     return Err(BuildError::Regex("regex nested in regex".into()));

@@ -67,7 +67,41 @@ pub enum Expr {
     },
     /// Free text watched for trigger strings, each starting its tag (see [`TagDispatch`]).
     TagDispatch(Box<TagDispatch>),
+    /// Exactly this special token (by id): one token with no text meaning, never matched by a
+    /// literal holding its text, nor produced by free text.
+    Token(u32),
 }
+
+/// What a [`TagDispatch`] tag starts with.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Trigger {
+    /// Text, matched where free text spells it.
+    Text(String),
+    /// A special token, matched where the model writes that token.
+    Token(u32),
+}
+
+impl Trigger {
+    /// The bytes the automata match for it.
+    pub(crate) fn bytes(&self) -> Vec<u8> {
+        match self {
+            Trigger::Text(s) => s.as_bytes().to_vec(),
+            Trigger::Token(id) => special_token_bytes(*id).to_vec(),
+        }
+    }
+}
+
+/// First byte of a special token's bytes in the automata: never part of UTF-8, so no text (literal,
+/// class, free text) can match a special token.
+pub(crate) const SPECIAL_TOKEN_BYTE: u8 = 0xFF;
+
+/// The bytes that stand for special token `id` in grammars and in the token trie.
+pub(crate) fn special_token_bytes(id: u32) -> [u8; 4] {
+    [SPECIAL_TOKEN_BYTE, (id >> 16) as u8, (id >> 8) as u8, id as u8]
+}
+
+/// Largest special token id the byte encoding holds.
+pub(crate) const MAX_SPECIAL_TOKEN_ID: u32 = (1 << 24) - 1;
 
 /// Free text (valid UTF-8) watched by an Aho-Corasick automaton of trigger strings, as XGrammar 2's
 /// TagDispatch: where a trigger completes, free text stops and that trigger's tags take over (the
@@ -79,7 +113,7 @@ pub enum Expr {
 pub struct TagDispatch {
     /// `(trigger, rest)`: after `trigger`, `rest` must follow (the tag's remaining begin, content and
     /// end). Several tags may share a trigger; then any of their `rest`s may follow it.
-    pub tags: Vec<(String, Expr)>,
+    pub tags: Vec<(Trigger, Expr)>,
     /// Strings free text may not contain.
     pub excludes: Vec<String>,
     /// Strings that end the dispatch where they complete (they are part of the output).

@@ -2,11 +2,11 @@
 //!
 //! Supported: alternation `|`, grouping `( )`, postfix `? * + {m} {m,} {m,n}`, literals `"..."`, character
 //! classes `[a-z]` / `[^...]`, `.` (any character), escapes `\n \r \t \\ \" \] \xNN \uNNNN \UNNNNNNNN`,
-//! regex terminals `/.../`, `#` comments, and XGrammar's builtin `TagDispatch(("trigger", rule), …, stop_eos=…,
+//! regex terminals `/.../`, `#` comments, special tokens by id `<[123]>`, and XGrammar's builtin `TagDispatch(("trigger", rule), …, stop_eos=…,
 //! stop_str=(…), loop_after_dispatch=…, excludes=(…))`. A rule ends where the next `name ::=` starts. Errors carry the
 //! 1-based line and column.
 
-use super::{Expr, Grammar, Rule, RuleId, TagDispatch};
+use super::{Expr, Grammar, Rule, RuleId, TagDispatch, Trigger};
 use std::collections::HashMap;
 
 /// Why a grammar could not be parsed or built.
@@ -350,6 +350,25 @@ impl Parser<'_> {
                 self.pos += 1;
                 Ok(Expr::CharClass { negated: true, ranges: Vec::new() })
             }
+            Some('<') if self.chars.get(self.pos + 1) == Some(&'[') => {
+                // `<[123]>`: the special token with that id.
+                self.pos += 2;
+                let start = self.pos;
+                while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+                    self.pos += 1;
+                }
+                let digits: String = self.chars[start..self.pos].iter().collect();
+                let Ok(id) = digits.parse::<u32>() else { return self.err("expected a token id") };
+                if self.chars[self.pos..].starts_with(&[']', '>']) {
+                    self.pos += 2;
+                } else {
+                    return self.err("expected `]>` after a token id");
+                }
+                if id > crate::grammar::MAX_SPECIAL_TOKEN_ID {
+                    return self.err(format!("token id {id} is too large"));
+                }
+                Ok(Expr::Token(id))
+            }
             Some('/') => {
                 self.pos += 1;
                 let mut s = String::new();
@@ -434,10 +453,18 @@ impl Parser<'_> {
                 Some('(') => {
                     self.pos += 1;
                     self.skip_ws();
-                    let trigger = self.string()?;
-                    if trigger.is_empty() {
-                        return self.err("a TagDispatch trigger must not be empty");
-                    }
+                    let trigger = if self.peek() == Some('<') {
+                        match self.atom()? {
+                            Expr::Token(id) => Trigger::Token(id),
+                            _ => return self.err("expected a trigger string or token"),
+                        }
+                    } else {
+                        let text = self.string()?;
+                        if text.is_empty() {
+                            return self.err("a TagDispatch trigger must not be empty");
+                        }
+                        Trigger::Text(text)
+                    };
                     self.expect(',')?;
                     let rest = self.alternation()?;
                     self.expect(')')?;

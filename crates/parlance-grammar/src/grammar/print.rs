@@ -1,7 +1,7 @@
 //! Prints a [`Grammar`] in the text syntax that [`super::parse`] reads, so that parsing the output gives
 //! back an equal grammar.
 
-use super::{Expr, Grammar};
+use super::{Expr, Grammar, Trigger};
 use std::fmt::{self, Write};
 
 impl fmt::Display for Grammar {
@@ -53,6 +53,7 @@ fn print_expr(g: &Grammar, e: &Expr, ctx: Context, f: &mut fmt::Formatter<'_>) -
             f.write_char(']')
         }
         Expr::Rule(r) => f.write_str(&g.rules[r.index()].name),
+        Expr::Token(id) => write!(f, "<[{id}]>"),
         Expr::TagDispatch(d) => {
             let strings = |list: &[String], f: &mut fmt::Formatter<'_>| -> fmt::Result {
                 f.write_char('(')?;
@@ -67,7 +68,10 @@ fn print_expr(g: &Grammar, e: &Expr, ctx: Context, f: &mut fmt::Formatter<'_>) -
             f.write_str("TagDispatch(")?;
             for (trigger, rest) in &d.tags {
                 f.write_char('(')?;
-                print_expr(g, &Expr::Literal(trigger.clone()), Context::Atom, f)?;
+                match trigger {
+                    Trigger::Text(text) => print_expr(g, &Expr::Literal(text.clone()), Context::Atom, f)?,
+                    Trigger::Token(id) => write!(f, "<[{id}]>")?,
+                }
                 f.write_str(", ")?;
                 print_expr(g, rest, Context::Top, f)?;
                 f.write_str("), ")?;
@@ -188,7 +192,7 @@ mod tests {
         );
         roundtrip("root ::= \"é\\u2028\\U0001F600\" # comment\n  | [\\u0100-\\uFFFF]");
         roundtrip(
-            "root ::= TagDispatch((\"<tool_call>\", call), (\"<f=\", \"x>\" | \"y>\"), stop_eos=false, \
+            "root ::= TagDispatch((\"<tool_call>\", call), (<[7]>, \"x\" <[12]>), (\"<f=\", \"x>\" | \"y>\"), stop_eos=false, \
              stop_str=(\"</s>\"), loop_after_dispatch=false, excludes=(\"<think>\", \"</think>\"))\ncall ::= \"{}\"",
         );
         roundtrip("root ::= TagDispatch() \"x\"");

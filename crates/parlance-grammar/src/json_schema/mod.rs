@@ -1515,7 +1515,7 @@ fn char_bounds(e: &Expr) -> (u64, Option<u64>) {
             (n, Some(n))
         }
         Expr::CharClass { .. } => (1, Some(1)),
-        Expr::Regex(_) | Expr::Rule(_) | Expr::TagDispatch(_) => (0, None),
+        Expr::Regex(_) | Expr::Rule(_) | Expr::TagDispatch(_) | Expr::Token(_) => (0, None),
         Expr::Restrict { base, .. } => char_bounds(base),
         Expr::Seq(p) => {
             p.iter().map(char_bounds).fold((0, Some(0)), |(a, b), (c, d)| (a + c, b.zip(d).map(|(x, y)| x + y)))

@@ -1,4 +1,4 @@
-//! `TokenVocab`: the exact bytes of every token, special tokens kept apart, and a token trie.
+//! `TokenVocab`: the exact bytes of every token, special tokens under bytes no text has, and a token trie.
 //!
 //! Built once per tokenizer from a list the caller gives and shared behind an `Arc`. Normal tokens are
 //! sorted by their bytes; the trie is stored in preorder over that order, so a subtree is a contiguous
@@ -25,6 +25,9 @@ pub enum VocabError {
     /// No EOS id was given.
     #[error("no EOS token id given")]
     NoEos,
+    /// A special token's id is too large for the grammar's encoding of special tokens.
+    #[error("special token id {0} is above the largest supported ({max})", max = crate::grammar::MAX_SPECIAL_TOKEN_ID)]
+    SpecialIdTooLarge(u32),
 }
 
 /// One trie node in preorder.
@@ -54,10 +57,15 @@ pub(crate) struct TrieNode {
 /// A tokenizer's vocabulary as the engine needs it.
 #[derive(Debug)]
 pub struct TokenVocab {
+    /// Each token's text.
     tokens: Vec<Vec<u8>>,
+    /// Each token's bytes for the grammar: its text, or for a special token the bytes that stand
+    /// for it (`grammar::special_token_bytes`), which no text matches.
+    grammar_bytes: Vec<Vec<u8>>,
     special: Vec<bool>,
     eos: Vec<u32>,
-    /// Sorted position -> token id, normal (non-special, non-empty) tokens only.
+    /// Sorted position -> token id, every token but EOS and empty ones (special tokens sorted by
+    /// their grammar bytes).
     sorted: Vec<u32>,
     nodes: Vec<TrieNode>,
     /// Bitset (mask words) of the normal tokens.
@@ -72,8 +80,8 @@ pub struct TokenVocab {
 
 impl TokenVocab {
     /// Builds a vocabulary. `tokens[id]` is the exact byte string of token `id` (empty for tokens that
-    /// never appear in text); `special_ids` are control tokens (never allowed by a grammar, except EOS at
-    /// the end); `eos_ids` end generation.
+    /// never appear in text); `special_ids` are control tokens (allowed only where a grammar names the
+    /// token, `Expr::Token`; their text never matches a literal); `eos_ids` end generation.
     pub fn new(tokens: Vec<Vec<u8>>, special_ids: &[u32], eos_ids: &[u32]) -> Result<TokenVocab, VocabError> {
         let size = tokens.len();
         if eos_ids.is_empty() {
@@ -83,18 +91,30 @@ impl TokenVocab {
         for &id in special_ids.iter().chain(eos_ids) {
             *special.get_mut(id as usize).ok_or(VocabError::IdOutOfRange { id, size })? = true;
         }
+        // Special tokens (EOS apart) are in the trie under their own bytes: a grammar allows one
+        // only where it names it.
+        let mut grammar_bytes = tokens.clone();
+        for &id in special_ids {
+            if !eos_ids.contains(&id) {
+                if id > crate::grammar::MAX_SPECIAL_TOKEN_ID {
+                    return Err(VocabError::SpecialIdTooLarge(id));
+                }
+                grammar_bytes[id as usize] = crate::grammar::special_token_bytes(id).to_vec();
+            }
+        }
         let mut sorted: Vec<u32> =
-            (0..size as u32).filter(|&i| !special[i as usize] && !tokens[i as usize].is_empty()).collect();
-        sorted.sort_by(|&a, &b| tokens[a as usize].cmp(&tokens[b as usize]).then(a.cmp(&b)));
-        let nodes = build_trie(&tokens, &sorted);
+            (0..size as u32).filter(|&i| !eos_ids.contains(&i) && !grammar_bytes[i as usize].is_empty()).collect();
+        sorted.sort_by(|&a, &b| grammar_bytes[a as usize].cmp(&grammar_bytes[b as usize]).then(a.cmp(&b)));
+        let nodes = build_trie(&grammar_bytes, &sorted);
         let mut normal = vec![0u32; size.div_ceil(32)];
         for &id in &sorted {
             normal[id as usize / 32] |= 1 << (id % 32);
         }
-        let plain: Vec<u32> = sorted.iter().map(|&id| plain_chars(&tokens[id as usize])).collect();
+        let plain: Vec<u32> = sorted.iter().map(|&id| plain_chars(&grammar_bytes[id as usize])).collect();
         let max_plain = plain.iter().copied().max().unwrap_or(0);
         Ok(TokenVocab {
             tokens,
+            grammar_bytes,
             special,
             eos: eos_ids.to_vec(),
             sorted,
@@ -124,6 +144,25 @@ impl TokenVocab {
     /// The bytes of token `id` (empty for unknown ids).
     pub fn token_bytes(&self, id: u32) -> &[u8] {
         self.tokens.get(id as usize).map_or(&[][..], |t| t.as_slice())
+    }
+
+    /// The bytes a grammar matches for token `id`: its text, or for a special token the bytes that
+    /// stand for it.
+    pub(crate) fn grammar_bytes(&self, id: u32) -> &[u8] {
+        self.grammar_bytes.get(id as usize).map_or(&[][..], |t| t.as_slice())
+    }
+
+    /// The id of the special token whose text is `text`, if there is one.
+    pub fn special_token_id(&self, text: &str) -> Option<u32> {
+        (0..self.tokens.len() as u32)
+            .find(|&id| self.special[id as usize] && self.tokens[id as usize] == text.as_bytes())
+    }
+
+    /// Every special token but EOS: its text and id.
+    pub fn special_tokens(&self) -> impl Iterator<Item = (&str, u32)> {
+        (0..self.tokens.len() as u32)
+            .filter(|&id| self.special[id as usize] && !self.eos.contains(&id))
+            .filter_map(move |id| std::str::from_utf8(&self.tokens[id as usize]).ok().map(|text| (text, id)))
     }
 
     /// Whether `id` is a special (control) token.
@@ -171,7 +210,7 @@ impl TokenVocab {
 
     #[inline]
     pub(crate) fn bytes_at(&self, pos: u32) -> &[u8] {
-        &self.tokens[self.sorted[pos as usize] as usize]
+        &self.grammar_bytes[self.sorted[pos as usize] as usize]
     }
 }
 

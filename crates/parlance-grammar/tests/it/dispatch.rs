@@ -101,3 +101,58 @@ call ::= "{\"name\": \"f\"}</tool_call>""#;
     assert!(m.is_accepting());
     eprintln!("free-text mask after 700 bytes: {per_mask:?}");
 }
+
+/// The synthetic vocabulary's special token `<special>` and a plain one.
+fn special_and_plain(vocab: &TokenVocab, plain: &str) -> (u32, u32) {
+    let special = vocab.special_token_id("<special>").expect("the synthetic vocab has <special>");
+    let plain = (0..vocab.len() as u32).find(|&id| vocab.token_bytes(id) == plain.as_bytes()).expect("plain token");
+    (special, plain)
+}
+
+#[test]
+fn special_tokens_match_only_where_named() {
+    let vocab = synthetic_vocab();
+    let (special, a) = special_and_plain(&vocab, "a");
+    let named = compile(&vocab, &format!("root ::= \"a\" <[{special}]> \"a\""));
+    let mut m = Matcher::new(named.clone()).unwrap();
+    assert!(m.accept_token(a) && m.accept_token(special) && m.accept_token(a) && m.is_accepting());
+    // Its text is not the token: neither as bytes under the token's grammar ...
+    let mut m = Matcher::new(named).unwrap();
+    assert!(!m.accept_bytes(b"a<special>a"));
+    // ... nor the token under a grammar of its text, nor in free text.
+    let mut m = Matcher::new(compile(&vocab, r#"root ::= "a<special>a""#)).unwrap();
+    assert!(m.accept_token(a) && !m.accept_token(special));
+    let mut m = Matcher::new(compile(&vocab, r#"root ::= TagDispatch(("ab", "c"))"#)).unwrap();
+    assert!(m.accept_token(a) && !m.accept_token(special));
+}
+
+#[test]
+fn token_triggers_dispatch_and_masks_equal_brute_force() {
+    let vocab = synthetic_vocab();
+    let (special, a) = special_and_plain(&vocab, "a");
+    let grammar =
+        format!(r#"root ::= TagDispatch((<[{special}]>, "12" <[{special}]>), ("ab", "c"), excludes=("xyz"))"#);
+    let compiled = compile(&vocab, &grammar);
+    let mut m = Matcher::new(compiled.clone()).unwrap();
+    for id in [a, special] {
+        assert!(m.accept_token(id), "token {id}");
+    }
+    assert!(!m.is_accepting(), "inside the tag");
+    assert!(m.accept_bytes(b"12"));
+    assert!(m.accept_token(special) && m.is_accepting());
+    // Random walks: every mask equals trying each token, special ones included.
+    let mut rng = crate::common::Rng(5);
+    for walk in 0..6 {
+        let mut m = Matcher::new(compiled.clone()).unwrap();
+        for step in 0..20 {
+            let ok = crate::common::check_mask_brute_force(&mut m, &vocab, &format!("walk {walk} step {step}"));
+            let ok: Vec<u32> = ok.into_iter().filter(|t| !vocab.eos_ids().contains(t)).collect();
+            if ok.is_empty() {
+                break;
+            }
+            // Prefer the special token now and then, to walk through the tags.
+            let pick = if ok.contains(&special) && rng.below(3) == 0 { special } else { ok[rng.below(ok.len())] };
+            assert!(m.accept_token(pick));
+        }
+    }
+}

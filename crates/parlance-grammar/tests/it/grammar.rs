@@ -36,8 +36,10 @@ fn generate(g: &Grammar, e: &Expr, rng: &mut Rng, depth: usize, out: &mut String
             out.push_str("free text ");
             if !d.tags.is_empty() && depth <= 6 {
                 let (trigger, rest) = &d.tags[rng.below(d.tags.len())];
-                out.push_str(trigger);
-                generate(g, rest, rng, depth + 1, out);
+                if let parlance_grammar::Trigger::Text(text) = trigger {
+                    out.push_str(text);
+                    generate(g, rest, rng, depth + 1, out);
+                }
             }
             if !d.stop_eos && (d.loop_after_dispatch || d.tags.is_empty()) {
                 out.push_str(&d.stop_strings[0]);

@@ -121,7 +121,11 @@ fn errors_name_the_node() {
         (json!([1]), "a structural tag is a JSON object"),
         (json!({"type": "nope", "format": {}}), "/type"),
         (json!({"format": {"type": "blob"}}), "/format/type: invalid structural tag: unknown format type `blob`"),
-        (json!({"format": {"type": "token", "token": 3}}), "/format: unsupported format type `token`"),
+        (json!({"format": {"type": "any_tokens"}}), "/format: unsupported format type `any_tokens`"),
+        (
+            json!({"format": {"type": "token", "token": "<nope>"}}),
+            "/format/token: invalid structural tag: \"<nope>\" is not a special token",
+        ),
         (
             json!({"format": {"type": "sequence", "elements": [{"type": "const_string"}]}}),
             "/format/elements/0: invalid structural tag: missing `value`",
@@ -164,4 +168,21 @@ fn the_compiler_caches_by_document_text() {
     let a = tiny.compile_structural_tag(doc, &options).expect("compiles");
     let b = tiny.compile_structural_tag(doc, &options).expect("compiles");
     assert!(!Arc::ptr_eq(&a, &b), "a zero limit caches nothing");
+}
+
+#[test]
+fn token_formats_resolve_special_tokens_by_text() {
+    let vocab = synthetic_vocab();
+    let special = vocab.special_token_id("<special>").unwrap();
+    let doc = json!({"format": {"type": "token_triggered_tags", "trigger_tokens": ["<special>"],
+        "tags": [{"begin": {"type": "token", "token": "<special>"}, "content": {"type": "const_string", "value": "12"},
+                  "end": {"type": "token", "token": special}}], "at_least_one": true}});
+    let grammar =
+        Arc::new(CompiledGrammar::from_structural_tag(vocab.clone(), &doc, &StructuralTagOptions::default()).unwrap());
+    let mut m = Matcher::new(grammar.clone()).unwrap();
+    assert!(m.accept_token(special) && m.accept_bytes(b"12") && m.accept_token(special) && m.is_accepting());
+    assert!(m.accept_bytes(b" then text") && m.is_accepting());
+    // Its text is not the token.
+    let mut m = Matcher::new(grammar).unwrap();
+    assert!(!m.accept_bytes(b"<special>12<special>"));
 }
