@@ -145,15 +145,16 @@ impl Workload {
     }
 
     /// The workload's constraint for `tools` as structural-tag JSON text, as a server receives it:
-    /// the XGrammar document the peers' runner compiles (the builtin `llama` style; for Harmony the
-    /// document it builds by hand).
+    /// for Llama the XGrammar builtin `llama` style the peers' runner compiles; for Harmony the
+    /// runner's hand-built document with its markers as token formats (they are special tokens of
+    /// the gpt-oss tokenizer, and parlance never matches a special token by its text).
     fn structural_tag(&self, tools: &[&Tool]) -> String {
-        let tag = |begin: &str, content: &str, end: &str| {
-            format!(r#"{{"type":"tag","begin":{},"content":{content},"end":{}}}"#, json!(begin), json!(end))
-        };
         let schema = |t: &Tool| format!(r#"{{"type":"json_schema","json_schema":{}}}"#, t.parameters);
         match self {
             Workload::Llama => {
+                let tag = |begin: &str, content: &str, end: &str| {
+                    format!(r#"{{"type":"tag","begin":{},"content":{content},"end":{}}}"#, json!(begin), json!(end))
+                };
                 let tags: Vec<String> = tools
                     .iter()
                     .map(|t| tag(&format!("{{\"name\": \"{}\", \"parameters\": ", t.name), &schema(t), "}"))
@@ -164,18 +165,33 @@ impl Workload {
                 )
             }
             Workload::Harmony => {
+                // Harmony's markers are special tokens: token formats, never their text.
+                let token = |t: &str| format!(r#"{{"type":"token","token":{}}}"#, json!(t));
+                let text = |t: &str| format!(r#"{{"type":"const_string","value":{}}}"#, json!(t));
+                let seq = |parts: Vec<String>| format!(r#"{{"type":"sequence","elements":[{}]}}"#, parts.join(","));
+                let message = |channel: &str, body: String, end: &str| {
+                    format!(
+                        r#"{{"type":"tag","begin":{},"content":{},"end":{}}}"#,
+                        token("<|channel|>"),
+                        seq(vec![text(channel), body]),
+                        token(end)
+                    )
+                };
                 let any = r#"{"type":"any_text"}"#;
-                let mut tags = vec![
-                    tag("<|channel|>analysis<|message|>", any, "<|end|>"),
-                    tag("<|channel|>final<|message|>", any, "<|return|>"),
+                let mut messages = vec![
+                    message("analysis", seq(vec![token("<|message|>"), any.to_owned()]), "<|end|>"),
+                    message("final", seq(vec![token("<|message|>"), any.to_owned()]), "<|return|>"),
                 ];
-                tags.extend(tools.iter().map(|t| {
-                    let begin = format!("<|channel|>commentary to=functions.{} <|constrain|>json<|message|>", t.name);
-                    tag(&begin, &schema(t), "<|call|>")
+                messages.extend(tools.iter().map(|t| {
+                    let header = format!("commentary to=functions.{} ", t.name);
+                    let body = seq(vec![token("<|constrain|>"), text("json"), token("<|message|>"), schema(t)]);
+                    message(&header, body, "<|call|>")
                 }));
+                let one = format!(r#"{{"type":"or","elements":[{}]}}"#, messages.join(","));
+                let next = seq(vec![token("<|start|>"), text("assistant"), one.clone()]);
                 format!(
-                    r#"{{"type":"structural_tag","format":{{"type":"tags_with_separator","tags":[{}],"separator":"<|start|>assistant","at_least_one":true}}}}"#,
-                    tags.join(",")
+                    r#"{{"type":"structural_tag","format":{}}}"#,
+                    seq(vec![one, format!(r#"{{"type":"star","content":{next}}}"#)])
                 )
             }
         }
