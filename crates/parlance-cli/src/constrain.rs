@@ -27,6 +27,10 @@ pub struct ConstrainArgs {
     /// Whether the request switched thinking on or off; default: the template's default prompt.
     #[arg(long, value_parser = ["on", "off"])]
     thinking: Option<String>,
+    /// A `tokenizer.json` (or its folder): markers that are its special tokens are written as token
+    /// formats, and `--check` reads the output token by token (special tokens recognized).
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
     /// What to print.
     #[arg(long, default_value = "structural-tag", value_parser = ["structural-tag", "ebnf"])]
     emit: String,
@@ -52,20 +56,62 @@ pub fn run(args: ConstrainArgs) -> anyhow::Result<()> {
         name => ToolChoice::Function(name.to_owned()),
     };
     request.parallel_tool_calls = Some(args.parallel_tool_calls);
+    let tokenizer = args.tokenizer.as_deref().map(parlance::Tokenizer::from_path).transpose()?;
+    let vocab = match &tokenizer {
+        Some(t) => {
+            let eos = t.eos_token_id().into_iter().collect::<Vec<_>>();
+            // A tokenizer without a named EOS still needs one id to end on: the last one.
+            let eos = if eos.is_empty() { vec![t.vocab_size().saturating_sub(1) as u32] } else { eos };
+            Some(Arc::new(t.token_vocab(&eos)?))
+        }
+        None => None,
+    };
+    let grammar = || -> anyhow::Result<parlance_grammar::Grammar> {
+        Ok(match &vocab {
+            Some(vocab) => parlance::constrain::grammar_for(&format, &request, vocab)?,
+            None => parlance::constrain::grammar(&format, &request)?,
+        })
+    };
     if args.check {
-        let grammar = parlance::constrain::grammar(&format, &request)?;
         let mut output = Vec::new();
         std::io::stdin().read_to_end(&mut output).context("reading stdin")?;
-        return check(&grammar, &output);
+        return match (&tokenizer, &vocab) {
+            (Some(tokenizer), Some(vocab)) => check_tokens(&grammar()?, tokenizer, vocab, &output),
+            _ => check(&grammar()?, &output),
+        };
     }
     let mut stdout = std::io::stdout().lock();
     match args.emit.as_str() {
-        "ebnf" => write!(stdout, "{}", parlance::constrain::grammar(&format, &request)?)?,
-        _ => writeln!(
-            stdout,
-            "{}",
-            serde_json::to_string_pretty(&parlance::constrain::structural_tag(&format, &request)?)?
-        )?,
+        "ebnf" => write!(stdout, "{}", grammar()?)?,
+        _ => {
+            let special = vocab.iter().flat_map(|v| v.special_tokens().map(|(t, _)| t.to_owned())).collect();
+            let options = parlance::constrain::ConstrainOptions { special_tokens: special };
+            let doc = parlance::constrain::structural_tag_with(&format, &request, &options)?;
+            writeln!(stdout, "{}", serde_json::to_string_pretty(&doc)?)?
+        }
+    }
+    Ok(())
+}
+
+/// Token-level check: the output tokenized as the model would have written it.
+fn check_tokens(
+    grammar: &parlance_grammar::Grammar,
+    tokenizer: &parlance::Tokenizer,
+    vocab: &Arc<TokenVocab>,
+    output: &[u8],
+) -> anyhow::Result<()> {
+    let text = std::str::from_utf8(output).context("the output is not UTF-8")?;
+    let ids = tokenizer.encode_rendered(text)?;
+    let mut matcher = Matcher::new(Arc::new(CompiledGrammar::new(vocab.clone(), grammar)?))?;
+    for (at, &id) in ids.iter().enumerate() {
+        if !matcher.accept_token(id) {
+            let before = tokenizer.decode(&ids[at.saturating_sub(8)..at])?;
+            let token = tokenizer.decode(&ids[at..=at])?;
+            bail!("refused token {at} (id {id}, {token:?}) after {before:?}");
+        }
+    }
+    if !matcher.is_accepting() {
+        bail!("the output is incomplete: it ends where the grammar expects more ({} tokens read)", ids.len());
     }
     Ok(())
 }

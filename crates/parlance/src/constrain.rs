@@ -42,8 +42,34 @@ pub enum ConstrainError {
 /// Optional whitespace, where the template writes some around a marker.
 const WS: &str = "[ \\t\\r\\n]*";
 
+/// How a grammar is derived besides the request.
+#[derive(Debug, Clone, Default)]
+pub struct ConstrainOptions {
+    /// The texts of the tokenizer's special tokens (`Tokenizer::special_tokens`): markers holding
+    /// them are written as token formats, since the model writes each as one token that no text
+    /// matches. Default: none (every marker is text).
+    pub special_tokens: Vec<String>,
+}
+
 /// The structural tag (XGrammar 0.2.8 JSON) for the assistant output of a request under `format`.
 pub fn structural_tag(format: &Format, request: &ParseOptions) -> Result<Json, ConstrainError> {
+    structural_tag_with(format, request, &ConstrainOptions::default())
+}
+
+/// [`structural_tag`] with options (special tokens as token formats).
+pub fn structural_tag_with(
+    format: &Format,
+    request: &ParseOptions,
+    options: &ConstrainOptions,
+) -> Result<Json, ConstrainError> {
+    let doc = text_structural_tag(format, request)?;
+    with_special_tokens(doc, &options.special_tokens)
+}
+
+fn text_structural_tag(format: &Format, request: &ParseOptions) -> Result<Json, ConstrainError> {
+    if let Some(channels) = crate::parse::channel::ChannelSyntax::from_format(format) {
+        return Ok(json!({"type": "structural_tag", "format": channel_messages(format, request, &channels)?}));
+    }
     let reasoning = format.reasoning.as_ref().filter(|r| !r.end.trim().is_empty());
     // Free text never opens or closes reasoning.
     let excludes: Vec<String> = reasoning
@@ -89,6 +115,93 @@ pub fn structural_tag(format: &Format, request: &ParseOptions) -> Result<Json, C
 pub fn grammar(format: &Format, request: &ParseOptions) -> Result<parlance_grammar::Grammar, ConstrainError> {
     let doc = structural_tag(format, request)?;
     Ok(parlance_grammar::structural_tag_to_grammar(&doc, &parlance_grammar::StructuralTagOptions::default())?)
+}
+
+/// The grammar of a request for one vocabulary: markers holding its special tokens name them.
+pub fn grammar_for(
+    format: &Format,
+    request: &ParseOptions,
+    vocab: &parlance_grammar::TokenVocab,
+) -> Result<parlance_grammar::Grammar, ConstrainError> {
+    let special: Vec<(String, u32)> = vocab.special_tokens().map(|(t, id)| (t.to_owned(), id)).collect();
+    let options = ConstrainOptions { special_tokens: special.iter().map(|(t, _)| t.clone()).collect() };
+    let doc = structural_tag_with(format, request, &options)?;
+    let options =
+        parlance_grammar::StructuralTagOptions { special_tokens: special.into_iter().collect(), ..Default::default() };
+    Ok(parlance_grammar::structural_tag_to_grammar(&doc, &options)?)
+}
+
+/// The channel family (gpt-oss's Harmony): messages, each a header, a body and its end; later
+/// messages repeat the turn header. Reasoning (analysis) messages may come first; the turn ends
+/// with a final message or a call, as the request allows. A call's header is accepted as the
+/// template writes it (recipient first: ` to=functions.f<|channel|>commentary json<|message|>`) and
+/// as models write it (`<|channel|>commentary to=functions.f <|constrain|>json<|message|>`; the
+/// `<|constrain|>` marker is Harmony's own and no template renders it, so it is named here).
+fn channel_messages(
+    format: &Format,
+    request: &ParseOptions,
+    syntax: &crate::parse::channel::ChannelSyntax,
+) -> Result<Json, ConstrainError> {
+    let tools = format.tools.as_ref().expect("a channel syntax has tools");
+    let reasoning = format.reasoning.as_ref().expect("a channel syntax has reasoning");
+    let any = json!({"type": "any_text"});
+    let analysis = tag(reasoning.start.trim(), any.clone(), reasoning.end.trim());
+    let content_end = format.content.end.trim();
+    let final_message = seq(vec![
+        cs(format.content.start.trim()),
+        json!({"type": "any_text", "excludes": syntax.ends}),
+        optional(cs(content_end)),
+    ]);
+    let chosen: Vec<&Json> = match &request.tool_choice {
+        ToolChoice::None => Vec::new(),
+        ToolChoice::Function(name) => {
+            let tool = request.tools.iter().find(|t| tool_name(t) == Some(name.as_str()));
+            vec![tool.ok_or_else(|| {
+                ConstrainError::Request(format!("tool_choice names `{name}`, which is not among the tools"))
+            })?]
+        }
+        _ => request.tools.iter().collect(),
+    };
+    // The call channel's name, as the template writes it after the recipient (`commentary`).
+    let call_channel = tools
+        .name_suffix
+        .trim()
+        .strip_prefix(syntax.channel.as_str())
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or("commentary")
+        .trim_end_matches(syntax.message.as_str())
+        .to_owned();
+    let mut calls = Vec::new();
+    for tool in chosen {
+        let name = tool_name(tool).ok_or_else(|| ConstrainError::Request(format!("a tool without a name: {tool}")))?;
+        let parameters =
+            tool.get("function").unwrap_or(tool).get("parameters").cloned().unwrap_or(json!({"type": "object"}));
+        let arguments = seq(vec![regex(WS), schema(&parameters), regex(WS)]);
+        let template_form = seq(vec![
+            cs(&format!("{}{name}{}", tools.name_prefix, tools.name_suffix.trim_end())),
+            arguments.clone(),
+            cs(tools.call_end.trim()),
+        ]);
+        let constrain_json = optional(seq(vec![cs(" "), optional(cs("<|constrain|>")), cs("json")]));
+        let model_form = seq(vec![
+            cs(&format!("{}{call_channel} {}{name}", syntax.channel, syntax.recipient)),
+            constrain_json,
+            cs(&syntax.message),
+            arguments,
+            cs(tools.call_end.trim()),
+        ]);
+        calls.push(json!({"type": "or", "elements": [template_form, model_form]}));
+    }
+    let mut last = Vec::new();
+    if calls.is_empty() || matches!(request.tool_choice, ToolChoice::Auto | ToolChoice::None) {
+        last.extend([final_message, analysis.clone()]);
+    }
+    last.extend(calls);
+    let header = cs(&syntax.turn_header);
+    Ok(seq(vec![
+        json!({"type": "star", "content": seq(vec![analysis, header])}),
+        json!({"type": "or", "elements": last}),
+    ]))
 }
 
 /// Content, then calls as the request allows them.
@@ -405,4 +518,137 @@ fn optional(content: Json) -> Json {
 
 fn seq(mut parts: Vec<Json>) -> Json {
     if parts.len() == 1 { parts.remove(0) } else { json!({"type": "sequence", "elements": parts}) }
+}
+
+/// Rewrites a structural tag so that markers holding a tokenizer's special tokens name those
+/// tokens (`{"type": "token"}`, token begins and ends, `token_triggered_tags`) instead of their text:
+/// the model writes a special token as one token, which no text matches.
+fn with_special_tokens(doc: Json, special: &[String]) -> Result<Json, ConstrainError> {
+    let special: Vec<&String> = special.iter().filter(|s| !s.is_empty()).collect();
+    if special.is_empty() {
+        return Ok(doc);
+    }
+    let finder = aho_corasick::AhoCorasick::builder()
+        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+        .build(&special)
+        .map_err(|e| ConstrainError::Request(format!("special tokens: {e}")))?;
+    Ok(Rewriter { finder, special }.format(doc))
+}
+
+/// A marker's text cut into text and special-token pieces.
+#[derive(Debug, Clone, PartialEq)]
+enum Piece {
+    Text(String),
+    Token(String),
+}
+
+impl Piece {
+    fn format(&self) -> Json {
+        match self {
+            Piece::Text(t) => cs(t),
+            Piece::Token(t) => json!({"type": "token", "token": t}),
+        }
+    }
+
+    /// As a tag's `begin` or `end`: a string or a token object.
+    fn marker(&self) -> Json {
+        match self {
+            Piece::Text(t) => json!(t),
+            Piece::Token(t) => json!({"type": "token", "token": t}),
+        }
+    }
+}
+
+struct Rewriter<'a> {
+    finder: aho_corasick::AhoCorasick,
+    special: Vec<&'a String>,
+}
+
+impl Rewriter<'_> {
+    fn pieces(&self, text: &str) -> Vec<Piece> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        for m in self.finder.find_iter(text) {
+            if m.start() > at {
+                out.push(Piece::Text(text[at..m.start()].to_owned()));
+            }
+            out.push(Piece::Token(self.special[m.pattern().as_usize()].clone()));
+            at = m.end();
+        }
+        if at < text.len() || out.is_empty() {
+            out.push(Piece::Text(text[at..].to_owned()));
+        }
+        out
+    }
+
+    fn format(&self, mut doc: Json) -> Json {
+        let Some(kind) = doc.get("type").and_then(Json::as_str).map(str::to_owned) else { return doc };
+        match kind.as_str() {
+            "structural_tag" => {
+                if let Some(f) = doc.get_mut("format") {
+                    *f = self.format(f.take());
+                }
+                doc
+            }
+            "const_string" => {
+                let value = doc["value"].as_str().unwrap_or_default().to_owned();
+                seq(self.pieces(&value).iter().map(Piece::format).collect())
+            }
+            "any_text" | "triggered_tags" => {
+                // Free text never holds a special token: excluding one is moot, and a text exclude
+                // that contains one could never complete.
+                if let Some(Json::Array(excludes)) = doc.get_mut("excludes") {
+                    excludes
+                        .retain(|e| e.as_str().is_some_and(|e| matches!(self.pieces(e).as_slice(), [Piece::Text(_)])));
+                }
+                if kind == "triggered_tags" { self.triggered_tags(doc) } else { doc }
+            }
+            "sequence" | "or" => {
+                if let Some(Json::Array(elements)) = doc.get_mut("elements") {
+                    for e in elements.iter_mut() {
+                        *e = self.format(e.take());
+                    }
+                }
+                doc
+            }
+            "optional" | "star" | "plus" | "repeat" => {
+                if let Some(c) = doc.get_mut("content") {
+                    *c = self.format(c.take());
+                }
+                doc
+            }
+            "tag" => self.tag(doc),
+            _ => doc,
+        }
+    }
+
+    /// A tag whose begin and end are one piece each; other pieces move into the content.
+    fn tag(&self, doc: Json) -> Json {
+        let begin = self.pieces(doc["begin"].as_str().unwrap_or_default());
+        let end = self.pieces(doc["end"].as_str().unwrap_or_default());
+        let content = self.format(doc["content"].clone());
+        let mut parts: Vec<Json> = begin[1..].iter().map(Piece::format).collect();
+        parts.push(content);
+        parts.extend(end[..end.len() - 1].iter().map(Piece::format));
+        json!({"type": "tag", "begin": begin[0].marker(), "content": seq(parts), "end": end[end.len() - 1].marker()})
+    }
+
+    /// Triggers that are special tokens make `token_triggered_tags`; text triggers stay.
+    fn triggered_tags(&self, mut doc: Json) -> Json {
+        let tags: Vec<Json> =
+            doc["tags"].as_array().cloned().unwrap_or_default().into_iter().map(|t| self.tag(t)).collect();
+        let triggers: Vec<Vec<Piece>> =
+            doc["triggers"].as_array().into_iter().flatten().filter_map(Json::as_str).map(|t| self.pieces(t)).collect();
+        let firsts: Vec<&Piece> = triggers.iter().filter_map(|t| t.first()).collect();
+        if firsts.iter().all(|p| matches!(p, Piece::Text(_))) {
+            doc["triggers"] = json!(firsts.iter().map(|p| p.marker()).collect::<Vec<_>>());
+            doc["tags"] = json!(tags);
+            return doc;
+        }
+        // A token trigger is the whole begin token; the text after it is the tag's content.
+        let trigger_tokens: Vec<Json> =
+            firsts.iter().filter_map(|p| if let Piece::Token(t) = p { Some(json!(t)) } else { None }).collect();
+        json!({"type": "token_triggered_tags", "trigger_tokens": trigger_tokens, "tags": tags,
+            "at_least_one": doc["at_least_one"], "stop_after_first": doc["stop_after_first"]})
+    }
 }

@@ -68,7 +68,7 @@
 //! whitespace around markers); tagged values lose exactly the whitespace the template writes
 //! around them (`<parameter=a>\nv\n</parameter>` gives `v`). Trimmed bytes are `Whitespace` spans.
 
-mod channel;
+pub(crate) mod channel;
 pub mod eval;
 mod machine;
 mod scan;

@@ -121,3 +121,88 @@ fn corpus_grammars_accept_what_templates_write() {
     assert!(failures.is_empty(), "{} templates fail:\n{}", failures.len(), failures.join("\n"));
     assert!(passed >= 20, "only {passed} templates pass");
 }
+
+/// Templates whose family tokenizer `shared/tokenizers` holds: their grammars accept the verify
+/// renders token by token, special tokens included (markers that are special tokens become token
+/// formats; their text would not match).
+const TOKEN_LEVEL: [(&str, &str); 6] = [
+    ("openai-gpt-oss-120b", "gptoss"),
+    ("Qwen-Qwen3-0.6B", "qwen3"),
+    ("Qwen3.5-4B", "qwen3"),
+    ("meta-llama-Llama-3.1-8B-Instruct", "llama3_1"),
+    ("meta-llama-Llama-3.2-3B-Instruct", "llama3_1"),
+    ("meta-llama-Llama-3.3-70B-Instruct", "llama3_1"),
+];
+
+#[test]
+fn grammars_accept_verify_renders_token_by_token() {
+    let (Some(corpus), Some(tokenizers)) = (corpus::corpus(), corpus::tokenizers()) else { return };
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (id, family) in TOKEN_LEVEL {
+        let tokenizer = parlance::Tokenizer::from_path(tokenizers.join(family)).unwrap();
+        let eos = tokenizer.eos_token_id().unwrap();
+        let vocab = Arc::new(tokenizer.token_vocab(&[eos]).unwrap());
+        let (template, options) = corpus_template(&corpus, id);
+        let format = analyze(&template, &options).unwrap();
+        for case in rendered_cases(&template, &format, &options) {
+            let turn_end = format.turn_end.trim();
+            let output = case.output.rfind(turn_end).map_or(case.output.as_str(), |at| &case.output[..at]);
+            let request = ParseOptions {
+                tools: tools_of(&case.message),
+                generation_prompt: Some(case.prompt.clone()),
+                ..ParseOptions::default()
+            };
+            let grammar = constrain::grammar_for(&format, &request, &vocab).unwrap();
+            let compiled = Arc::new(CompiledGrammar::new(vocab.clone(), &grammar).unwrap());
+            let mut matcher = Matcher::new(compiled).unwrap();
+            let ids = tokenizer.encode_rendered(output).unwrap();
+            let refused = ids.iter().position(|&t| !matcher.accept_token(t));
+            checked += 1;
+            match refused {
+                Some(at) => failures.push(format!(
+                    "{id} {}: token {at} ({:?}) refused in {output:?}",
+                    case.case,
+                    tokenizer.decode(&ids[at..=at]).unwrap()
+                )),
+                None if !matcher.is_accepting() => failures.push(format!("{id} {}: incomplete", case.case)),
+                None => {}
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {checked} renders refused:\n{}", failures.len(), failures.join("\n"));
+    assert!(checked > 40, "only {checked} renders checked");
+}
+
+#[test]
+fn markers_that_are_special_tokens_are_matched_as_tokens_only() {
+    let Some(corpus) = corpus::corpus() else { return };
+    // Every byte a token, and Qwen3's call markers as special tokens.
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.extend([b"<tool_call>".to_vec(), b"</tool_call>".to_vec(), b"<eos>".to_vec()]);
+    let (open, close) = (256u32, 257u32);
+    let vocab = Arc::new(TokenVocab::new(tokens, &[open, close], &[258]).unwrap());
+    let (template, options) = corpus_template(&corpus, "Qwen-Qwen3-0.6B");
+    let format = analyze(&template, &options).unwrap();
+    let tool = json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}});
+    let request = ParseOptions { tools: vec![tool], ..ParseOptions::default() };
+    let doc = constrain::structural_tag_with(
+        &format,
+        &request,
+        &constrain::ConstrainOptions { special_tokens: vec!["<tool_call>".into(), "</tool_call>".into()] },
+    )
+    .unwrap();
+    assert!(doc.to_string().contains("token_triggered_tags"), "{doc}");
+    let grammar = Arc::new(
+        CompiledGrammar::new(vocab.clone(), &constrain::grammar_for(&format, &request, &vocab).unwrap()).unwrap(),
+    );
+    let body = "\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n";
+    let mut m = Matcher::new(grammar.clone()).unwrap();
+    assert!(
+        m.accept_bytes(b"Sure.\n") && m.accept_token(open) && m.accept_bytes(body.as_bytes()) && m.accept_token(close)
+    );
+    assert!(m.is_accepting());
+    // The markers' text is content, never a call: the grammar's free text cannot spell a call.
+    let mut m = Matcher::new(grammar).unwrap();
+    assert!(m.accept_bytes(format!("<tool_call>{body}</tool_call>").as_bytes()) && m.is_accepting());
+}
