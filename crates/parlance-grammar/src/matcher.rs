@@ -1,6 +1,7 @@
 //! `Matcher`: one sequence's position in a grammar, driven once per decode step.
 //!
-//! `fill_next_token_bitmask` writes which tokens may come next, `accept_token` / `accept_bytes` advance,
+//! `fill_next_token_bitmask` writes which tokens may come next, `accept_token` / `accept_string` /
+//! `accept_bytes` advance, `validate_tokens` checks a speculative draft without advancing, `fork` copies,
 //! `rollback(n)` undoes the last `n` accepted steps (the chart keeps a set per byte and a boundary per
 //! step), `forced_bytes` gives the bytes the grammar forces (jump-forward decoding).
 //! [`fill_next_token_bitmasks`] fills a batch of matchers' masks in parallel (feature `rayon`).
@@ -169,6 +170,32 @@ impl Matcher {
             return false;
         }
         self.push(bytes)
+    }
+
+    /// Advances by text (one step for [`Matcher::rollback`]), as XGrammar's `accept_string`. Text never
+    /// matches a special token, even one spelled the same. Returns `false` (state unchanged) if the
+    /// grammar does not allow it.
+    pub fn accept_string(&mut self, text: &str) -> bool {
+        self.accept_bytes(text.as_bytes())
+    }
+
+    /// How many of `draft`'s tokens, from the first, the grammar accepts in a row, without advancing
+    /// (speculative decoding's check, vLLM's `validate_tokens`).
+    pub fn validate_tokens(&mut self, draft: &[u32]) -> usize {
+        let mut accepted = 0;
+        for &id in draft {
+            if !self.accept_token(id) {
+                break;
+            }
+            accepted += 1;
+        }
+        self.rollback(accepted).expect("rolling back the steps just taken");
+        accepted
+    }
+
+    /// An independent copy at the same position (a beam, a parallel sample), sharing the grammar.
+    pub fn fork(&self) -> Matcher {
+        self.clone()
     }
 
     /// Advances by raw bytes (one step for [`Matcher::rollback`]). Returns `false` (state unchanged) if

@@ -175,3 +175,28 @@ fn batch_fill_equals_one_by_one() {
     let results = fill_next_token_bitmasks(&mut matchers, &mut short);
     assert!(results.iter().all(|r| matches!(r, Err(MatcherError::MaskTooShort { .. }))), "{results:?}");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+    /// `validate_tokens` counts what accepting one by one accepts, and leaves the matcher as it was.
+    #[test]
+    fn validate_tokens_agrees_with_accepting_one_by_one(draft in proptest::collection::vec(0u32..110, 0..12)) {
+        let vocab = synthetic_vocab();
+        let compiled = compile(&vocab, DISPATCH);
+        let mut m = Matcher::new(compiled).expect("matcher");
+        let accepted = m.accept_string("x {\"");
+        proptest::prop_assert!(accepted);
+        let mut before = vec![0u32; vocab.mask_words()];
+        m.fill_next_token_bitmask(&mut before).expect("mask");
+        let draft: Vec<u32> = draft.into_iter().map(|t| t % vocab.len() as u32).collect();
+        let n = m.validate_tokens(&draft);
+        let mut after = vec![0u32; vocab.mask_words()];
+        m.fill_next_token_bitmask(&mut after).expect("mask");
+        proptest::prop_assert_eq!(&before, &after);
+        let mut one_by_one = m.fork();
+        let expected = draft.iter().take_while(|&&t| one_by_one.accept_token(t)).count();
+        proptest::prop_assert_eq!(n, expected);
+        proptest::prop_assert_eq!(m.num_steps(), 1);
+    }
+}
