@@ -428,15 +428,20 @@ fn json_after_first_key(fields: &JsonCallFields, name: &str, parameters: &Json, 
     seq(parts)
 }
 
-/// Arguments written one marker pair each, in any order (each at most once is not enforced).
+/// Arguments written one marker pair each: in the schema's order, each at most once and the required
+/// ones present; where a separator goes between them, in any order (neither enforced).
 fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) -> Result<Json, ConstrainError> {
     let properties = parameters.get("properties").and_then(Json::as_object).cloned().unwrap_or_default();
     let quote = tools.string_quote.as_str();
     let python = tools.value_encoding == "python";
     let prefix = tools.arg_name_prefix.trim_start();
     let value_end = tools.arg_value_suffix.trim_end();
-    let mut args = Vec::new();
+    let required: Vec<&str> =
+        parameters.get("required").and_then(Json::as_array).into_iter().flatten().filter_map(Json::as_str).collect();
+    // Per property, in the schema's order: its tag (one per name suffix the value may take).
+    let mut args: Vec<(bool, Vec<Json>)> = Vec::new();
     for (key, property) in &properties {
+        let mut variants = Vec::new();
         let typ = property.get("type").and_then(Json::as_str).unwrap_or("");
         let end = match &tools.arg_value_suffix_after_name {
             Some(after) => format!("{}{key}{}", tools.arg_value_suffix.trim_start(), after.trim_end()),
@@ -463,8 +468,9 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
             } else {
                 seq(vec![regex(WS), value.clone(), regex(WS)])
             };
-            args.push(tag(&begin, content, &end));
+            variants.push(tag(&begin, content, &end));
         }
+        args.push((required.contains(&key.as_str()), variants));
     }
     if args.is_empty() {
         return Ok(cs(""));
@@ -476,7 +482,20 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
         });
     }
     let separator = tools.arg_separator.trim();
-    let one = json!({"type": "or", "elements": args});
+    let alternatives = |variants: Vec<Json>| json!({"type": "or", "elements": variants});
+    if separator.is_empty() {
+        // In the schema's order, as templates write them: each once, required ones present.
+        let parts = args
+            .into_iter()
+            .map(|(required, variants)| {
+                let arg = seq(vec![alternatives(variants), regex(WS)]);
+                if required { arg } else { optional(arg) }
+            })
+            .collect();
+        return Ok(seq(parts));
+    }
+    // With a separator between arguments: any order, any subset (required ones not enforced).
+    let one = alternatives(args.into_iter().flat_map(|(_, variants)| variants).collect());
     let next = seq(vec![regex(WS), cs(separator), regex(WS), one.clone()]);
     Ok(optional(seq(vec![one, json!({"type": "star", "content": next})])))
 }

@@ -1339,6 +1339,15 @@ impl Machine {
                 None => return Err(format!("expected {marker:?}")),
             }
         }
+        // No marker opens calls (bare JSON in a section): only a JSON object is another call.
+        if !first && !matched_any && tools.json.is_some() && !self.buf[self.pos..].trim_start().starts_with('{') {
+            if section.separated {
+                self.revert_to(section.call_from, section.call_from);
+            } else {
+                self.state = State::Content;
+            }
+            return Ok(Step::Again);
+        }
         if section.calls >= 1 && !self.setup.parallel {
             self.issue("parallel-calls", self.pos, "a second call although parallel_tool_calls is off");
         }

@@ -206,3 +206,134 @@ fn markers_that_are_special_tokens_are_matched_as_tokens_only() {
     let mut m = Matcher::new(grammar).unwrap();
     assert!(m.accept_bytes(format!("<tool_call>{body}</tool_call>").as_bytes()) && m.is_accepting());
 }
+
+/// A tiny deterministic generator (xorshift) for the samples.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// Walks the grammar, each step a byte drawn uniformly among those the mask allows (EOS among them
+/// once the output is complete); `None` when no end came within the byte budget.
+fn sample(grammar: &Arc<CompiledGrammar>, vocab: &TokenVocab, rng: &mut Rng) -> Option<String> {
+    let mut matcher = Matcher::new(grammar.clone()).unwrap();
+    let mut mask = vec![0u32; vocab.mask_words()];
+    let mut out = Vec::new();
+    while out.len() < 1500 {
+        matcher.fill_next_token_bitmask(&mut mask).unwrap();
+        let allowed: Vec<u32> =
+            (0..vocab.len() as u32).filter(|&t| mask[t as usize / 32] >> (t % 32) & 1 == 1).collect();
+        let pick = allowed[rng.below(allowed.len())];
+        if vocab.eos_ids().contains(&pick) {
+            return String::from_utf8(out).ok();
+        }
+        assert!(matcher.accept_token(pick));
+        out.extend_from_slice(vocab.token_bytes(pick));
+    }
+    None
+}
+
+/// Outputs drawn from a request's grammar (`tool_choice: required`, and a named function with
+/// parallel calls off; every template the ratchet does not exempt) parse, with the same Format and request, into calls of the requested tools whose
+/// arguments the schema accepts (the `jsonschema` crate as the judge), with no issue reported: the
+/// grammar admits nothing the parser reads otherwise.
+#[test]
+fn sampled_outputs_parse_into_valid_calls() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let vocab = byte_vocab();
+    let schema = json!({"type": "object", "properties": {
+        "city": {"type": "string", "maxLength": 12}, "days": {"type": "integer"}, "metric": {"type": "boolean"},
+        "unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["city"], "additionalProperties": false});
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let tool = json!({"type": "function", "function": {"name": "get_forecast", "parameters": schema}});
+    let expected: BTreeMap<String, String> = serde_json::from_str(include_str!("../expected/constrain.json")).unwrap();
+    let (mut failures, mut parsed, mut templates) = (Vec::new(), 0, 0);
+    for id in manifest_ids(&corpus) {
+        let (template, options) = corpus_template(&corpus, &id);
+        let Ok(format) = analyze(&template, &options) else { continue };
+        if format.tools.is_none() || expected.contains_key(&id) {
+            continue;
+        }
+        templates += 1;
+        // `required` with one tool; a named choice among two, parallel calls off.
+        let mut other = tool.clone();
+        other["function"]["name"] = json!("get_time");
+        let requests = [
+            (
+                ParseOptions {
+                    tools: vec![tool.clone()],
+                    tool_choice: ToolChoice::Required,
+                    ..ParseOptions::default()
+                },
+                "get_forecast",
+                usize::MAX,
+            ),
+            (
+                ParseOptions {
+                    tools: vec![other, tool.clone()],
+                    tool_choice: ToolChoice::Function("get_forecast".into()),
+                    parallel_tool_calls: Some(false),
+                    ..ParseOptions::default()
+                },
+                "get_forecast",
+                1,
+            ),
+        ];
+        for (k, (request, name, most)) in requests.iter().enumerate() {
+            let grammar =
+                Arc::new(CompiledGrammar::new(vocab.clone(), &constrain::grammar(&format, request).unwrap()).unwrap());
+            let mut rng = Rng(0x5eed ^ (id.len() * 31 + k) as u64);
+            for _ in 0..6 {
+                let Some(text) = sample(&grammar, &vocab, &mut rng) else { continue };
+                parsed += 1;
+                let message = parlance::parse(&format, request, &text);
+                let problem = if message.tool_calls.is_empty() {
+                    Some("no call".to_owned())
+                } else if message.tool_calls.len() > *most {
+                    Some(format!("{} calls", message.tool_calls.len()))
+                } else if !message.issues.is_empty() {
+                    Some(format!("issues {:?}", message.issues))
+                } else {
+                    message.tool_calls.iter().find_map(|call| match &call.arguments_value {
+                        _ if call.name != *name => Some(format!("call of {}", call.name)),
+                        Some(args) if validator.is_valid(args) => None,
+                        Some(args) => Some(format!("arguments {args} refused by the schema")),
+                        None => Some(format!("arguments {:?} are not JSON", call.arguments)),
+                    })
+                };
+                if let Some(problem) = problem {
+                    failures.push(format!("{id}: {problem} in {text:?}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {parsed} samples:\n{}", failures.len(), failures.join("\n"));
+    assert!(parsed >= templates * 6, "only {parsed} samples of {templates} templates ended within the budget");
+}
+
+#[test]
+fn one_bare_json_call_in_a_section_is_not_parallel() {
+    // Found by sampling the grammar: with parallel calls off, the parser reported a second call
+    // after the only one (a section whose calls open with no marker, GigaChat 3.1's).
+    let Some(corpus) = corpus::corpus() else { return };
+    let (template, options) = corpus_template(&corpus, "GigaChat3.1-10B-A1.8B");
+    let format = analyze(&template, &options).unwrap();
+    let request =
+        ParseOptions { tools: tools_of(&json!({})), parallel_tool_calls: Some(false), ..ParseOptions::default() };
+    let call = "<|function_call|>{\"name\": \"plnc_fn_alpha\", \"arguments\": {\"plnc_arg_one\": \"x\"}";
+    for tail in ["}", "\t}", "}\n", "} \r\n"] {
+        let text = format!("{call}{tail}");
+        let message = parlance::parse(&format, &request, &text);
+        assert_eq!(message.tool_calls.len(), 1, "{text:?}");
+        assert!(message.issues.is_empty(), "{text:?}: {:?}", message.issues);
+    }
+    let two = format!("{call}}}\n{{\"name\": \"plnc_fn_alpha\", \"arguments\": {{}}}}");
+    let message = parlance::parse(&format, &request, &two);
+    assert!(message.issues.iter().any(|i| i.kind == "parallel-calls"), "{:?}", message.issues);
+}
