@@ -38,6 +38,16 @@ pub struct ConstrainArgs {
     /// where it was refused.
     #[arg(long)]
     check: bool,
+    /// Print N outputs drawn uniformly among the allowed tokens at each step (bytes without
+    /// `--tokenizer`), one JSON string a line: what the grammar admits.
+    #[arg(long, value_name = "N")]
+    sample: Option<usize>,
+    /// Seed of `--sample`.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Most tokens (bytes) of one sample; a sample that reaches it is printed as is.
+    #[arg(long, default_value_t = 512)]
+    max_tokens: usize,
     /// Template variable set on every probe render, `NAME=VALUE`.
     #[arg(long = "var", value_name = "NAME=VALUE")]
     vars: Vec<String>,
@@ -72,6 +82,20 @@ pub fn run(args: ConstrainArgs) -> anyhow::Result<()> {
             None => parlance::constrain::grammar(&format, &request)?,
         })
     };
+    if let Some(n) = args.sample {
+        let vocab = match &vocab {
+            Some(vocab) => vocab.clone(),
+            None => byte_vocab()?,
+        };
+        let compiled = Arc::new(CompiledGrammar::new(vocab.clone(), &grammar()?)?);
+        let mut stdout = std::io::stdout().lock();
+        let mut state = args.seed ^ 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..n {
+            let text = sample(&compiled, &vocab, &mut state, args.max_tokens)?;
+            writeln!(stdout, "{}", serde_json::to_string(&text)?)?;
+        }
+        return Ok(());
+    }
     if args.check {
         let mut output = Vec::new();
         std::io::stdin().read_to_end(&mut output).context("reading stdin")?;
@@ -116,12 +140,44 @@ fn check_tokens(
     Ok(())
 }
 
-/// Exit status 0 when `grammar` accepts `output` whole; else an error naming the refused byte.
-fn check(grammar: &parlance_grammar::Grammar, output: &[u8]) -> anyhow::Result<()> {
-    // Every byte a token: the check is about the language, not a tokenizer.
+/// Every byte a token, and an EOS: for checks and samples about the language, not a tokenizer.
+fn byte_vocab() -> anyhow::Result<Arc<TokenVocab>> {
     let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     tokens.push(Vec::new());
-    let vocab = Arc::new(TokenVocab::new(tokens, &[], &[256])?);
+    Ok(Arc::new(TokenVocab::new(tokens, &[], &[256])?))
+}
+
+/// One output drawn uniformly among the allowed tokens at each step, EOS among them once the
+/// output is complete (xorshift64 on `state`). Special tokens are shown as their text.
+fn sample(grammar: &Arc<CompiledGrammar>, vocab: &TokenVocab, state: &mut u64, max: usize) -> anyhow::Result<String> {
+    let mut matcher = Matcher::new(grammar.clone())?;
+    let mut mask = vec![0u32; vocab.mask_words()];
+    let mut out = Vec::new();
+    for _ in 0..max {
+        matcher.fill_next_token_bitmask(&mut mask)?;
+        let allowed: Vec<u32> =
+            (0..vocab.len() as u32).filter(|&t| mask[t as usize / 32] >> (t % 32) & 1 == 1).collect();
+        if allowed.is_empty() {
+            break;
+        }
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        let pick = allowed[(*state % allowed.len() as u64) as usize];
+        if vocab.eos_ids().contains(&pick) {
+            break;
+        }
+        if !matcher.accept_token(pick) {
+            bail!("the grammar's mask allowed token {pick}, which it then refused");
+        }
+        out.extend_from_slice(vocab.token_bytes(pick));
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Exit status 0 when `grammar` accepts `output` whole; else an error naming the refused byte.
+fn check(grammar: &parlance_grammar::Grammar, output: &[u8]) -> anyhow::Result<()> {
+    let vocab = byte_vocab()?;
     let mut matcher = Matcher::new(Arc::new(CompiledGrammar::new(vocab, grammar)?))?;
     for (at, &byte) in output.iter().enumerate() {
         if !matcher.accept_bytes(&[byte]) {

@@ -310,6 +310,24 @@ fn constrain_prints_the_grammar_and_checks_outputs() {
     let call = "<think>\nok\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
     let ok = run(&["--check"], call);
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    // Samples are outputs the grammar admits: each passes `--check`, and the same seed repeats them.
+    let samples = run(
+        &["--tool-choice", "required", "--thinking", "off", "--sample", "3", "--seed", "9", "--max-tokens", "4000"],
+        "",
+    );
+    assert!(samples.status.success(), "{}", String::from_utf8_lossy(&samples.stderr));
+    let again = run(
+        &["--tool-choice", "required", "--thinking", "off", "--sample", "3", "--seed", "9", "--max-tokens", "4000"],
+        "",
+    );
+    assert_eq!(samples.stdout, again.stdout);
+    let lines: Vec<String> =
+        String::from_utf8(samples.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3);
+    for sample in &lines {
+        let checked = run(&["--tool-choice", "required", "--thinking", "off", "--check"], sample);
+        assert!(checked.status.success(), "{sample:?}: {}", String::from_utf8_lossy(&checked.stderr));
+    }
     // An unknown tool, a call under `none`, arguments against the schema: exit 1 naming the byte.
     for (args, output) in [
         (&[][..], call.replace("get_weather", "get_time")),

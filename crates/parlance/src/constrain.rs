@@ -39,8 +39,9 @@ pub enum ConstrainError {
     Grammar(#[from] parlance_grammar::StructuralTagError),
 }
 
-/// Optional whitespace, where the template writes some around a marker.
-const WS: &str = "[ \\t\\r\\n]*";
+/// Optional whitespace, where the template writes some around a marker: bounded, so that a model
+/// cannot loop on whitespace between markers (templates write at most a few line breaks there).
+const WS: &str = "[ \\t\\r\\n]{0,8}";
 
 /// How a grammar is derived besides the request.
 #[derive(Debug, Clone, Default)]
