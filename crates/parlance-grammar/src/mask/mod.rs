@@ -284,6 +284,8 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry
     let recording = key.is_some() && flags.is_none();
     let n = if recording { nodes.len() } else { 0 };
     let (mut alive_in_k, mut subtree_ok) = (PosBits::new(n), PosBits::new(n));
+    // Nodes either set is marked on, in walk (pre)order: only these can be flagged.
+    let mut marked: Vec<u32> = Vec::new();
     let mut states = vec![state];
     // See above: completion before the first byte is covered by the parents' entries.
     let mut done = vec![false];
@@ -305,6 +307,7 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry
             accepted.set_range(node.lo, node.hi);
             if recording && in_k[d - 1] {
                 subtree_ok.set(i as u32);
+                marked.push(i as u32);
             }
             i = node.end as usize;
             continue;
@@ -335,6 +338,7 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry
         let ink = in_k[d - 1] && sccs[u as usize] == comp;
         if recording && ink {
             alive_in_k.set(i as u32);
+            marked.push(i as u32);
         }
         states.push(u);
         done.push(done[d - 1] || a.is_final(u));
@@ -344,7 +348,9 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry
     if recording && let Some(key) = key {
         // flag(n): the whole subtree of n stays inside the component.
         let mut flag = PosBits::new(nodes.len());
-        for j in (1..nodes.len()).rev() {
+        // Children before parents (preorder, reversed); a node nothing marked has no flag.
+        for &j in marked.iter().rev() {
+            let j = j as usize;
             let ok = subtree_ok.get(j as u32)
                 || (alive_in_k.get(j as u32) && {
                     let mut c = j + 1;
