@@ -76,6 +76,8 @@ pub struct CompiledGrammar {
     pub(crate) limits: Limits,
     names: Vec<String>,
     keys: Vec<OnceLock<(u64, Arc<[u32]>)>>,
+    /// Per rule, the structural key of its own automaton alone (see [`CompiledGrammar::shallow_key`]).
+    shallow_keys: Vec<OnceLock<(u64, Arc<[u32]>)>>,
     pub(crate) local: Vec<Vec<OnceLock<Arc<MaskEntry>>>>,
     /// Per rule, the byte-transition SCC of every state (computed on first use).
     sccs: Vec<OnceLock<Vec<u32>>>,
@@ -128,6 +130,25 @@ impl CompiledGrammar {
     /// Byte-transition SCC ids of `rule`'s states.
     pub(crate) fn sccs(&self, rule: u32) -> &[u32] {
         self.sccs[rule as usize].get_or_init(|| self.tables.rules[rule as usize].byte_sccs())
+    }
+
+    /// The structural key of `rule`'s own automaton, its references numbered but not followed. A
+    /// mask entry whose computation never entered a referenced rule (free text far from any
+    /// trigger) depends on nothing else, so it is shared under this key by every grammar holding
+    /// the same automaton, whatever its references lead to (a dispatch over another tool set).
+    pub(crate) fn shallow_key(&self, rule: u32) -> &(u64, Arc<[u32]>) {
+        self.shallow_keys[rule as usize].get_or_init(|| {
+            let mut out = vec![u32::MAX - 9];
+            let mut index: HashMap<u32, u32> = HashMap::new();
+            let mut map = |x: u32| {
+                let next = index.len() as u32;
+                *index.entry(x).or_insert(next)
+            };
+            self.tables.rules[rule as usize].encode(&mut map, &mut out);
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            out.hash(&mut h);
+            (h.finish(), out.into())
+        })
     }
 
     /// The structural key of `rule`: its automaton and every automaton it reaches, rules renumbered
@@ -295,8 +316,18 @@ fn compile(
     let nullable = nullable_rules(&rules);
     let local = rules.iter().map(|a| (0..a.len()).map(|_| OnceLock::new()).collect()).collect();
     let keys = (0..rules.len()).map(|_| OnceLock::new()).collect();
+    let shallow_keys = (0..rules.len()).map(|_| OnceLock::new()).collect();
     let sccs = (0..rules.len()).map(|_| OnceLock::new()).collect();
-    Ok(CompiledGrammar { vocab, tables: Tables { rules, nullable, start: 0 }, limits, names, keys, local, sccs })
+    Ok(CompiledGrammar {
+        vocab,
+        tables: Tables { rules, nullable, start: 0 },
+        limits,
+        names,
+        keys,
+        shallow_keys,
+        local,
+        sccs,
+    })
 }
 
 /// A rule's automaton depends only on the rules it reaches (bodies, and whether each is inlined) and

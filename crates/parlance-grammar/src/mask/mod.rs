@@ -233,14 +233,23 @@ pub(crate) fn entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<Arc<Ma
         return Ok(e.clone());
     }
     // Large and unminimized automata are whole schemas, unlikely to recur: their entries stay local
-    // and their (costly) structural key is never computed.
-    let pooled = g.pool_size(rule) <= POOL_MAX_STATES && g.tables.rules[rule as usize].is_minimal();
+    // and their (costly) structural key is never computed. Small ones are also looked up by their
+    // own automaton alone, for entries that never depended on the rules they reference.
+    let small = g.pool_size(rule) <= POOL_MAX_STATES;
+    let pooled = small && g.tables.rules[rule as usize].is_minimal();
     let key = pooled.then(|| g.key(rule));
-    let e = match key.and_then(|k| g.vocab.pool.get(k, state)) {
+    let shallow = small.then(|| g.shallow_key(rule));
+    let found =
+        key.and_then(|k| g.vocab.pool.get(k, state)).or_else(|| shallow.and_then(|k| g.vocab.pool.get(k, state)));
+    let e = match found {
         Some(e) => e,
         None => {
-            let e = Arc::new(compute_entry(g, rule, state)?);
+            let mut used_rules = false;
+            let e = Arc::new(compute_entry(g, rule, state, &mut used_rules)?);
             if let Some(k) = key {
+                g.vocab.pool.insert(k, state, e.clone());
+            }
+            if let (false, Some(k)) = (used_rules, shallow) {
                 g.vocab.pool.insert(k, state, e.clone());
             }
             e
@@ -263,7 +272,10 @@ const COMPONENT_MAX: usize = 32;
 /// Component sharing: the tokens that stay inside the start state's component depend only on the
 /// component's shape, so the first walk from a component records, per trie node, whether its whole
 /// subtree stays inside; walks from any state with an isomorphic component skip those subtrees.
-fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry, SetLimit> {
+///
+/// `used_rules` is set when the walk entered a referenced rule (an Earley parser took over): the
+/// entry then depends on those rules, not only on this automaton.
+fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32, used_rules: &mut bool) -> Result<MaskEntry, SetLimit> {
     let (tables, vocab) = (&g.tables, &*g.vocab);
     let max_items = g.limits.earley_set_items;
     let a = &tables.rules[rule as usize];
@@ -271,6 +283,7 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry
     let mut accepted = PosBits::new(vocab.sorted_len());
     let mut uncertain: Vec<u32> = Vec::new();
     if !a.rule_edges(state).is_empty() {
+        *used_rules = true;
         let mut parser = Earley::new(tables, Item { rule, state, origin: ROOT_ORIGIN }, max_items)?;
         // Completing before the first byte is not "uncertain": the chart's closure has already
         // advanced the parents, whose own entries cover those tokens.
@@ -329,6 +342,7 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<MaskEntry
         }
         accepted.set_range(node.lo, node.here);
         if !a.rule_edges(u).is_empty() {
+            *used_rules = true;
             let mut parser = Earley::new(tables, Item { rule, state: u, origin: ROOT_ORIGIN }, max_items)?;
             let done0 = done[d - 1] || parser.root_done(0);
             earley_walk(tables, vocab, &mut parser, i, done0, &mut accepted, &mut uncertain)?;

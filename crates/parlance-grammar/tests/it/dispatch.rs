@@ -156,3 +156,21 @@ fn token_triggers_dispatch_and_masks_equal_brute_force() {
         }
     }
 }
+
+#[test]
+fn free_text_masks_are_shared_by_grammars_with_other_tags() {
+    // A fresh vocabulary: its pool starts empty.
+    let vocab = synthetic_vocab();
+    let mut mask = vec![0u32; vocab.mask_words()];
+    let mut first_mask = |tag_body: &str| {
+        let g = compile(&vocab, &format!("root ::= TagDispatch((\"<t>\", tool))\ntool ::= {tag_body}"));
+        Matcher::new(g).unwrap().fill_next_token_bitmask(&mut mask).unwrap();
+        (vocab.cached_mask_entries(), mask.clone())
+    };
+    let (after_first, mask_a) = first_mask(r#""{\"a\": 1}</t>""#);
+    assert!(after_first > 0);
+    // Another tool set, same triggers: the free-text entry is found, not computed again.
+    let (after_second, mask_b) = first_mask(r#""{\"b\": [true]}</t>""#);
+    assert_eq!(after_second, after_first, "the start state's entry is shared");
+    assert_eq!(mask_a, mask_b);
+}
