@@ -1,7 +1,9 @@
 //! Fuzz target: the grammar engine on arbitrary input. Byte 0 picks the front end:
 //! - even: the rest is GBNF/EBNF text; a grammar that parses must print to text that parses to the
 //!   same grammar, and compile (or fail with an error) under lowered limits;
-//! - odd: the rest is a JSON Schema; it compiles or fails with an error.
+//! - odd, bit 1 clear (`0x01`, `0x05`, …): the rest is a JSON Schema; it compiles or fails with an error;
+//! - odd, bit 1 set (`0x03`, `0x07`, …): the rest is an XGrammar structural tag (special tokens
+//!   `<|call|>` and `<|start|>` resolve by text); it lowers and compiles or fails with an error.
 //!
 //! A compiled grammar is then walked: masks filled over a byte vocabulary, the input's own bytes fed
 //! one at a time, rollbacks. Any `Err` is fine; a panic, abort, hang (limits lowered) or a mask that
@@ -13,22 +15,30 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use parlance_grammar::{CompiledGrammar, Grammar, JsonSchemaOptions, Limits, Matcher, TokenVocab, json_schema_to_grammar};
+use parlance_grammar::{
+    CompiledGrammar, Grammar, JsonSchemaOptions, Limits, Matcher, StructuralTagOptions, TokenVocab,
+    json_schema_to_grammar, structural_tag_to_grammar,
+};
 
-/// 256 one-byte tokens plus an EOS token.
+/// 256 one-byte tokens, an EOS token and two special tokens (257 `<|call|>`, 258 `<|start|>`).
 fn vocab() -> Arc<TokenVocab> {
     static VOCAB: OnceLock<Arc<TokenVocab>> = OnceLock::new();
     VOCAB
         .get_or_init(|| {
             let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-            tokens.push(b"<eos>".to_vec());
-            Arc::new(TokenVocab::new(tokens, &[256], &[256]).expect("byte vocabulary"))
+            tokens.extend([b"<eos>".to_vec(), b"<|call|>".to_vec(), b"<|start|>".to_vec()]);
+            Arc::new(TokenVocab::new(tokens, &[256, 257, 258], &[256]).expect("byte vocabulary"))
         })
         .clone()
 }
 
 fn limits() -> Limits {
-    Limits { compile_time: Duration::from_millis(500), automaton_states: 20_000, total_states: 100_000, ..Limits::default() }
+    Limits {
+        compile_time: Duration::from_millis(500),
+        automaton_states: 20_000,
+        total_states: 100_000,
+        ..Limits::default()
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -40,29 +50,52 @@ fuzz_target!(|data: &[u8]| {
         let again = Grammar::parse(&printed).expect("printed grammar parses");
         assert_eq!(again.to_string(), printed, "print/parse is not a fixed point");
         grammar
-    } else {
+    } else if mode & 2 == 0 {
         let Ok(schema) = serde_json::from_str::<serde_json::Value>(text) else { return };
         let options = JsonSchemaOptions { limits: limits(), ..JsonSchemaOptions::default() };
         let Ok((grammar, _)) = json_schema_to_grammar(&schema, &options) else { return };
+        grammar
+    } else {
+        let Ok(doc) = serde_json::from_str::<serde_json::Value>(text) else { return };
+        let json = JsonSchemaOptions { limits: limits(), ..JsonSchemaOptions::default() };
+        let special_tokens = [("<|call|>".to_owned(), 257), ("<|start|>".to_owned(), 258)].into_iter().collect();
+        let options = StructuralTagOptions { json, special_tokens };
+        let Ok(grammar) = structural_tag_to_grammar(&doc, &options) else { return };
+        // The lowered grammar prints to text that parses back to the same grammar.
+        let printed = grammar.to_string();
+        let again = Grammar::parse(&printed).expect("printed structural-tag grammar parses");
+        assert_eq!(again.to_string(), printed, "print/parse is not a fixed point");
         grammar
     };
     let Ok(compiled) = CompiledGrammar::with_limits(vocab(), &grammar, limits()) else { return };
     let Ok(mut matcher) = Matcher::new(Arc::new(compiled)) else { return };
     let mut mask = vec![0u32; vocab().mask_words()];
-    // Walk the input's own bytes: the mask must agree with what the matcher accepts.
+    // Walk the input's own bytes (0xFE, 0xFF standing for the special tokens): the mask must agree
+    // with what the matcher accepts, and a validated draft with accepting one by one.
+    let ids: Vec<u32> = rest
+        .iter()
+        .take(64)
+        .map(|&b| match b {
+            0xFE => 257,
+            0xFF => 258,
+            b => u32::from(b),
+        })
+        .collect();
+    let valid = matcher.validate_tokens(&ids);
     let mut accepted = 0;
-    for &byte in rest.iter().take(64) {
+    for &token in &ids {
         if matcher.fill_next_token_bitmask(&mut mask).is_err() {
             return;
         }
-        let allowed = mask[byte as usize / 32] >> (byte % 32) & 1 == 1;
-        let took = matcher.accept_token(u32::from(byte));
-        assert_eq!(allowed, took, "mask and accept disagree on byte {byte}");
+        let allowed = mask[token as usize / 32] >> (token % 32) & 1 == 1;
+        let took = matcher.accept_token(token);
+        assert_eq!(allowed, took, "mask and accept disagree on token {token}");
         if !took {
             break;
         }
         accepted += 1;
     }
+    assert_eq!(valid, accepted, "validate_tokens and accepting one by one disagree");
     if accepted > 0 {
         let _ = matcher.rollback(accepted / 2 + 1);
         let _ = matcher.fill_next_token_bitmask(&mut mask);
