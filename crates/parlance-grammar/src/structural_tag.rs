@@ -8,7 +8,7 @@
 //! enclosing `tag` ends (the tag's content, the last element of a sequence that is the content, the
 //! branches of an `or` there, and so on) never contains that end.
 //!
-//! Supported: `const_string`, `json_schema` (style `json`), `grammar`, `regex`, `any_text`, `sequence`,
+//! Supported: `const_string`, `json_schema` (styles `json` and `qwen_xml`), `grammar`, `regex`, `any_text`, `sequence`,
 //! `or`, `optional`, `plus`, `star`, `repeat`, `tag`, `triggered_tags`, `tags_with_separator`,
 //! `dispatch`, and the token-level `token`, tags beginning or ending with a token, `token_triggered_tags`
 //! and `token_dispatch` (special tokens by id or by text, through [`StructuralTagOptions::special_tokens`];
@@ -309,8 +309,11 @@ impl Lowering<'_> {
 
     fn json_schema(&mut self, f: &Fields<'_>, xml: bool) -> Result<Expr, StructuralTagError> {
         let style = if xml { "qwen_xml" } else { f.opt_string("style")?.unwrap_or("json") };
-        if style != "json" {
-            return Err(unsupported(f.ptr, format!("json_schema style `{style}` (only `json` is implemented)")));
+        if !matches!(style, "json" | "qwen_xml") {
+            return Err(unsupported(
+                f.ptr,
+                format!("json_schema style `{style}` (`json` and `qwen_xml` are implemented)"),
+            ));
         }
         f.refuse(&["max_whitespace_cnt"])?;
         if f.opt_flag("any_order")?.unwrap_or(false) {
@@ -320,9 +323,59 @@ impl Lowering<'_> {
             return Err(unsupported(&format!("{}/excludes", f.ptr), "`excludes` on a json_schema format"));
         }
         let schema = f.get("json_schema")?;
+        if style == "qwen_xml" {
+            return self.qwen_xml(schema, &format!("{}/json_schema", f.ptr));
+        }
         let (g, _report) = json_schema_to_grammar(schema, &self.options.json)
             .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_owned(), source })?;
         Ok(Expr::Rule(self.b.import(&g)))
+    }
+
+    /// The `qwen_xml` style (Qwen3-Coder's parameters): an object schema's properties as
+    /// `<parameter=NAME>VALUE</parameter>`, in the schema's order, each at most once and the required
+    /// ones present, whitespace between them. A string value is raw text up to its closing tag;
+    /// any other value is JSON valid for the property's schema, whitespace around it. Parameters the
+    /// schema does not name are not written (a schema that allows them is not narrowed silently:
+    /// a non-`false` `additionalProperties` is refused).
+    fn qwen_xml(&mut self, schema: &Value, ptr: &str) -> Result<Expr, StructuralTagError> {
+        let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+            return Err(invalid(ptr, "the qwen_xml style takes an object schema with `properties`"));
+        };
+        if schema.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false)) {
+            return Err(unsupported(
+                &format!("{ptr}/additionalProperties"),
+                "additional properties in the qwen_xml style",
+            ));
+        }
+        let required: Vec<&str> =
+            schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+        let ws = || {
+            Expr::repeat(
+                Expr::CharClass { negated: false, ranges: vec![(' ', ' '), ('\t', '\n'), ('\r', '\r')] },
+                0,
+                None,
+            )
+        };
+        let close = "</parameter>";
+        let mut parts = vec![ws()];
+        for (key, property) in properties {
+            let value = if property.get("type").and_then(Value::as_str) == Some("string")
+                && property.get("enum").is_none()
+                && property.get("const").is_none()
+            {
+                // Raw text that never holds the closing tag.
+                free_text(Vec::new(), Vec::new(), &[close.to_owned()], true)
+            } else {
+                let (g, _) = json_schema_to_grammar(property, &self.options.json).map_err(|source| {
+                    StructuralTagError::Schema { pointer: format!("{ptr}/properties/{key}"), source }
+                })?;
+                Expr::seq(vec![ws(), Expr::Rule(self.b.import(&g)), ws()])
+            };
+            let parameter =
+                Expr::seq(vec![Expr::literal(format!("<parameter={key}>")), value, Expr::literal(close), ws()]);
+            parts.push(if required.contains(&key.as_str()) { parameter } else { Expr::optional(parameter) });
+        }
+        Ok(Expr::Rule(self.b.rule("qwen-xml", Expr::seq(parts))))
     }
 
     /// A special token named by id or text (a `token` format's `token`, a tag's token begin or end).

@@ -135,8 +135,12 @@ fn errors_name_the_node() {
             "/format/tags/0/begin",
         ),
         (
+            json!({"format": {"type": "json_schema", "json_schema": {}, "style": "minimax_xml"}}),
+            "/format: unsupported json_schema style `minimax_xml`",
+        ),
+        (
             json!({"format": {"type": "json_schema", "json_schema": {}, "style": "qwen_xml"}}),
-            "/format: unsupported json_schema style `qwen_xml`",
+            "/format/json_schema: invalid",
         ),
         (json!({"format": {"type": "json_schema", "json_schema": {"type": "string", "minLength": "x"}}}), "/format: "),
         (json!({"format": {"type": "any_text", "max_tokens": 4}}), "/format/max_tokens"),
@@ -185,4 +189,35 @@ fn token_formats_resolve_special_tokens_by_text() {
     // Its text is not the token.
     let mut m = Matcher::new(grammar).unwrap();
     assert!(!m.accept_bytes(b"<special>12<special>"));
+}
+
+#[test]
+fn qwen3_coder_calls_in_the_qwen_xml_style() {
+    // XGrammar 0.2.8's builtin `qwen_3_coder` style (`shared/reference/structural-tag.md`).
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+        "unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["city"]});
+    let doc = json!({"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<tool_call>\n<function="],
+        "tags": [{"type": "tag", "begin": "<tool_call>\n<function=get_weather>\n",
+                  "content": {"type": "json_schema", "json_schema": schema, "style": "qwen_xml"},
+                  "end": "\n</function>\n</tool_call>"}],
+        "excludes": ["<think>", "</think>"]}});
+    let call = |params: &str| format!("<tool_call>\n<function=get_weather>\n{params}\n</function>\n</tool_call>");
+    check(
+        &doc,
+        &[
+            (&call("<parameter=city>\nNew York, NY\n</parameter>"), true),
+            (
+                &call(
+                    "<parameter=city>\nParis <b>x</b>\n</parameter>\n<parameter=days>\n3\n</parameter>\n<parameter=unit>\n\"c\"\n</parameter>",
+                ),
+                true,
+            ),
+            (&format!("Let me check. {}", call("<parameter=city>Oslo</parameter>")), true),
+            // The required parameter, the order, the value types.
+            (&call("<parameter=days>\n3\n</parameter>"), false),
+            (&call("<parameter=days>\n3\n</parameter>\n<parameter=city>\nOslo\n</parameter>"), false),
+            (&call("<parameter=city>\nOslo\n</parameter>\n<parameter=days>\nthree\n</parameter>"), false),
+            (&call("<parameter=city>\nOslo\n</parameter>\n<parameter=wind>\n3\n</parameter>"), false),
+        ],
+    );
 }
