@@ -27,6 +27,10 @@ pub struct ConstrainArgs {
     /// Whether the request switched thinking on or off; default: the template's default prompt.
     #[arg(long, value_parser = ["on", "off"])]
     thinking: Option<String>,
+    /// The request's `response_format` (a JSON file: `{"type": "json_schema", "json_schema": {"schema": …}}`
+    /// or `{"type": "json_object"}`): the content is then one JSON value.
+    #[arg(long, value_name = "F")]
+    response_format: Option<PathBuf>,
     /// A `tokenizer.json` (or its folder): markers that are its special tokens are written as token
     /// formats, and `--check` reads the output token by token (special tokens recognized).
     #[arg(long)]
@@ -76,10 +80,19 @@ pub fn run(args: ConstrainArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let mut options = parlance::constrain::ConstrainOptions::default();
+    if let Some(path) = &args.response_format {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        options.response_format =
+            Some(serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?);
+    }
     let grammar = || -> anyhow::Result<parlance_grammar::Grammar> {
         Ok(match &vocab {
-            Some(vocab) => parlance::constrain::grammar_for(&format, &request, vocab)?,
-            None => parlance::constrain::grammar(&format, &request)?,
+            Some(vocab) => parlance::constrain::grammar_with(&format, &request, vocab, &options)?,
+            None => {
+                let doc = parlance::constrain::structural_tag_with(&format, &request, &options)?;
+                parlance_grammar::structural_tag_to_grammar(&doc, &Default::default())?
+            }
         })
     };
     if let Some(n) = args.sample {
@@ -108,8 +121,7 @@ pub fn run(args: ConstrainArgs) -> anyhow::Result<()> {
     match args.emit.as_str() {
         "ebnf" => write!(stdout, "{}", grammar()?)?,
         _ => {
-            let special = vocab.iter().flat_map(|v| v.special_tokens().map(|(t, _)| t.to_owned())).collect();
-            let options = parlance::constrain::ConstrainOptions { special_tokens: special };
+            options.special_tokens = vocab.iter().flat_map(|v| v.special_tokens().map(|(t, _)| t.to_owned())).collect();
             let doc = parlance::constrain::structural_tag_with(&format, &request, &options)?;
             writeln!(stdout, "{}", serde_json::to_string_pretty(&doc)?)?
         }

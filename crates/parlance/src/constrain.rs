@@ -50,6 +50,24 @@ pub struct ConstrainOptions {
     /// them are written as token formats, since the model writes each as one token that no text
     /// matches. Default: none (every marker is text).
     pub special_tokens: Vec<String>,
+    /// The request's OpenAI `response_format`: `{"type": "text"}` (the default),
+    /// `{"type": "json_object"}` or `{"type": "json_schema", "json_schema": {"schema": …}}`. A JSON
+    /// format makes the content one JSON value (calls stay allowed as the request says).
+    pub response_format: Option<Json>,
+}
+
+/// The JSON Schema content must follow under a `response_format`, if any.
+fn content_schema(response_format: Option<&Json>) -> Result<Option<Json>, ConstrainError> {
+    let Some(format) = response_format else { return Ok(None) };
+    match format.get("type").and_then(Json::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(json!({"type": "object"}))),
+        Some("json_schema") => match format.pointer("/json_schema/schema") {
+            Some(schema) => Ok(Some(schema.clone())),
+            None => Err(ConstrainError::Request("response_format json_schema without `json_schema.schema`".into())),
+        },
+        _ => Err(ConstrainError::Request(format!("unknown response_format {format}"))),
+    }
 }
 
 /// The structural tag (XGrammar 0.2.8 JSON) for the assistant output of a request under `format`.
@@ -63,13 +81,18 @@ pub fn structural_tag_with(
     request: &ParseOptions,
     options: &ConstrainOptions,
 ) -> Result<Json, ConstrainError> {
-    let doc = text_structural_tag(format, request)?;
+    let content = content_schema(options.response_format.as_ref())?;
+    let doc = text_structural_tag(format, request, content.as_ref())?;
     with_special_tokens(doc, &options.special_tokens)
 }
 
-fn text_structural_tag(format: &Format, request: &ParseOptions) -> Result<Json, ConstrainError> {
+fn text_structural_tag(
+    format: &Format,
+    request: &ParseOptions,
+    content: Option<&Json>,
+) -> Result<Json, ConstrainError> {
     if let Some(channels) = crate::parse::channel::ChannelSyntax::from_format(format) {
-        return Ok(json!({"type": "structural_tag", "format": channel_messages(format, request, &channels)?}));
+        return Ok(json!({"type": "structural_tag", "format": channel_messages(format, request, &channels, content)?}));
     }
     let reasoning = format.reasoning.as_ref().filter(|r| !r.end.trim().is_empty());
     // Free text never opens or closes reasoning.
@@ -108,7 +131,7 @@ fn text_structural_tag(format: &Format, request: &ParseOptions) -> Result<Json, 
             }));
         }
     }
-    parts.push(body(format, request, &excludes)?);
+    parts.push(body(format, request, &excludes, content)?);
     Ok(json!({"type": "structural_tag", "format": seq(parts)}))
 }
 
@@ -124,8 +147,21 @@ pub fn grammar_for(
     request: &ParseOptions,
     vocab: &parlance_grammar::TokenVocab,
 ) -> Result<parlance_grammar::Grammar, ConstrainError> {
+    grammar_with(format, request, vocab, &ConstrainOptions::default())
+}
+
+/// [`grammar_for`] with options (a `response_format`); the special tokens are the vocabulary's.
+pub fn grammar_with(
+    format: &Format,
+    request: &ParseOptions,
+    vocab: &parlance_grammar::TokenVocab,
+    options: &ConstrainOptions,
+) -> Result<parlance_grammar::Grammar, ConstrainError> {
     let special: Vec<(String, u32)> = vocab.special_tokens().map(|(t, id)| (t.to_owned(), id)).collect();
-    let options = ConstrainOptions { special_tokens: special.iter().map(|(t, _)| t.clone()).collect() };
+    let options = ConstrainOptions {
+        special_tokens: special.iter().map(|(t, _)| t.clone()).collect(),
+        response_format: options.response_format.clone(),
+    };
     let doc = structural_tag_with(format, request, &options)?;
     let options =
         parlance_grammar::StructuralTagOptions { special_tokens: special.into_iter().collect(), ..Default::default() };
@@ -142,17 +178,18 @@ fn channel_messages(
     format: &Format,
     request: &ParseOptions,
     syntax: &crate::parse::channel::ChannelSyntax,
+    content: Option<&Json>,
 ) -> Result<Json, ConstrainError> {
     let tools = format.tools.as_ref().expect("a channel syntax has tools");
     let reasoning = format.reasoning.as_ref().expect("a channel syntax has reasoning");
     let any = json!({"type": "any_text"});
     let analysis = tag(reasoning.start.trim(), any.clone(), reasoning.end.trim());
     let content_end = format.content.end.trim();
-    let final_message = seq(vec![
-        cs(format.content.start.trim()),
-        json!({"type": "any_text", "excludes": syntax.ends}),
-        optional(cs(content_end)),
-    ]);
+    let final_body = match content {
+        Some(content) => seq(vec![regex(WS), schema(content), regex(WS)]),
+        None => json!({"type": "any_text", "excludes": syntax.ends}),
+    };
+    let final_message = seq(vec![cs(format.content.start.trim()), final_body, optional(cs(content_end))]);
     let chosen: Vec<&Json> = match &request.tool_choice {
         ToolChoice::None => Vec::new(),
         ToolChoice::Function(name) => {
@@ -206,9 +243,18 @@ fn channel_messages(
 }
 
 /// Content, then calls as the request allows them.
-fn body(format: &Format, request: &ParseOptions, excludes: &[String]) -> Result<Json, ConstrainError> {
-    let text = json!({"type": "any_text", "excludes": excludes});
+fn body(
+    format: &Format,
+    request: &ParseOptions,
+    excludes: &[String],
+    content: Option<&Json>,
+) -> Result<Json, ConstrainError> {
+    let text = match content {
+        Some(content) => seq(vec![schema(content), regex(WS)]),
+        None => json!({"type": "any_text", "excludes": excludes}),
+    };
     let tools = match (&format.tools, &request.tool_choice) {
+        (Some(_), ToolChoice::None) if content.is_some() => return Ok(text),
         // No call may start: free text never writes a call's opening marker.
         (Some(tools), ToolChoice::None) => {
             let mut excludes = excludes.to_vec();
@@ -275,7 +321,18 @@ fn body(format: &Format, request: &ParseOptions, excludes: &[String]) -> Result<
             "at_least_one": required, "stop_after_first": single})
     };
     // Whitespace may trail the last call before the turn ends.
-    Ok(seq(vec![dispatch, regex(WS)]))
+    let calls = seq(vec![dispatch, regex(WS)]);
+    Ok(match content {
+        // JSON content or calls (calls with no free text around them).
+        Some(_) if !required => {
+            let mut calls_only = calls;
+            if let Some(d) = calls_only.pointer_mut("/elements/0/at_least_one") {
+                *d = json!(true);
+            }
+            json!({"type": "or", "elements": [text, calls_only]})
+        }
+        _ => calls,
+    })
 }
 
 /// The markers a call (or its section) opens with; bare JSON calls open with `{"`.

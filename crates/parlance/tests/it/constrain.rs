@@ -189,7 +189,10 @@ fn markers_that_are_special_tokens_are_matched_as_tokens_only() {
     let doc = constrain::structural_tag_with(
         &format,
         &request,
-        &constrain::ConstrainOptions { special_tokens: vec!["<tool_call>".into(), "</tool_call>".into()] },
+        &constrain::ConstrainOptions {
+            special_tokens: vec!["<tool_call>".into(), "</tool_call>".into()],
+            ..Default::default()
+        },
     )
     .unwrap();
     assert!(doc.to_string().contains("token_triggered_tags"), "{doc}");
@@ -336,4 +339,50 @@ fn one_bare_json_call_in_a_section_is_not_parallel() {
     let two = format!("{call}}}\n{{\"name\": \"plnc_fn_alpha\", \"arguments\": {{}}}}");
     let message = parlance::parse(&format, &request, &two);
     assert!(message.issues.iter().any(|i| i.kind == "parallel-calls"), "{:?}", message.issues);
+}
+
+#[test]
+fn a_json_response_format_makes_the_content_one_json_value() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let vocab = byte_vocab();
+    let response_format = json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": {
+        "type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"], "additionalProperties": false}}});
+    let options = constrain::ConstrainOptions { response_format: Some(response_format), ..Default::default() };
+    let tool = tools_of(&json!({}));
+    let check = |id: &str, request: &ParseOptions, cases: &[(&str, bool)]| {
+        let (template, analyze_options) = corpus_template(&corpus, id);
+        let format = analyze(&template, &analyze_options).unwrap();
+        let doc = constrain::structural_tag_with(&format, request, &options).unwrap();
+        let grammar = parlance_grammar::structural_tag_to_grammar(&doc, &Default::default()).unwrap();
+        for &(text, want) in cases {
+            assert_eq!(accepts(&vocab, &grammar, text), Ok(want), "{id}: {text:?}");
+        }
+    };
+    let auto = ParseOptions { tools: tool.clone(), ..ParseOptions::default() };
+    let call = "<tool_call>\n{\"name\": \"plnc_fn_alpha\", \"arguments\": {\"plnc_arg_one\": \"x\"}}\n</tool_call>";
+    check(
+        "Qwen-Qwen3-0.6B",
+        &auto,
+        &[
+            ("{\"answer\": 42}", true),
+            ("<think>\nsum\n</think>\n\n{\"answer\": 4}", true),
+            (call, true),
+            ("Sure: 42", false),
+            ("{\"answer\": \"42\"}", false),
+        ],
+    );
+    let none = ParseOptions { tools: tool, tool_choice: ToolChoice::None, ..ParseOptions::default() };
+    check("Qwen-Qwen3-0.6B", &none, &[("{\"answer\": 42}", true), (call, false)]);
+    // gpt-oss: the final message's body is the JSON value.
+    check(
+        "openai-gpt-oss-120b",
+        &none,
+        &[
+            (
+                "<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>{\"answer\": 1}",
+                true,
+            ),
+            ("<|channel|>final<|message|>one", false),
+        ],
+    );
 }
