@@ -36,7 +36,7 @@ pub enum TemplateError {
         message: String,
     },
     /// The template text does not compile.
-    #[error("{name}:{line}: syntax error: {message}")]
+    #[error("{}:{line}: syntax error: {}", shown(name), shown(message))]
     Syntax {
         /// The template's name (file and, for named templates, `#name`).
         name: String,
@@ -46,17 +46,17 @@ pub enum TemplateError {
         message: String,
     },
     /// The template called `raise_exception(message)`.
-    #[error("{name}:{line}: template raised: {message}")]
+    #[error("{}:{line}: template raised: {}", shown(name), shown(message))]
     Raised {
         /// The template's name.
         name: String,
         /// 1-based line of the `raise_exception` call.
         line: usize,
-        /// The template's message.
+        /// The template's message, whole (what the error shows of it is bounded and escaped).
         message: String,
     },
     /// Rendering failed (type error, undefined value on a strict path, unknown filter, ...).
-    #[error("{name}:{line}: {message}")]
+    #[error("{}:{line}: {}", shown(name), shown(message))]
     Render {
         /// The template's name.
         name: String,
@@ -86,5 +86,48 @@ pub enum TemplateError {
 impl TemplateError {
     pub(crate) fn json(path: impl Into<PathBuf>, err: &serde_json::Error) -> TemplateError {
         TemplateError::Json { path: path.into(), line: err.line(), column: err.column(), message: err.to_string() }
+    }
+}
+
+/// Most bytes of a template's (or an input's) own text an error shows.
+const SHOWN_BYTES: usize = 2048;
+
+/// Text from a template or its input, fit for a terminal and a log: control characters escaped
+/// (an escape sequence in a `raise_exception` message must not clear the screen) and at most
+/// [`SHOWN_BYTES`] of it shown, with its full size said.
+pub(crate) fn shown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(SHOWN_BYTES) + 32);
+    let mut taken = 0;
+    for c in text.chars() {
+        if taken + c.len_utf8() > SHOWN_BYTES {
+            out.push_str(&format!("… ({} bytes in all)", text.len()));
+            return out;
+        }
+        taken += c.len_utf8();
+        match c {
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_show_bounded_escaped_text() {
+        let huge = format!("\u{1b}[2J\u{1b}]0;pwned\u{7}{}", "x".repeat(5_000_000));
+        let err = TemplateError::Raised { name: "t.jinja".into(), line: 3, message: huge.clone() };
+        let text = err.to_string();
+        assert!(text.len() < SHOWN_BYTES + 200, "{} bytes", text.len());
+        assert!(!text.chars().any(|c| c == '\u{1b}' || c == '\u{7}'), "{text:.80}");
+        assert!(text.starts_with("t.jinja:3: template raised: \\u{1b}[2J"), "{text:.80}");
+        assert!(text.ends_with(&format!("({} bytes in all)", huge.len())), "{}", &text[text.len() - 40..]);
+        // Short messages are shown whole, line breaks kept.
+        let err = TemplateError::Render { name: "t.jinja".into(), line: 1, message: "a\nb".into() };
+        assert_eq!(err.to_string(), "t.jinja:1: a\nb");
     }
 }
