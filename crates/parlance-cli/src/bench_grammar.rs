@@ -48,8 +48,7 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
         options.whitespace = Whitespace::Compact;
     }
     options.lenient = request.lenient;
-    let text =
-        std::fs::read_to_string(request.workload).with_context(|| format!("reading {}", request.workload.display()))?;
+    let text = crate::read_input(request.workload)?;
     let rows: Vec<Value> = text
         .lines()
         .filter(|l| !l.trim().is_empty())

@@ -26,8 +26,7 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
             .context("no eos_token in the tokenizer_config.json beside the tokenizer; pass --eos")?,
     };
     let vocab = Arc::new(tokenizer.token_vocab(&[eos])?);
-    let text =
-        std::fs::read_to_string(request.workload).with_context(|| format!("reading {}", request.workload.display()))?;
+    let text = crate::read_input(request.workload)?;
     let doc: Value = serde_json::from_str(&text).with_context(|| format!("parsing {}", request.workload.display()))?;
     let workload = Workload::of(&doc).with_context(|| format!("{}: not W2 or W3", request.workload.display()))?;
     // Each tool's schema as JSON text once, as a server holds the request it received.

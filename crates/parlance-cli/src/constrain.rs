@@ -1,7 +1,7 @@
 //! `parlance constrain`: the grammar a template's Format gives a request, printed as an XGrammar
 //! structural tag or EBNF, or an output checked against it (`--check`).
 
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -82,7 +82,7 @@ pub fn run(args: ConstrainArgs) -> anyhow::Result<()> {
     };
     let mut options = parlance::constrain::ConstrainOptions::default();
     if let Some(path) = &args.response_format {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = crate::read_input(path)?;
         options.response_format =
             Some(serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?);
     }
@@ -110,8 +110,7 @@ pub fn run(args: ConstrainArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if args.check {
-        let mut output = Vec::new();
-        std::io::stdin().read_to_end(&mut output).context("reading stdin")?;
+        let output = crate::read_stdin()?;
         return match (&tokenizer, &vocab) {
             (Some(tokenizer), Some(vocab)) => check_tokens(&grammar()?, tokenizer, vocab, &output),
             _ => check(&grammar()?, &output),

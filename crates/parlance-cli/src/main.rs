@@ -23,8 +23,29 @@ static ALLOC: parlance::template::memory::GuardedAllocator = parlance::template:
 #[derive(Parser)]
 #[command(name = "parlance", version, about = "Chat templates, model output and constrained decoding, in one engine")]
 struct Cli {
+    /// Largest input file (template, config, conversation, tools, workload) or stdin, in bytes;
+    /// a larger one is refused before it is read.
+    #[arg(long, global = true, default_value_t = 256 << 20)]
+    max_input_bytes: u64,
     #[command(subcommand)]
     command: Command,
+}
+
+/// A text input file within `--max-input-bytes` (its size is checked before reading).
+pub(crate) fn read_input(path: &std::path::Path) -> anyhow::Result<String> {
+    Ok(parlance::template::read_input_file(path)?)
+}
+
+/// Standard input within `--max-input-bytes`.
+pub(crate) fn read_stdin() -> anyhow::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let max = parlance::template::max_input_file_bytes();
+    let mut bytes = Vec::new();
+    std::io::stdin().take(max.saturating_add(1)).read_to_end(&mut bytes).context("reading stdin")?;
+    if bytes.len() as u64 > max {
+        bail!("stdin: above the input limit of {max} bytes (raise it with --max-input-bytes)");
+    }
+    Ok(bytes)
 }
 
 #[derive(Subcommand)]
@@ -186,6 +207,7 @@ struct RenderArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    parlance::template::set_max_input_file_bytes(cli.max_input_bytes);
     let result = match cli.command {
         Command::Render(args) => render(args),
         Command::Analyze(args) => analyze(args),
@@ -334,7 +356,7 @@ pub(crate) fn request_options(
 ) -> anyhow::Result<parlance::ParseOptions> {
     let mut options = parlance::ParseOptions::default();
     if let Some(path) = tools {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = read_input(path)?;
         let json: serde_json::Value =
             serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
         let tools = json.get("tools").cloned().unwrap_or(json);
@@ -354,14 +376,12 @@ pub(crate) fn request_options(
 }
 
 fn parse(args: ParseArgs) -> anyhow::Result<()> {
-    use std::io::Read as _;
     let template = ChatTemplate::from_path(&args.template).context("loading the template")?;
     let mut analyze_options = parlance::AnalyzeOptions::default();
     analyze_options.variables.extend(parse_vars(&args.vars)?);
     let format = parlance::analyze(&template, &analyze_options)?;
     let options = request_options(&format, args.tools.as_deref(), args.thinking.as_deref())?;
-    let mut input = String::new();
-    std::io::stdin().read_to_string(&mut input).context("reading stdin")?;
+    let input = String::from_utf8(read_stdin()?).context("stdin is not UTF-8")?;
     let parser = parlance::Parser::new(&format, &options);
     let (message, deltas) = match args.chunk {
         Some(n) => {
@@ -411,7 +431,7 @@ fn eval_parse(args: EvalParseArgs) -> anyhow::Result<()> {
     let (mut quirk_passed, mut quirk_failed) = (0, 0);
     let mut stdout = std::io::stdout().lock();
     for path in &args.cases {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = read_input(path)?;
         for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
             let case: serde_json::Value =
                 serde_json::from_str(line).with_context(|| format!("{}:{}: not JSON", path.display(), n + 1))?;

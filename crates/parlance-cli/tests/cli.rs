@@ -341,3 +341,36 @@ fn constrain_prints_the_grammar_and_checks_outputs() {
         assert!(stderr.contains("refused at byte") || stderr.contains("incomplete"), "{stderr}");
     }
 }
+
+#[test]
+fn input_files_above_the_bound_are_refused_before_reading() {
+    // See: issue 24 (a 3 GiB conversation was read whole, then refused as JSON). A sparse file:
+    // its size is known without writing it.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli_large");
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.json");
+    std::fs::File::create(&big).unwrap().set_len(3 << 30).unwrap();
+    let started = std::time::Instant::now();
+    let out = parlance()
+        .args(["render", "--template"])
+        .arg(example("chat_template.jinja"))
+        .arg("--conversation")
+        .arg(&big)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("big.json: 3221225472 bytes, above the input-file limit"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "refused at once");
+    // The flag raises (or lowers) the bound.
+    let out = parlance()
+        .args(["--max-input-bytes", "100", "render", "--template"])
+        .arg(example("chat_template.jinja"))
+        .arg("--conversation")
+        .arg(example("conversation.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("above the input-file limit of 100 bytes"));
+    std::fs::remove_file(&big).unwrap();
+}

@@ -6,6 +6,16 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TemplateError {
+    /// A file is larger than the input-file bound (checked before reading it).
+    #[error("{path}: {size} bytes, above the input-file limit of {max} bytes (raise it with `--max-input-bytes`)", path = path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The bound ([`super::max_input_file_bytes`]).
+        max: u64,
+    },
     /// A file could not be read.
     #[error("{path}: {source}")]
     Io {

@@ -35,7 +35,9 @@ use serde_json::Value as Json;
 use crate::message::Conversation;
 pub use error::TemplateError;
 pub use request::RenderRequest;
-pub use source::{SPECIAL_TOKEN_NAMES, TemplateSource};
+pub use source::{
+    SPECIAL_TOKEN_NAMES, TemplateSource, max_input_file_bytes, read_input_file, set_max_input_file_bytes,
+};
 use value::{REASONING_FIELDS, message_value, to_value};
 
 /// Bounds on what rendering one conversation may cost.

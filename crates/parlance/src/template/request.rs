@@ -41,8 +41,7 @@ impl RenderRequest {
 
     /// Reads and parses a request file.
     pub fn from_path(path: &Path) -> Result<RenderRequest, TemplateError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| TemplateError::Io { path: path.to_owned(), source })?;
+        let text = super::source::read_input_file(path)?;
         RenderRequest::from_json(path, &text)
     }
 

@@ -154,8 +154,42 @@ fn sibling(path: &Path, name: &str) -> Option<PathBuf> {
     candidate.is_file().then_some(candidate)
 }
 
+/// Bytes an input file (template, config, conversation) may hold; default 256 MiB.
+static MAX_INPUT_FILE_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(256 << 20);
+
+/// The bound on input files (default 256 MiB): a larger one is refused before it is read.
+pub fn max_input_file_bytes() -> u64 {
+    MAX_INPUT_FILE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Sets the bound on input files for this process (the CLI's `--max-input-bytes`).
+pub fn set_max_input_file_bytes(bytes: u64) {
+    MAX_INPUT_FILE_BYTES.store(bytes, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Reads a text file within [`max_input_file_bytes`]: its size is checked first (a 3 GiB file is
+/// refused at once, not read into memory), and the read stops past the bound either way (a file
+/// whose size the system does not know, a pipe).
+pub fn read_input_file(path: &Path) -> Result<String, TemplateError> {
+    use std::io::Read as _;
+    let io = |source| TemplateError::Io { path: path.to_owned(), source };
+    let max = max_input_file_bytes();
+    let file = std::fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    if size > max {
+        return Err(TemplateError::TooLarge { path: path.to_owned(), size, max });
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > max {
+        return Err(TemplateError::TooLarge { path: path.to_owned(), size: bytes.len() as u64, max });
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not UTF-8 ({e})"))))
+}
+
 fn read(path: &Path) -> Result<String, TemplateError> {
-    std::fs::read_to_string(path).map_err(|source| TemplateError::Io { path: path.to_owned(), source })
+    read_input_file(path)
 }
 
 fn read_json(path: &Path) -> Result<Json, TemplateError> {
