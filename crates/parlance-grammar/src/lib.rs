@@ -45,7 +45,16 @@ impl CompiledGrammar {
         options: &JsonSchemaOptions,
     ) -> Result<(CompiledGrammar, SchemaReport), CompileError> {
         let (grammar, report) = json_schema_to_grammar(schema, options)?;
-        let g = CompiledGrammar::with_limits(vocab, &grammar, options.limits.clone())?;
+        let g = CompiledGrammar::with_limits(vocab, &grammar, options.limits.clone()).map_err(|e| match e {
+            // Said of the schema, not of an internal rule.
+            CompileError::EmptyLanguage(_) => CompileError::Schema(SchemaError::Invalid {
+                pointer: "#".into(),
+                message: "no JSON value satisfies the schema (a `false` schema, an empty `type` list, or \
+                          constraints that exclude one another)"
+                    .into(),
+            }),
+            other => other,
+        })?;
         Ok((g, report))
     }
 
