@@ -49,8 +49,8 @@ impl CompiledGrammar {
             // Said of the schema, not of an internal rule.
             CompileError::EmptyLanguage(_) => CompileError::Schema(SchemaError::Invalid {
                 pointer: "#".into(),
-                message: "no JSON value satisfies the schema (a `false` schema, an empty `type` list, or \
-                          constraints that exclude one another)"
+                message: "no JSON value satisfies the schema (a `false` schema, an empty `type` list, \
+                          constraints that exclude one another, or a `$ref` recursion with no end)"
                     .into(),
             }),
             other => other,
