@@ -32,6 +32,17 @@ pub(crate) const MAX_EXPRESSION_DEPTH: usize = 1_000;
 /// recursion reaches them, so a shallow template costs what it always did.
 const LOAD_STACK_BYTES: usize = 64 << 20;
 
+/// Characters one template line may hold: minijinja counts columns in 16 bits and its error path
+/// overflows at column 65,535 (found by fuzzing). Real templates' longest line has 5,774.
+pub(crate) const MAX_LINE_CHARS: usize = 65_000;
+
+/// The 1-based number of the first line longer than [`MAX_LINE_CHARS`] characters, if any.
+pub(crate) fn find_long_line(text: &str) -> Option<usize> {
+    text.split('\n')
+        .position(|line| line.len() > MAX_LINE_CHARS && line.chars().count() > MAX_LINE_CHARS)
+        .map(|i| i + 1)
+}
+
 /// A tag whose expression may nest deeper than [`MAX_EXPRESSION_DEPTH`]: its 1-based line and the
 /// bound reached when it was refused.
 #[derive(Debug, PartialEq, Eq)]

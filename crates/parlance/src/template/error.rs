@@ -83,7 +83,7 @@ pub enum TemplateError {
         name: String,
         /// 1-based line where the limit was hit (0 if unknown).
         line: usize,
-        /// Which limit: `fuel`, `recursion`, `output bytes`, `memory bytes`, or `expression nesting depth`.
+        /// Which limit: `fuel`, `recursion`, `output bytes`, `memory bytes`, `expression nesting depth` or `characters in one line`.
         what: &'static str,
         /// The limit's value.
         limit: u64,

@@ -167,6 +167,14 @@ impl ChatTemplate {
             let count = templates.len();
             for (name, text) in templates {
                 let rewritten = rewrite_generation_tags(&text);
+                if let Some(line) = depth::find_long_line(&rewritten) {
+                    return Err(TemplateError::Limit {
+                        name: display_name(label, &name, count),
+                        line,
+                        what: "characters in one line",
+                        limit: depth::MAX_LINE_CHARS as u64,
+                    });
+                }
                 if let Some(deep) = depth::find_deep_expression(&rewritten) {
                     return Err(TemplateError::Limit {
                         name: display_name(label, &name, count),

@@ -160,7 +160,9 @@ fn deep_chains_are_refused_with_the_line_and_shallow_ones_render() {
 
 #[test]
 fn literals_raw_blocks_and_comments_of_any_length_load() {
-    let long = chain("~")(1_000_000);
+    // Two megabytes of code-like text in lines of a thousand characters.
+    let long: String =
+        chain("~")(1_000_000).as_bytes().chunks(1000).map(|c| String::from_utf8_lossy(c) + "\n").collect();
     for (form, text) in [
         ("string", format!("{{{{ '{long}' }}}}")),
         ("raw", format!("{{% raw %}}{{{{ {long} }}}}{{% endraw %}}")),
@@ -170,4 +172,14 @@ fn literals_raw_blocks_and_comments_of_any_length_load() {
         let rendered = template.render(&conversation(), &RenderOptions::default()).unwrap();
         assert!(rendered.is_empty() || rendered.contains(&long[..100]), "{form}");
     }
+}
+
+#[test]
+fn lines_longer_than_the_parser_counts_are_refused_with_their_number() {
+    // minijinja counts columns in 16 bits; an error past column 65,535 overflowed (found by
+    // fuzzing: fuzz/regressions/render/long_line_lexer_column_overflow).
+    let text = format!("line one\n{{{{ '{}", "x".repeat(70_000));
+    let err =
+        ChatTemplate::from_source(TemplateSource::from_text("long.jinja", text), RenderLimits::default()).unwrap_err();
+    assert!(matches!(err, TemplateError::Limit { line: 2, what: "characters in one line", .. }), "{err:?}");
 }
