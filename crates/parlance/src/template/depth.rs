@@ -64,6 +64,7 @@ pub(crate) fn find_deep_expression(text: &str) -> Option<DeepExpression> {
 /// The deepest tag's bound and line, or the first tag found above `limit`.
 fn deepest_expression(text: &str, limit: usize) -> DeepExpression {
     let mut deepest = DeepExpression { line: 0, depth: 0 };
+    let mut deepest_offset = 0;
     // Per open bracket of the current tag: levels added at that bracket since its last separator.
     let mut levels: Vec<usize> = Vec::new();
     let mut depth = 0usize;
@@ -107,13 +108,16 @@ fn deepest_expression(text: &str, limit: usize) -> DeepExpression {
             }
         }
         if depth > deepest.depth {
-            let offset = (span.start_offset as usize).min(text.len());
-            let line = 1 + text.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count();
-            deepest = DeepExpression { line, depth };
+            // The line is counted once, at the end: counting at every new maximum was quadratic.
+            deepest_offset = (span.start_offset as usize).min(text.len());
+            deepest.depth = depth;
             if depth > limit {
                 break;
             }
         }
+    }
+    if deepest.depth > 0 {
+        deepest.line = 1 + text.as_bytes()[..deepest_offset].iter().filter(|&&b| b == b'\n').count();
     }
     deepest
 }
