@@ -35,14 +35,7 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
     if request.workload.extension().is_some_and(|e| e == "json") {
         return crate::bench_tools::run(request);
     }
-    let tokenizer = parlance::Tokenizer::from_path(request.tokenizer)?;
-    let eos = match request.eos {
-        Some(token) => tokenizer.token_to_id(token).with_context(|| format!("--eos {token:?} is not a token"))?,
-        None => tokenizer
-            .eos_token_id()
-            .context("no eos_token in the tokenizer_config.json beside the tokenizer; pass --eos")?,
-    };
-    let vocab = Arc::new(tokenizer.token_vocab(&[eos])?);
+    let (tokenizer, eos, vocab) = load_tokenizer(request)?;
     let mut options = JsonSchemaOptions::default();
     if request.compact {
         options.whitespace = Whitespace::Compact;
@@ -80,6 +73,21 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
     std::fs::write(request.out, serde_json::to_string(&result)?)
         .with_context(|| format!("writing {}", request.out.display()))?;
     Ok(result["summary"].clone())
+}
+
+/// The workload's tokenizer, its EOS (`--eos`, else the config's `eos_token`) and its vocabulary.
+pub(crate) fn load_tokenizer(
+    request: &Request<'_>,
+) -> anyhow::Result<(parlance::Tokenizer, u32, Arc<parlance_grammar::TokenVocab>)> {
+    let tokenizer = parlance::Tokenizer::from_path(request.tokenizer)?;
+    let eos = match request.eos {
+        Some(token) => tokenizer.token_to_id(token).with_context(|| format!("--eos {token:?} is not a token"))?,
+        None => tokenizer
+            .eos_token_id()
+            .context("no eos_token in the tokenizer_config.json beside the tokenizer; pass --eos")?,
+    };
+    let vocab = Arc::new(tokenizer.token_vocab(&[eos])?);
+    Ok((tokenizer, eos, vocab))
 }
 
 fn run_item(

@@ -18,14 +18,7 @@ use serde_json::{Value, json};
 use crate::bench_grammar::{Request, force, micros, stats};
 
 pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
-    let tokenizer = parlance::Tokenizer::from_path(request.tokenizer)?;
-    let eos = match request.eos {
-        Some(token) => tokenizer.token_to_id(token).with_context(|| format!("--eos {token:?} is not a token"))?,
-        None => tokenizer
-            .eos_token_id()
-            .context("no eos_token in the tokenizer_config.json beside the tokenizer; pass --eos")?,
-    };
-    let vocab = Arc::new(tokenizer.token_vocab(&[eos])?);
+    let (tokenizer, eos, vocab) = crate::bench_grammar::load_tokenizer(request)?;
     let text = crate::read_input(request.workload)?;
     let doc: Value = serde_json::from_str(&text).with_context(|| format!("parsing {}", request.workload.display()))?;
     let workload = Workload::of(&doc).with_context(|| format!("{}: not W2 or W3", request.workload.display()))?;
@@ -57,29 +50,25 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
             .collect();
         let all: Vec<&Tool> = tools.iter().collect();
         let mut item = json!({"id": req["id"], "n_tools_subset": subset.len()});
-        let ttfm = |tools: &[&Tool], mask: &mut [u32]| -> anyhow::Result<(Arc<CompiledGrammar>, f64, f64)> {
-            let start = Instant::now();
-            let grammar = compiler.compile_structural_tag(&workload.structural_tag(tools), &options)?;
-            let compiled = Instant::now();
-            Matcher::new(grammar.clone())?.fill_next_token_bitmask(mask)?;
-            Ok((grammar, micros(compiled - start), micros(start.elapsed())))
-        };
+        // TTFM = compile (through the cache) + matcher + first mask, recorded under `name`.
         let mut timed = || -> anyhow::Result<(Arc<CompiledGrammar>, Arc<CompiledGrammar>)> {
+            let mut ttfm = |name: &str, tools: &[&Tool]| -> anyhow::Result<Arc<CompiledGrammar>> {
+                let start = Instant::now();
+                let grammar = compiler.compile_structural_tag(&workload.structural_tag(tools), &options)?;
+                let compiled = Instant::now();
+                Matcher::new(grammar.clone())?.fill_next_token_bitmask(&mut mask)?;
+                let total = start.elapsed();
+                item[format!("{name}_compile_us")] = json!(micros(compiled - start));
+                item[format!("ttfm_{name}_us")] = json!(micros(total));
+                Ok(grammar)
+            };
             if i % 10 == 0 {
                 compiler.clear();
-                let (_, compile, total) = ttfm(&all, &mut mask)?;
-                item["all_cold_compile_us"] = json!(compile);
-                item["ttfm_all_cold_us"] = json!(total);
+                ttfm("all_cold", &all)?;
             }
-            let (all_grammar, compile, total) = ttfm(&all, &mut mask)?;
-            item["all_hit_compile_us"] = json!(compile);
-            item["ttfm_all_hit_us"] = json!(total);
-            let (_, compile, total) = ttfm(&subset, &mut mask)?;
-            item["subset_new_compile_us"] = json!(compile);
-            item["ttfm_subset_new_us"] = json!(total);
-            let (subset_grammar, compile, total) = ttfm(&subset, &mut mask)?;
-            item["subset_hit_compile_us"] = json!(compile);
-            item["ttfm_subset_hit_us"] = json!(total);
+            let all_grammar = ttfm("all_hit", &all)?;
+            ttfm("subset_new", &subset)?;
+            let subset_grammar = ttfm("subset_hit", &subset)?;
             Ok((all_grammar, subset_grammar))
         };
         let (all_grammar, subset_grammar) = match timed() {

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use parlance::ChatTemplate;
 use parlance::parse::ToolChoice;
 use parlance_grammar::{CompiledGrammar, Matcher, TokenVocab};
 
@@ -58,10 +57,7 @@ pub struct ConstrainArgs {
 }
 
 pub fn run(args: ConstrainArgs) -> anyhow::Result<()> {
-    let template = ChatTemplate::from_path(&args.template).context("loading the template")?;
-    let mut analyze_options = parlance::AnalyzeOptions::default();
-    analyze_options.variables.extend(crate::parse_vars(&args.vars)?);
-    let format = parlance::analyze(&template, &analyze_options)?;
+    let (_, format) = crate::analyzed(&args.template, &args.vars)?;
     let mut request = crate::request_options(&format, args.tools.as_deref(), args.thinking.as_deref())?;
     request.tool_choice = match args.tool_choice.as_str() {
         "auto" => ToolChoice::Auto,

@@ -239,11 +239,17 @@ pub(crate) fn parse_vars(vars: &[String]) -> anyhow::Result<Vec<(String, serde_j
     Ok(parsed)
 }
 
-fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
-    let template = ChatTemplate::from_path(&args.template).context("loading the template")?;
+/// The template at `path` and its Format, every probe rendered with `vars` (`NAME=VALUE`).
+pub(crate) fn analyzed(path: &std::path::Path, vars: &[String]) -> anyhow::Result<(ChatTemplate, parlance::Format)> {
+    let template = ChatTemplate::from_path(path).context("loading the template")?;
     let mut options = parlance::AnalyzeOptions::default();
-    options.variables.extend(parse_vars(&args.vars)?);
+    options.variables.extend(parse_vars(vars)?);
     let format = parlance::analyze(&template, &options)?;
+    Ok((template, format))
+}
+
+fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
+    let (_, format) = analyzed(&args.template, &args.vars)?;
     let mut stdout = std::io::stdout().lock();
     if args.json {
         writeln!(stdout, "{}", serde_json::to_string_pretty(&format)?)?;
@@ -376,10 +382,7 @@ pub(crate) fn request_options(
 }
 
 fn parse(args: ParseArgs) -> anyhow::Result<()> {
-    let template = ChatTemplate::from_path(&args.template).context("loading the template")?;
-    let mut analyze_options = parlance::AnalyzeOptions::default();
-    analyze_options.variables.extend(parse_vars(&args.vars)?);
-    let format = parlance::analyze(&template, &analyze_options)?;
+    let (_, format) = analyzed(&args.template, &args.vars)?;
     let options = request_options(&format, args.tools.as_deref(), args.thinking.as_deref())?;
     let input = String::from_utf8(read_stdin()?).context("stdin is not UTF-8")?;
     let parser = parlance::Parser::new(&format, &options);

@@ -64,13 +64,7 @@ impl CompiledGrammar {
         doc: &serde_json::Value,
         options: &StructuralTagOptions,
     ) -> Result<CompiledGrammar, CompileError> {
-        let grammar = if options.special_tokens.is_empty() {
-            let mut options = options.clone();
-            options.special_tokens = vocab.special_tokens().map(|(text, id)| (text.to_owned(), id)).collect();
-            structural_tag_to_grammar(doc, &options)?
-        } else {
-            structural_tag_to_grammar(doc, options)?
-        };
+        let grammar = structural_tag::lower(doc, options, Some(&vocab))?;
         CompiledGrammar::with_limits(vocab, &grammar, options.json.limits.clone())
     }
 }

@@ -28,8 +28,8 @@ pub struct StructuralTagOptions {
     /// [`JsonSchemaOptions::default`].
     pub json: JsonSchemaOptions,
     /// Special tokens by text, to resolve token formats that name a token by its text
-    /// (`{"type": "token", "token": "<|call|>"}`). `CompiledGrammar::from_structural_tag` fills it
-    /// from the vocabulary when empty. Default: empty.
+    /// (`{"type": "token", "token": "<|call|>"}`), before the vocabulary's own
+    /// (`CompiledGrammar::from_structural_tag`). Default: empty.
     pub special_tokens: std::collections::BTreeMap<String, u32>,
 }
 
@@ -79,10 +79,19 @@ const MAX_DEPTH: usize = 64;
 
 /// Lowers a structural-tag document to a grammar.
 pub fn structural_tag_to_grammar(doc: &Value, options: &StructuralTagOptions) -> Result<Grammar, StructuralTagError> {
+    lower(doc, options, None)
+}
+
+/// [`structural_tag_to_grammar`], tokens named by text also resolved through `vocab`.
+pub(crate) fn lower(
+    doc: &Value,
+    options: &StructuralTagOptions,
+    vocab: Option<&crate::vocab::TokenVocab>,
+) -> Result<Grammar, StructuralTagError> {
     let Value::Object(top) = doc else {
         return Err(invalid("", "a structural tag is a JSON object"));
     };
-    let mut lower = Lowering { b: Grammar::builder(), options, depth: 0 };
+    let mut lower = Lowering { b: Grammar::builder(), options, vocab, depth: 0 };
     let root = lower.b.declare("root");
     let body = if top.contains_key("structures") {
         lower.legacy(top)?
@@ -125,6 +134,7 @@ const UNTYPED: &[(&str, &[&str])] = &[
 struct Lowering<'a> {
     b: GrammarBuilder,
     options: &'a StructuralTagOptions,
+    vocab: Option<&'a crate::vocab::TokenVocab>,
     depth: usize,
 }
 
@@ -391,6 +401,7 @@ impl Lowering<'_> {
                 .special_tokens
                 .get(text)
                 .copied()
+                .or_else(|| self.vocab.and_then(|v| v.special_token_id(text)))
                 .ok_or_else(|| invalid(ptr, format!("{text:?} is not a special token of the vocabulary"))),
             _ => Err(invalid(ptr, "expected a token id or a special token's text")),
         }

@@ -190,16 +190,7 @@ fn channel_messages(
         None => json!({"type": "any_text", "excludes": syntax.ends}),
     };
     let final_message = seq(vec![cs(format.content.start.trim()), final_body, optional(cs(content_end))]);
-    let chosen: Vec<&Json> = match &request.tool_choice {
-        ToolChoice::None => Vec::new(),
-        ToolChoice::Function(name) => {
-            let tool = request.tools.iter().find(|t| tool_name(t) == Some(name.as_str()));
-            vec![tool.ok_or_else(|| {
-                ConstrainError::Request(format!("tool_choice names `{name}`, which is not among the tools"))
-            })?]
-        }
-        _ => request.tools.iter().collect(),
-    };
+    let chosen = chosen_tools(request)?;
     // The call channel's name, as the template writes it after the recipient (`commentary`).
     let call_channel = tools
         .name_suffix
@@ -211,9 +202,7 @@ fn channel_messages(
         .to_owned();
     let mut calls = Vec::new();
     for tool in chosen {
-        let name = tool_name(tool).ok_or_else(|| ConstrainError::Request(format!("a tool without a name: {tool}")))?;
-        let parameters =
-            tool.get("function").unwrap_or(tool).get("parameters").cloned().unwrap_or(json!({"type": "object"}));
+        let (name, parameters) = name_and_parameters(tool)?;
         let arguments = seq(vec![regex(WS), schema(&parameters), regex(WS)]);
         let template_form = seq(vec![
             cs(&format!("{}{name}{}", tools.name_prefix, tools.name_suffix.trim_end())),
@@ -282,15 +271,7 @@ fn body(
         }
         _ => {}
     }
-    let chosen: Vec<&Json> = match &request.tool_choice {
-        ToolChoice::Function(name) => {
-            let tool = request.tools.iter().find(|t| tool_name(t) == Some(name.as_str()));
-            vec![tool.ok_or_else(|| {
-                ConstrainError::Request(format!("tool_choice names `{name}`, which is not among the tools"))
-            })?]
-        }
-        _ => request.tools.iter().collect(),
-    };
+    let chosen = chosen_tools(request)?;
     let single = matches!(request.tool_choice, ToolChoice::Function(_))
         || !request.parallel_tool_calls.unwrap_or(true)
         || !tools.parallel;
@@ -366,9 +347,7 @@ fn calls_list(calls: Vec<Call>, separator: &str, single: bool) -> Json {
 }
 
 fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, ConstrainError> {
-    let name = tool_name(tool).ok_or_else(|| ConstrainError::Request(format!("a tool without a name: {tool}")))?;
-    let parameters =
-        tool.get("function").unwrap_or(tool).get("parameters").cloned().unwrap_or(json!({"type": "object"}));
+    let (name, parameters) = name_and_parameters(tool)?;
     let unsupported = |what: String| ConstrainError::Unsupported { template: format.template.clone(), what };
     let call_end = tools.call_end.trim();
     if let Some(fields) = &tools.json {
@@ -567,6 +546,28 @@ fn python_value(typ: &str, property: &Json) -> Json {
         "null" => cs("None"),
         _ => json!({"type": "any_text"}),
     }
+}
+
+/// The tools a call may name: the named one, none under `none`, else all.
+fn chosen_tools(request: &ParseOptions) -> Result<Vec<&Json>, ConstrainError> {
+    Ok(match &request.tool_choice {
+        ToolChoice::None => Vec::new(),
+        ToolChoice::Function(name) => {
+            let tool = request.tools.iter().find(|t| tool_name(t) == Some(name.as_str()));
+            vec![tool.ok_or_else(|| {
+                ConstrainError::Request(format!("tool_choice names `{name}`, which is not among the tools"))
+            })?]
+        }
+        _ => request.tools.iter().collect(),
+    })
+}
+
+/// A tool's name and its parameters' schema (an object of anything when it has none).
+fn name_and_parameters(tool: &Json) -> Result<(&str, Json), ConstrainError> {
+    let name = tool_name(tool).ok_or_else(|| ConstrainError::Request(format!("a tool without a name: {tool}")))?;
+    let parameters =
+        tool.get("function").unwrap_or(tool).get("parameters").cloned().unwrap_or(json!({"type": "object"}));
+    Ok((name, parameters))
 }
 
 fn tool_name(tool: &Json) -> Option<&str> {

@@ -63,6 +63,8 @@ pub struct TokenVocab {
     /// for it (`grammar::special_token_bytes`), which no text matches.
     grammar_bytes: Vec<Vec<u8>>,
     special: Vec<bool>,
+    /// Special tokens but EOS, by text (UTF-8 ones): resolving a token a grammar names by text.
+    special_by_text: std::collections::BTreeMap<String, u32>,
     eos: Vec<u32>,
     /// Sorted position -> token id, every token but EOS and empty ones (special tokens sorted by
     /// their grammar bytes).
@@ -112,7 +114,13 @@ impl TokenVocab {
         }
         let plain: Vec<u32> = sorted.iter().map(|&id| plain_chars(&grammar_bytes[id as usize])).collect();
         let max_plain = plain.iter().copied().max().unwrap_or(0);
+        let special_by_text = special_ids
+            .iter()
+            .filter(|id| !eos_ids.contains(id))
+            .filter_map(|&id| std::str::from_utf8(&tokens[id as usize]).ok().map(|text| (text.to_owned(), id)))
+            .collect();
         Ok(TokenVocab {
+            special_by_text,
             tokens,
             grammar_bytes,
             special,
@@ -154,15 +162,12 @@ impl TokenVocab {
 
     /// The id of the special token whose text is `text`, if there is one.
     pub fn special_token_id(&self, text: &str) -> Option<u32> {
-        (0..self.tokens.len() as u32)
-            .find(|&id| self.special[id as usize] && self.tokens[id as usize] == text.as_bytes())
+        self.special_by_text.get(text).copied()
     }
 
-    /// Every special token but EOS: its text and id.
+    /// Every special token but EOS: its text and id, sorted by text.
     pub fn special_tokens(&self) -> impl Iterator<Item = (&str, u32)> {
-        (0..self.tokens.len() as u32)
-            .filter(|&id| self.special[id as usize] && !self.eos.contains(&id))
-            .filter_map(move |id| std::str::from_utf8(&self.tokens[id as usize]).ok().map(|text| (text, id)))
+        self.special_by_text.iter().map(|(text, &id)| (text.as_str(), id))
     }
 
     /// Whether `id` is a special (control) token.
