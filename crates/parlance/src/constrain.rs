@@ -11,8 +11,10 @@
 //!
 //! Families: JSON-native (wrapped or bare, arrays, name as key, a `function` wrapper, an id field),
 //! name-in-markers with JSON arguments (tag + JSON, bracket-tag with call ids, special-token,
-//! prefixed-indexed), and tagged arguments (raw or quoted values, JSON or Python literals). Pythonic,
-//! channel (gpt-oss), recipient and markdown-block calls are [`ConstrainError::Unsupported`].
+//! prefixed-indexed), tagged arguments (raw or quoted values, JSON or Python literals), and blocks
+//! whose first opener the prompt already wrote (functionary's `>>>` recipients,
+//! `Format::output_prefix`). Pythonic, channel (gpt-oss) and markdown-block calls are
+//! [`ConstrainError::Unsupported`].
 
 use serde_json::{Value as Json, json};
 
@@ -95,6 +97,16 @@ fn text_structural_tag(
         return Ok(json!({"type": "structural_tag", "format": channel_messages(format, request, &channels, content)?}));
     }
     let reasoning = format.reasoning.as_ref().filter(|r| !r.end.trim().is_empty());
+    let prompt = request.generation_prompt.as_deref().unwrap_or(&format.generation_prompt);
+    if !format.output_prefix.is_empty() && prompt.ends_with(&format.output_prefix) {
+        if reasoning.is_some() {
+            return Err(ConstrainError::Unsupported {
+                template: format.template.clone(),
+                what: "reasoning together with a block the prompt opened".into(),
+            });
+        }
+        return Ok(json!({"type": "structural_tag", "format": opened_blocks(format, request, content)?}));
+    }
     // Free text never opens or closes reasoning.
     let excludes: Vec<String> = reasoning
         .map(|r| [r.start.trim(), r.end.trim()].into_iter().filter(|m| !m.is_empty()).map(str::to_owned).collect())
@@ -109,7 +121,6 @@ fn text_structural_tag(
         };
         // A prompt that closes the block (a thinking-off prompt), or a request that says reasoning
         // is off, leaves no reasoning to write.
-        let prompt = request.generation_prompt.as_deref().unwrap_or(&format.generation_prompt);
         let closed = !start.is_empty() && prompt.rfind(start).is_some_and(|at| prompt[at..].contains(end));
         let off = closed || request.in_reasoning == Some(false);
         // The empty block a template writes in turns without reasoning (`</think>`,
@@ -314,6 +325,60 @@ fn body(
         }
         _ => calls,
     })
+}
+
+/// The output of a template whose every block opens with `Format::output_prefix` and whose prompt
+/// already wrote the first one (functionary: `>>>all\n` + text, `>>>name\n` + arguments): the first
+/// block without its opener, then blocks triggered by it.
+fn opened_blocks(format: &Format, request: &ParseOptions, content: Option<&Json>) -> Result<Json, ConstrainError> {
+    let prefix = format.output_prefix.as_str();
+    let unsupported = |what: &str| ConstrainError::Unsupported { template: format.template.clone(), what: what.into() };
+    // The opener as written (`>>>all\n`): the recipient's line break is what the parser waits for.
+    let opener = format.content.start.as_str();
+    let Some(content_opener) = opener.strip_prefix(prefix).filter(|rest| !rest.trim().is_empty()) else {
+        return Err(unsupported("a prompt-opened block whose content does not open with the same marker"));
+    };
+    if content.is_some() {
+        return Err(unsupported("a response format with a prompt-opened block"));
+    }
+    let excludes = vec![prefix.to_owned()];
+    let tools = match (&format.tools, &request.tool_choice) {
+        (Some(tools), choice) if *choice != ToolChoice::None && !request.tools.is_empty() => Some(tools),
+        (None, choice) if *choice != ToolChoice::None && !request.tools.is_empty() => {
+            return Err(ConstrainError::Request(format!("{}: the template renders no tool calls", format.template)));
+        }
+        _ => None,
+    };
+    let Some(tools) = tools else {
+        return Ok(seq(vec![cs(content_opener), json!({"type": "any_text", "excludes": excludes})]));
+    };
+    if tools.json.is_some() || !tools.call_start.trim().is_empty() || !tools.section_start.trim().is_empty() {
+        return Err(unsupported("a prompt-opened block around JSON calls or call sections"));
+    }
+    let calls = chosen_tools(request)?.into_iter().map(|t| call(format, tools, t)).collect::<Result<Vec<_>, _>>()?;
+    // The same call tag without the opener the prompt holds.
+    let without_opener = |tag: &Json| {
+        let mut tag = tag.clone();
+        let begin = tag["begin"].as_str().unwrap_or_default();
+        tag["begin"] = json!(begin.strip_prefix(prefix).unwrap_or(begin));
+        tag
+    };
+    let required = !matches!(request.tool_choice, ToolChoice::Auto);
+    let single = matches!(request.tool_choice, ToolChoice::Function(_))
+        || !request.parallel_tool_calls.unwrap_or(true)
+        || !tools.parallel;
+    let text = json!({"type": "any_text", "excludes": excludes});
+    let mut first: Vec<Json> = calls.iter().map(|c| without_opener(&c.tag)).collect();
+    if !required {
+        first.push(seq(vec![cs(content_opener), text.clone()]));
+    }
+    // Then more blocks, each opened by the prefix: content blocks always, calls while more may come.
+    let mut next = vec![tag(opener, text, "")];
+    if !single {
+        next.extend(calls.into_iter().map(|c| c.tag));
+    }
+    let next = json!({"type": "or", "elements": next});
+    Ok(seq(vec![json!({"type": "or", "elements": first}), json!({"type": "star", "content": next})]))
 }
 
 /// The markers a call (or its section) opens with; bare JSON calls open with `{"`.

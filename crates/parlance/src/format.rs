@@ -23,6 +23,13 @@ pub struct Format {
     pub content: ContentFormat,
     /// Text `add_generation_prompt` appends after the last message (default variables).
     pub generation_prompt: String,
+    /// The end of the generation prompt that the model's output continues as if it had written it:
+    /// a marker every block of the turn starts with, whose first instance the prompt already holds
+    /// (functionary's `>>>`, after which the model writes a recipient: `all` for content, a function
+    /// name for a call). Outputs are parsed (and constrained) as if they began with it. Empty for
+    /// almost every template.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output_prefix: String,
     /// Text the template writes after an assistant turn's output (end of turn, end of sequence).
     pub turn_end: String,
     /// How tool calls are written; `None` when the template cannot render them.
@@ -214,6 +221,13 @@ impl Format {
             }
         }
         let _ = writeln!(out, "generation prompt: {:?}", self.generation_prompt);
+        if !self.output_prefix.is_empty() {
+            let _ = writeln!(
+                out,
+                "output continues: {:?} (the prompt's end, read as the output's first bytes)",
+                self.output_prefix
+            );
+        }
         let _ = writeln!(out, "turn end:          {:?}", self.turn_end);
         let _ = writeln!(out, "content:           {:?} ... {:?}", self.content.start, self.content.end);
         if let Some(tools) = &self.tools {

@@ -10,6 +10,10 @@ pub(crate) fn common_prefix(a: &str, b: &str) -> usize {
     while !a.is_char_boundary(n) {
         n -= 1;
     }
+    // Equal texts share every marker whole, even a lone `>` (functionary's `>>>`).
+    if n == a.len() && n == b.len() {
+        return n;
+    }
     unsplit_prefix(&a[..n])
 }
 
@@ -18,6 +22,9 @@ pub(crate) fn common_suffix(a: &str, b: &str) -> usize {
     let mut n = a.bytes().rev().zip(b.bytes().rev()).take_while(|(x, y)| x == y).count();
     while !a.is_char_boundary(a.len() - n) {
         n -= 1;
+    }
+    if n == a.len() && n == b.len() {
+        return n;
     }
     unsplit_suffix(&a[a.len() - n..])
 }

@@ -71,6 +71,10 @@ pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Form
         ));
     }
     format.generation_prompt = probe.generation_prompt(false, &[]).unwrap_or_default();
+    if let Some(marker) = opened_call_marker(&probe, &format.generation_prompt) {
+        probe.opened.clone_from(&marker);
+        format.output_prefix = marker;
+    }
 
     let content_only = probe.output(&json!({"role": "assistant", "content": CONTENT}), false, &[]);
     let content_only_2 = probe.output(&json!({"role": "assistant", "content": CONTENT_2}), false, &[]);
@@ -113,6 +117,33 @@ pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Form
     }
     collect_preserved_tokens(&mut format);
     Ok(format)
+}
+
+/// The marker the generation prompt ends with when the model's output continues it as the opener
+/// of its first block (functionary's `<|start_header_id|>assistant<|end_header_id|>\n\n>>>`: the
+/// model writes a recipient next). Shown by the renders, not guessed: the turn repeats the whole
+/// prompt, a call's output starts with its name, and a second call's name follows the same marker.
+fn opened_call_marker(probe: &Probe, generation_prompt: &str) -> Option<String> {
+    let marker = last_marker(generation_prompt)?;
+    if marker.is_empty() || !generation_prompt.ends_with(marker.as_str()) {
+        return None;
+    }
+    let content = probe.output(&json!({"role": "assistant", "content": CONTENT}), false, &[])?;
+    if !content.unrepeated_prompt.is_empty() {
+        return None;
+    }
+    let shapes = [json!({probe::ARG_1: probe::VALUE_1}), json!(json!({probe::ARG_1: probe::VALUE_1}).to_string())];
+    shapes.into_iter().find_map(|arguments| {
+        let second = match &arguments {
+            Json::String(_) => json!(json!({probe::ARG_2: probe::VALUE_2}).to_string()),
+            _ => json!({probe::ARG_2: probe::VALUE_2}),
+        };
+        let calls =
+            vec![probe::call(probe::ID_1, probe::FN_1, arguments), probe::call(probe::ID_2, probe::FN_2, second)];
+        let two = probe.output_with_calls(calls, &[])?;
+        let opens_with_name = two.text.trim_start().starts_with(probe::FN_1);
+        (opens_with_name && two.text.contains(&format!("{marker}{}", probe::FN_2))).then(|| marker.clone())
+    })
 }
 
 /// Reasoning: R1 (with vs without reasoning), R2 (thinking switched on / off), history.

@@ -40,6 +40,9 @@ pub(crate) struct Probe {
     pub(crate) emptied: Vec<String>,
     /// Messages with tool calls render with `content: null` (workaround `calls-with-null-content`).
     null_content_with_calls: bool,
+    /// The end of the generation prompt that outputs continue (`Format::output_prefix`): put in
+    /// front of every output, as the model's own first bytes.
+    pub(crate) opened: String,
 }
 
 /// One assistant message as the model would write it.
@@ -107,6 +110,7 @@ impl Probe {
                 prefix,
                 emptied: emptied.clone(),
                 null_content_with_calls: false,
+                opened: String::new(),
             };
             let assistant = json!({"role": "assistant", "content": CONTENT});
             if probe.render(&[assistant], false, false, &[]).is_some() && probe.render(&[], false, true, &[]).is_some()
@@ -203,7 +207,9 @@ impl Probe {
         let closed = self.render(&[], with_tools, false, extra)?;
         let open = self.render(&[], with_tools, true, extra)?;
         let full = self.render(std::slice::from_ref(assistant), with_tools, false, extra)?;
-        Some(split_output(&closed, &open, &full))
+        let mut output = split_output(&closed, &open, &full);
+        output.text.insert_str(0, &self.opened);
+        Some(output)
     }
 
     /// The output for an assistant message holding `calls`, trying `content` absent, then empty

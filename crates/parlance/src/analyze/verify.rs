@@ -211,6 +211,9 @@ impl Expected {
 }
 
 fn check(format: &Format, text: &str, expected: &Expected) -> Result<(), String> {
+    // The output continues the marker the prompt ended with.
+    let prefixed = format!("{}{text}", format.output_prefix);
+    let text = prefixed.as_str();
     let mut text = text.strip_suffix(format.turn_end.as_str()).unwrap_or(text);
     // Reasoning.
     let mut reasoning = None;
@@ -242,7 +245,7 @@ fn check(format: &Format, text: &str, expected: &Expected) -> Result<(), String>
     }
     // Calls, then content: before the first call, or (templates that write it there) after the last.
     let call_at = match &format.tools {
-        Some(tools) => first_call_at(tools, text),
+        Some(tools) => first_call_at(tools, text, format.content.start.trim()),
         None => None,
     };
     let (calls, calls_end) = match (&format.tools, call_at) {
@@ -287,12 +290,14 @@ fn check(format: &Format, text: &str, expected: &Expected) -> Result<(), String>
 }
 
 /// Where the first call starts: its section, call or name marker; for bare JSON, the first JSON
-/// value holding a name.
-fn first_call_at(tools: &ToolCallFormat, text: &str) -> Option<usize> {
+/// value holding a name. A marker that begins the longer content opener (`>>>` of `>>>all\n`) is
+/// the content's there.
+fn first_call_at(tools: &ToolCallFormat, text: &str, content_start: &str) -> Option<usize> {
     for marker in [&tools.section_start, &tools.call_start, &tools.name_prefix] {
         let marker = marker.trim();
         if !marker.is_empty() {
-            return text.find(marker);
+            let opens_content = |at: usize| content_start.len() > marker.len() && text[at..].starts_with(content_start);
+            return text.match_indices(marker).map(|(at, _)| at).find(|&at| !opens_content(at));
         }
     }
     if tools.json.is_some() {

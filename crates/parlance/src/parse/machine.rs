@@ -63,6 +63,9 @@ pub(crate) struct Setup {
     /// steps:\n`): the start of the reasoning, since the template renders the message's reasoning
     /// in its place. Empty when the opener ends the prompt.
     prompt_reasoning: String,
+    /// `Format::output_prefix` when this request's prompt ends with it: read before the output as
+    /// its first bytes, though they are not the output's (spans and offsets leave them out).
+    output_prefix: String,
     id_seed: u64,
 }
 
@@ -117,6 +120,11 @@ impl Setup {
             channel: ChannelSyntax::from_format(format),
             opener,
             prompt_reasoning: if in_reasoning { prompt_reasoning } else { String::new() },
+            output_prefix: if !format.output_prefix.is_empty() && prompt.ends_with(&format.output_prefix) {
+                format.output_prefix.clone()
+            } else {
+                String::new()
+            },
             id_seed: options.id_seed,
         }
     }
@@ -245,7 +253,10 @@ enum TaggedStep {
 #[derive(Debug)]
 pub(crate) struct Machine {
     setup: Arc<Setup>,
+    /// The text so far, after the setup's `output_prefix`.
     buf: String,
+    /// Length of the `output_prefix` at the start of `buf`: offsets shown to users are after it.
+    prefix_len: usize,
     /// Bytes before `pos` are decided (covered by spans).
     pos: usize,
     /// Markers are searched from here (after a reverted trigger).
@@ -280,9 +291,11 @@ enum Step {
 
 impl Machine {
     pub(crate) fn new(setup: Arc<Setup>) -> Machine {
+        let buf = setup.output_prefix.clone();
         Machine {
+            prefix_len: buf.len(),
             setup,
-            buf: String::new(),
+            buf,
             pos: 0,
             scan_from: 0,
             eof: false,
@@ -323,6 +336,17 @@ impl Machine {
 
     pub(crate) fn message(&self) -> ParsedMessage {
         let mut message = self.message.clone();
+        if self.prefix_len > 0 {
+            // Offsets in the output itself: the prefix's bytes were never the model's.
+            let shift = |at: usize| at.saturating_sub(self.prefix_len);
+            message.spans.retain_mut(|span| {
+                (span.start, span.end) = (shift(span.start), shift(span.end));
+                span.start < span.end
+            });
+            for issue in &mut message.issues {
+                issue.at = shift(issue.at);
+            }
+        }
         message.reasoning_content = (!self.reasoning.is_empty()).then(|| self.reasoning.clone());
         message.content = (!self.content.is_empty()).then(|| self.content.clone());
         message
@@ -375,6 +399,7 @@ impl Machine {
     /// `last`) trailing whitespace are trimmed; otherwise trailing whitespace waits, undecided.
     fn emit_text(&mut self, reasoning: bool, upto: usize, last: bool) {
         let kind = if reasoning { SpanKind::Reasoning } else { SpanKind::Content };
+        self.skip_output_prefix(upto);
         let mut text_start = self.pos;
         if !self.seg_text {
             let text = &self.buf[self.pos..upto];
@@ -404,8 +429,19 @@ impl Machine {
         }
     }
 
+    /// Moves past the setup's `output_prefix` (up to `upto`): text that reverts to content never
+    /// carries bytes the model did not write.
+    fn skip_output_prefix(&mut self, upto: usize) {
+        if self.pos < self.prefix_len {
+            let end = self.prefix_len.min(upto);
+            self.span(SpanKind::Marker, self.pos, end);
+            self.pos = self.pos.max(end);
+        }
+    }
+
     /// Text up to `upto` into content exactly as written.
     fn emit_raw(&mut self, upto: usize) {
+        self.skip_output_prefix(upto);
         if upto > self.pos {
             let piece = self.buf[self.pos..upto].to_owned();
             self.span(SpanKind::Content, self.pos, upto);
@@ -1299,6 +1335,25 @@ impl Machine {
                 None => {}
             }
         }
+        // A content opener that begins with the name prefix (functionary's `>>>all\n` and `>>>`):
+        // the calls are over and content follows.
+        let content_start = self.setup.syntax.content_start.trim_end();
+        if !first
+            && content_start.len() > tools.name_prefix.trim().len()
+            && content_start.starts_with(tools.name_prefix.trim())
+        {
+            match self.at_marker(content_start) {
+                Some(Ok(_)) => {
+                    self.state = State::Content;
+                    return Ok(Step::Again);
+                }
+                Some(Err(())) => {
+                    section.phase = Phase::BeforeCall;
+                    return Ok(Step::Wait);
+                }
+                None => {}
+            }
+        }
         // Call start (optional between calls when the section start opened the first).
         let mut matched_any = section.started;
         // A section opened by the call trigger: for the first call, the trigger stands for the
@@ -1401,7 +1456,10 @@ impl Machine {
                 None => {}
             }
         }
-        let whitespace_ends = tools.name_suffix.is_empty() && self.buf[name_end..].starts_with(char::is_whitespace);
+        // A suffix that was only whitespace (`\n`) is optional: the arguments' `{` ends the name too.
+        let whitespace_ends = tools.name_suffix.is_empty()
+            && (self.buf[name_end..].starts_with(char::is_whitespace)
+                || (!tools.tagged && self.buf[name_end..].starts_with('{')));
         let at_eof_end = self.eof && name_end == self.buf.len();
         self.pos = saved;
         let consumed_suffix = match end {

@@ -747,3 +747,37 @@ fn parse_fuzz_inputs_replay() {
     }
     assert!(replayed >= 10, "replayed only {replayed} inputs");
 }
+
+// See: issue 25, class 1 (the generation prompt already opens the call syntax).
+#[test]
+fn output_after_a_prompt_that_opened_the_recipient_is_read_from_its_first_byte() {
+    // functionary v3.2's prompt ends `>>>`: the model writes a recipient first.
+    let id = "meetkai-functionary-medium-v3.2";
+    let Some(got) = parse_under(id, "get_weather\n{\"city\": \"Paris\"}", json!(null)) else { return };
+    assert_eq!(got["calls"], json!([["get_weather", {"city": "Paris"}]]), "{got}");
+    assert_eq!(got["content"], json!(null), "{got}");
+    let got = parse_under(id, "all\nIt is sunny.", json!(null)).unwrap();
+    assert_eq!((&got["content"], &got["calls"]), (&json!("It is sunny."), &json!([])), "{got}");
+    // Content, then a call; a call, then content (the content opener ends the calls).
+    let got = parse_under(id, "all\nLet me look.>>>get_weather\n{\"city\": \"Paris\"}", json!(null)).unwrap();
+    assert_eq!((&got["content"], got["calls"].as_array().unwrap().len()), (&json!("Let me look."), 1), "{got}");
+    let got = parse_under(id, "get_weather\n{\"city\": \"Paris\"}>>>all\nDone.", json!(null)).unwrap();
+    assert_eq!((&got["content"], got["calls"].as_array().unwrap().len()), (&json!("Done."), 1), "{got}");
+    assert_eq!(got["issues"], json!([]), "{got}");
+    // Spans are offsets in the output itself: the `>>>` the prompt holds is not among them.
+    let corpus = corpus::corpus().unwrap();
+    let (template, options) = crate::analyze::corpus_template(&corpus, id);
+    let format = analyze(&template, &options).unwrap();
+    assert_eq!(format.output_prefix, ">>>");
+    let output = "all\nHi";
+    let message = Parser::new(&format, &ParseOptions::default()).parse(output);
+    assert_eq!(message.spans.first().map(|s| s.start), Some(0));
+    assert_eq!(message.spans.last().map(|s| s.end), Some(output.len()));
+    // A prompt that does not end with the prefix (a caller's own) reads the output as written.
+    let options = ParseOptions {
+        generation_prompt: Some("<|start_header_id|>assistant<|end_header_id|>\n\n".into()),
+        ..ParseOptions::default()
+    };
+    let message = Parser::new(&format, &options).parse(">>>get_weather\n{}");
+    assert_eq!(message.tool_calls.len(), 1, "{message:?}");
+}
