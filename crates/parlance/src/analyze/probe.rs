@@ -235,6 +235,27 @@ impl Probe {
     }
 }
 
+/// Where `text` stops repeating `prompt` when whitespace is ignored on both sides: the end of the
+/// last character of `prompt` that is not whitespace, matched in `text`. `None` when `text` does
+/// not repeat every such character in order, or `prompt` has none.
+fn repeats_modulo_whitespace(text: &str, prompt: &str) -> Option<usize> {
+    let mut text_chars = text.char_indices().filter(|(_, c)| !c.is_whitespace());
+    let mut end = None;
+    for p in prompt.chars().filter(|c| !c.is_whitespace()) {
+        let (at, c) = text_chars.next()?;
+        if c != p {
+            return None;
+        }
+        end = Some(at + c.len_utf8());
+    }
+    // As much of the prompt's own trailing whitespace as the text repeats.
+    let end = end?;
+    let trailing = &prompt[prompt.trim_end().len()..];
+    let repeated: usize =
+        text[end..].chars().zip(trailing.chars()).take_while(|(a, b)| a == b).map(|(a, _)| a.len_utf8()).sum();
+    Some(end + repeated)
+}
+
 /// Sets an absent or empty `content` to `null` in messages with tool calls, for templates that
 /// render calls only then (workaround `calls-with-null-content`; render with
 /// `RenderOptions::keep_null_keys`).
@@ -276,6 +297,14 @@ pub(crate) fn split_output(closed: &str, open: &str, full: &str) -> Output {
         }
         _ => &full[shared..],
     };
+    // A turn may repeat the prompt with other whitespace: a line break the template writes before
+    // every message of the history but not before the generation prompt, or indentation that
+    // differs between the two (templates written with indented `{{ … }}` lines).
+    if !turn.starts_with(&generation_prompt) {
+        if let Some(after) = repeats_modulo_whitespace(turn, &generation_prompt) {
+            return Output { text: turn[after..].to_owned(), unrepeated_prompt: String::new(), generation_prompt };
+        }
+    }
     let repeated = common_prefix(turn, &generation_prompt);
     let repeated = if turn.starts_with(&generation_prompt) { generation_prompt.len() } else { repeated };
     Output {

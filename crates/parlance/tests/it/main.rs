@@ -8,6 +8,7 @@ mod golden;
 mod limits;
 mod loading;
 mod nesting;
+mod outside;
 mod parse;
 mod roundtrip;
 mod tokens;
