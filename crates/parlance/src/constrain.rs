@@ -129,6 +129,10 @@ fn text_structural_tag(
         let empty_block = (!empty.is_empty()).then(|| seq(vec![cs(empty), regex(WS)]));
         parts.push(regex(WS));
         if crate::parse::prompt_opens_reasoning(format, request) {
+            // Reasoning that may start implicitly may also start with its opener.
+            if mode == "implicit" && !start.is_empty() {
+                parts.push(optional(cs(start)));
+            }
             parts.push(block(""));
         } else if off {
             parts.extend(empty_block.map(optional));

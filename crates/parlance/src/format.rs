@@ -56,8 +56,12 @@ pub struct ReasoningMarkers {
 pub struct ReasoningDetails {
     /// `tag` (start and end markers in the output), `forced-open` (the generation prompt opens
     /// reasoning, so the model writes only its end; a prompt that closes the block instead, as a
-    /// thinking-off prompt does, means no reasoning follows), `delimiter` (no start marker;
-    /// reasoning ends at the end marker).
+    /// thinking-off prompt does, means no reasoning follows), `implicit` (the prompt opens nothing,
+    /// yet the model reasons first and may leave out the start marker, as DeepSeek-R1-style models
+    /// do: output begins inside reasoning, which lasts to the end marker — or to the end of the
+    /// output, as servers' R1 parsers read it; override with `ParseOptions::in_reasoning` for a
+    /// model that does not reason), `delimiter` (no start marker; reasoning ends at the end
+    /// marker), `tools-only` (reasoning renders only next to tool calls).
     pub mode: String,
     /// The start marker exactly as rendered (with its whitespace).
     pub start_literal: String,

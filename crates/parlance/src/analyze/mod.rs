@@ -250,26 +250,103 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
         let on = probe.generation_prompt(false, &[(var, json!(true))]);
         let off = probe.generation_prompt(false, &[(var, json!(false))]);
         let (Some(on), Some(off)) = (on, off) else { continue };
-        if on == off {
-            continue;
-        }
-        let shared = diff::common_prefix(&on, &off);
-        let (on_rest, off_rest) = (&on[shared..], &off[shared..]);
-        let off_markers = markers_in(off_rest);
-        let found = match (markers_in(on_rest).is_empty(), off_markers.as_slice()) {
-            (true, [start, end]) => Some(("tag", start.clone(), end.clone())),
-            (_, [.., end]) => last_marker(&on).map(|start| ("forced-open", start, end.clone())),
-            _ => None,
-        };
-        if let Some((mode, start, end)) = found {
+        if let Some((mode, start, end)) = switched_markers(&on, &off) {
             set_reasoning(probe, format, mode, start, end, &[(var, json!(true))]);
+            return;
+        }
+        // A template that writes the thinking-off block after every conversation, whether or not
+        // a generation prompt is asked for (Hunyuan-A13B): the whole renders differ by an empty block.
+        let on = probe.render(&[], false, true, &[(var, json!(true))]);
+        let off = probe.render(&[], false, true, &[(var, json!(false))]);
+        if let (Some(on), Some(off)) = (on, off) {
+            if let Some(("tag", start, end)) = switched_markers(&on, &off) {
+                set_reasoning(probe, format, "tag", start, end, &[(var, json!(true))]);
+                return;
+            }
+        }
+    }
+    // The switch as a flag in the system prompt (`/no_think`, `/think`: Nemotron, SmolLM3): the
+    // thinking-off prompt writes an empty block the thinking-on prompt does not.
+    let soft = |flag: &str| probe.with_system(&format!("PLNC system prompt {flag}")).generation_prompt(false, &[]);
+    if let (Some(on), Some(off)) = (soft("/think"), soft("/no_think")) {
+        if let Some(("tag", start, end)) = switched_markers(&on, &off) {
+            set_reasoning(probe, format, "tag", start, end, &[]);
             return;
         }
     }
     if let Some((start, end)) = stripped_mirror_tag(probe) {
         format.workarounds.push(WORKAROUND_MIRROR_TAG.to_owned());
         set_reasoning(probe, format, "forced-open", start, end, &[]);
+        return;
     }
+    if let Some((start, end)) = stripped_end_tag(probe) {
+        format.workarounds.push(WORKAROUND_STRIPPED_END_TAG.to_owned());
+        set_reasoning(probe, format, "implicit", start, end, &[]);
+    }
+}
+
+/// The reasoning markers a thinking switch shows: `on` and `off` are the same text rendered with
+/// thinking switched on and off. `tag` when only the off text holds markers, exactly a start and an
+/// end (an empty block: `<think>\n\n</think>`); `forced-open` when the on text ends with the
+/// opener the off text closes.
+fn switched_markers(on: &str, off: &str) -> Option<(&'static str, String, String)> {
+    if on == off {
+        return None;
+    }
+    let shared = diff::common_prefix(on, off);
+    let (on_rest, off_rest) = (&on[shared..], &off[shared..]);
+    let off_markers = markers_in(off_rest);
+    match (markers_in(on_rest).is_empty(), off_markers.as_slice()) {
+        (true, [start, end]) => Some(("tag", start.clone(), end.clone())),
+        (_, [.., end]) => last_marker(on).map(|start| ("forced-open", start, end.clone())),
+        _ => None,
+    }
+}
+
+/// Named workaround: no render shows reasoning and the prompt opens nothing, but the template cuts
+/// every assistant message at a closing tag (`content.split('</think>')[-1]`): the model reasons
+/// first and ends with that tag, maybe without writing the opener (DeepSeek-R1-style). The closing
+/// tag is a `</…>` literal of the template's source, accepted only if the renders demonstrably strip
+/// it (content `R</think>C` renders as `C`); the start is its mirror, and the reasoning mode is
+/// `implicit`: output begins inside reasoning unless the prompt closed the block.
+pub(crate) const WORKAROUND_STRIPPED_END_TAG: &str = "reasoning-from-stripped-end-tag";
+
+fn stripped_end_tag(probe: &Probe) -> Option<(String, String)> {
+    let source: String = probe.template_sources().join("\n");
+    let mut candidates: Vec<&str> = Vec::new();
+    let mut rest = source.as_str();
+    while let Some(at) = rest.find("</") {
+        let tail = &rest[at..];
+        let end = tail.find('>').filter(|&e| e > 2 && e <= 40);
+        if let Some(end) = end {
+            let tag = &tail[..=end];
+            let name = &tag[2..tag.len() - 1];
+            if name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == ':' || c == '-')
+                && !candidates.contains(&tag)
+            {
+                candidates.push(tag);
+            }
+        }
+        rest = &rest[at + 2..];
+    }
+    let plain = json!({"role": "assistant", "content": CONTENT});
+    let output = probe.output(&plain, false, &[])?;
+    let history_plain = probe.render_as_history(&plain, false, &[]);
+    candidates.into_iter().take(16).find_map(|closer| {
+        let with = json!({"role": "assistant", "content": format!("{REASONING}{closer}{CONTENT}")});
+        let last = probe.output(&with, false, &[]).is_some_and(|o| o.text.trim() == output.text.trim());
+        let history = last || (history_plain.is_some() && probe.render_as_history(&with, false, &[]) == history_plain);
+        // Or only turns before the last assistant turn are cut (LFM2.5: `loop.index0 !=
+        // ns.last_assistant_index`).
+        let later = |first: &Json| {
+            let next =
+                [json!({"role": "user", "content": probe::USER_2}), json!({"role": "assistant", "content": CONTENT_2})];
+            probe.render(&[first.clone(), next[0].clone(), next[1].clone()], false, false, &[])
+        };
+        let history = history || later(&plain).is_some_and(|p| later(&with).is_some_and(|w| w == p));
+        let opener = format!("<{}", &closer[2..]);
+        history.then_some((opener, closer.to_owned()))
+    })
 }
 
 /// Named workaround: a message with a tool call renders only when `list.append` is ignored

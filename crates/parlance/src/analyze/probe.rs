@@ -155,6 +155,17 @@ impl Probe {
         renders(&lenient).then_some(lenient)
     }
 
+    /// This probe with a system message holding `system` before the user message.
+    pub(crate) fn with_system(&self, system: &str) -> Probe {
+        let prefix = vec![json!({"role": "system", "content": system}), json!({"role": "user", "content": USER})];
+        Probe { prefix, ..self.clone() }
+    }
+
+    /// The texts of the template's named templates.
+    pub(crate) fn template_sources(&self) -> Vec<&str> {
+        self.template.names().filter_map(|name| self.template.source(name)).collect()
+    }
+
     /// Renders `prefix + messages`; `None` if the template raises.
     pub(crate) fn render(
         &self,

@@ -219,7 +219,7 @@ fn check(format: &Format, text: &str, expected: &Expected) -> Result<(), String>
     let mut reasoning = None;
     if let (Some(markers), Some(details)) = (&format.reasoning, &format.reasoning_details) {
         let trimmed = text.trim_start();
-        if details.mode == "forced-open" {
+        if details.mode == "forced-open" || details.mode == "implicit" {
             if let Some(end) = text.find(markers.end.as_str()) {
                 reasoning = Some(text[..end].to_owned());
                 text = &text[end + markers.end.len()..];

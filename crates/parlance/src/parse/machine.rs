@@ -101,8 +101,17 @@ impl Setup {
             Some((opener, text)) => (Some(opener), text),
             None => (None, String::new()),
         };
-        let in_reasoning = options.in_reasoning.unwrap_or(opener.is_some());
-        let opener = if in_reasoning {
+        // Reasoning that may start without its opener (`implicit`): open unless the prompt closed
+        // a block (a thinking-off prompt's `<think>\n\n</think>`).
+        let implicit = format.reasoning_details.as_ref().is_some_and(|d| d.mode == "implicit")
+            && !syntax.reasoning.as_ref().is_some_and(|r| {
+                prompt.rfind(r.start.as_str()).is_some_and(|at| prompt[at..].contains(r.end.as_str()))
+            });
+        let in_reasoning = options.in_reasoning.unwrap_or(opener.is_some() || implicit);
+        let opener = if implicit && opener.is_none() {
+            // Nothing the prompt held goes back in front of unseparated reasoning.
+            String::new()
+        } else if in_reasoning {
             opener.or_else(|| syntax.reasoning.as_ref().map(|r| r.start.clone())).unwrap_or_default()
         } else {
             String::new()

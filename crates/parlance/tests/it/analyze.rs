@@ -333,3 +333,31 @@ fn list_append_workaround_analyzes_calls_of_a_template_that_appends() {
     let plain = ChatTemplate::from_text(&text.replace("{% set _ = queue.ids.append(c.id) %}", "")).unwrap();
     assert!(parlance::Format::from_template(&plain).unwrap().workarounds.is_empty());
 }
+
+// See: issue 25, class 2. The templates below are written here in the shape of real ones.
+#[test]
+fn reasoning_is_found_from_thinking_switches_and_stripped_history() {
+    let reasoning = |text: &str| {
+        let format = parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap()).unwrap();
+        let mode = format.reasoning_details.as_ref().map(|d| d.mode.clone());
+        (format.reasoning.map(|r| (r.start, r.end)), mode)
+    };
+    let turns = "{% for m in messages %}<{{ m.role }}>{{ m.content }}</s>{% endfor %}";
+    let want = |mode: &str| (Some(("<think>".to_owned(), "</think>".to_owned())), Some(mode.to_owned()));
+    // An empty block written after every conversation when thinking is off, generation prompt or
+    // not (Hunyuan-A13B).
+    let text = format!(
+        "{turns}{{% if add_generation_prompt %}}<assistant>{{% endif %}}{{% if enable_thinking is defined and enable_thinking is false %}}<think>\n\n</think>\n{{% endif %}}"
+    );
+    assert_eq!(reasoning(&text), want("tag"));
+    // The switch as a flag in the system prompt (Nemotron's `/no_think`).
+    let text = format!(
+        "{{% set ns = namespace(on=true) %}}{{% for m in messages %}}{{% if '/no_think' in m.content %}}{{% set ns.on = false %}}{{% endif %}}{{% endfor %}}{turns}{{% if add_generation_prompt %}}<assistant>{{% if not ns.on %}}<think>\n\n</think>\n\n{{% endif %}}{{% endif %}}"
+    );
+    assert_eq!(reasoning(&text), want("tag"));
+    // Past turns cut at `</think>`, the prompt opening nothing (DeepSeek-R1-style): implicit.
+    let text = "{% for m in messages %}<{{ m.role }}>{% if m.role == 'assistant' %}{{ m.content.split('</think>')[-1] }}{% else %}{{ m.content }}{% endif %}</s>{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+    assert_eq!(reasoning(text), want("implicit"));
+    // Without the cut, nothing is claimed.
+    assert_eq!(reasoning(&format!("{turns}{{% if add_generation_prompt %}}<assistant>{{% endif %}}")), (None, None));
+}

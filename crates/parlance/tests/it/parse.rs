@@ -781,3 +781,18 @@ fn output_after_a_prompt_that_opened_the_recipient_is_read_from_its_first_byte()
     let message = Parser::new(&format, &options).parse(">>>get_weather\n{}");
     assert_eq!(message.tool_calls.len(), 1, "{message:?}");
 }
+
+// See: issue 25, class 2 (reasoning known only from how history is treated).
+#[test]
+fn implicit_reasoning_starts_the_output_with_or_without_its_opener() {
+    // LFM2.5-Instruct cuts `</think>` out of past turns and its prompt opens nothing.
+    let id = "LFM2.5-Instruct";
+    let Some(got) = parse_under(id, "Let me think.</think>The answer.", json!(null)) else { return };
+    assert_eq!((&got["reasoning"], &got["content"]), (&json!("Let me think."), &json!("The answer.")), "{got}");
+    let got = parse_under(id, "<think>\nLet me think.\n</think>\n\nThe answer.", json!(null)).unwrap();
+    assert_eq!((&got["reasoning"], &got["content"]), (&json!("Let me think."), &json!("The answer.")), "{got}");
+    // A caller whose model does not reason says so.
+    let options = ParseOptions { in_reasoning: Some(false), ..ParseOptions::default() };
+    let got = parse_with(id, "The answer.", options).unwrap();
+    assert_eq!((&got["reasoning"], &got["content"]), (&json!(null), &json!("The answer.")), "{got}");
+}
