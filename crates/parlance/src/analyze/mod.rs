@@ -28,11 +28,16 @@ use probe::{CONTENT, CONTENT_2, Output, Probe, REASONING};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AnalyzeError {
-    /// Not even a user message followed by an assistant message renders.
-    #[error("{template}: the template renders no user + assistant conversation, so it cannot be analyzed")]
+    /// Not even a user message followed by an assistant message renders, in any input shape tried.
+    #[error(
+        "{template}: the template renders no user + assistant conversation, so it cannot be analyzed; tried: {}",
+        tried.join("; ")
+    )]
     NoConversation {
         /// The template's label.
         template: String,
+        /// Each input shape tried, with the first error the template raised on it.
+        tried: Vec<String>,
     },
 }
 
@@ -53,8 +58,15 @@ impl Format {
 /// Analyzes `template`: every marker from diffs of probe renders.
 pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Format, AnalyzeError> {
     let mut probe = Probe::new(template, options.variables.clone())
-        .ok_or_else(|| AnalyzeError::NoConversation { template: template.label().to_owned() })?;
+        .map_err(|tried| AnalyzeError::NoConversation { template: template.label().to_owned(), tried })?;
     let mut format = Format { template: template.label().to_owned(), ..Format::default() };
+    let shape = probe.shape();
+    if shape.tools_always {
+        format.workarounds.push(WORKAROUND_TOOLS_ALWAYS.to_owned());
+    }
+    if shape.content_parts {
+        format.workarounds.push(WORKAROUND_CONTENT_PARTS.to_owned());
+    }
     if let Some(lenient) = probe.with_list_append_ignored() {
         probe = lenient;
         format.workarounds.push(WORKAROUND_LIST_APPEND.to_owned());
@@ -79,7 +91,8 @@ pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Form
     let content_only = probe.output(&json!({"role": "assistant", "content": CONTENT}), false, &[]);
     let content_only_2 = probe.output(&json!({"role": "assistant", "content": CONTENT_2}), false, &[]);
     let (Some(content_only), Some(content_only_2)) = (content_only, content_only_2) else {
-        return Err(AnalyzeError::NoConversation { template: template.label().to_owned() });
+        let tried = vec![format!("{}: an assistant message of plain content does not render", shape.describe())];
+        return Err(AnalyzeError::NoConversation { template: template.label().to_owned(), tried });
     };
     let after_content = |output: &Output, sentinel: &str| -> Option<String> {
         let at = output.text.find(sentinel)?;
@@ -348,6 +361,14 @@ fn stripped_end_tag(probe: &Probe) -> Option<(String, String)> {
         history.then_some((opener, closer.to_owned()))
     })
 }
+
+/// Named workaround: nothing renders unless the request declares tools (`tools | length` on an
+/// undefined `tools`); every probe render declares them.
+pub(crate) const WORKAROUND_TOOLS_ALWAYS: &str = "tools-in-every-render";
+
+/// Named workaround: nothing renders unless message content is a list of parts
+/// (`message['content'][0]['text']`); probe contents are passed as one text part.
+pub(crate) const WORKAROUND_CONTENT_PARTS: &str = "content-as-text-parts";
 
 /// Named workaround: a message with a tool call renders only when `list.append` is ignored
 /// (`Probe::with_list_append_ignored`).

@@ -43,6 +43,8 @@ pub(crate) struct Probe {
     /// The end of the generation prompt that outputs continue (`Format::output_prefix`): put in
     /// front of every output, as the model's own first bytes.
     pub(crate) opened: String,
+    /// The input shape the template requires.
+    shape: InputShape,
 }
 
 /// One assistant message as the model would write it.
@@ -74,23 +76,64 @@ pub(crate) fn call(id: &str, name: &str, arguments: Json) -> Json {
     json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
 }
 
+/// The input shapes a template may require, tried in order until a conversation renders.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct InputShape {
+    /// Every render declares the probe tools (templates that read `tools | length` unguarded).
+    pub tools_always: bool,
+    /// Message content as a list of parts (`[{"type": "text", "text": …}]`), for templates that
+    /// read `message['content'][0]['text']`.
+    pub content_parts: bool,
+}
+
+impl InputShape {
+    const ALL: [InputShape; 4] = [
+        InputShape { tools_always: false, content_parts: false },
+        InputShape { tools_always: true, content_parts: false },
+        InputShape { tools_always: false, content_parts: true },
+        InputShape { tools_always: true, content_parts: true },
+    ];
+
+    /// How the shape is described in errors and in `Format::workarounds`.
+    pub(crate) fn describe(self) -> &'static str {
+        match (self.tools_always, self.content_parts) {
+            (false, false) => "messages as given",
+            (true, false) => "tools declared in every render",
+            (false, true) => "content as a list of text parts",
+            (true, true) => "tools in every render and content as text parts",
+        }
+    }
+}
+
 impl Probe {
-    /// A probe whose prefix renders; `None` when the template renders no simple conversation.
+    /// A probe whose prefix renders, or what was tried: each input shape with the first error the
+    /// template raised on it.
     ///
-    /// When nothing renders, the variables the template reads but nobody defines (firefunction-v2
-    /// concatenates `functions` and `datetime`, which a caller must pass) are set to `""` and the
-    /// probe is tried again: the analysis then describes the template as such a caller sees it.
-    pub(crate) fn new(template: &ChatTemplate, variables: IndexMap<String, Json>) -> Option<Probe> {
-        Probe::with_variables(template, variables.clone(), Vec::new()).or_else(|| {
-            let mut variables = variables;
-            let mut emptied = Vec::new();
-            for name in template.undeclared_variables() {
-                if !variables.contains_key(&name) {
-                    variables.insert(name.clone(), json!(""));
-                    emptied.push(name);
-                }
+    /// Shapes are tried in order (`InputShape::ALL`), with a user message alone and after a system
+    /// message. When nothing renders, the variables the template reads but nobody defines
+    /// (firefunction-v2 concatenates `functions` and `datetime`, which a caller must pass) are set
+    /// to `""` and the shapes are tried again: the analysis then describes the template as such a
+    /// caller sees it.
+    pub(crate) fn new(template: &ChatTemplate, variables: IndexMap<String, Json>) -> Result<Probe, Vec<String>> {
+        let mut tried = Vec::new();
+        if let Some(probe) = Probe::with_variables(template, variables.clone(), Vec::new(), &mut tried) {
+            return Ok(probe);
+        }
+        let mut variables = variables;
+        let mut emptied = Vec::new();
+        for name in template.undeclared_variables() {
+            if !variables.contains_key(&name) {
+                variables.insert(name.clone(), json!(""));
+                emptied.push(name);
             }
-            if emptied.is_empty() { None } else { Probe::with_variables(template, variables, emptied) }
+        }
+        if emptied.is_empty() {
+            return Err(tried);
+        }
+        let mut tried_emptied = Vec::new();
+        Probe::with_variables(template, variables, emptied.clone(), &mut tried_emptied).ok_or_else(|| {
+            tried.extend(tried_emptied.into_iter().map(|t| format!("{t} (with {emptied:?} set empty)")));
+            tried
         })
     }
 
@@ -98,27 +141,48 @@ impl Probe {
         template: &ChatTemplate,
         variables: IndexMap<String, Json>,
         emptied: Vec<String>,
+        tried: &mut Vec<String>,
     ) -> Option<Probe> {
         let prefixes = [
             vec![json!({"role": "user", "content": USER})],
             vec![json!({"role": "system", "content": "PLNC system prompt"}), json!({"role": "user", "content": USER})],
         ];
-        for prefix in prefixes {
-            let probe = Probe {
-                template: template.clone(),
-                variables: variables.clone(),
-                prefix,
-                emptied: emptied.clone(),
-                null_content_with_calls: false,
-                opened: String::new(),
-            };
-            let assistant = json!({"role": "assistant", "content": CONTENT});
-            if probe.render(&[assistant], false, false, &[]).is_some() && probe.render(&[], false, true, &[]).is_some()
-            {
-                return Some(probe);
+        for shape in InputShape::ALL {
+            let mut first_error = None;
+            for prefix in &prefixes {
+                let probe = Probe {
+                    template: template.clone(),
+                    variables: variables.clone(),
+                    prefix: prefix.clone(),
+                    emptied: emptied.clone(),
+                    null_content_with_calls: false,
+                    opened: String::new(),
+                    shape,
+                };
+                let assistant = json!({"role": "assistant", "content": CONTENT});
+                let renders = probe
+                    .render_result(&[assistant], false, false, &[])
+                    .and_then(|_| probe.render_result(&[], false, true, &[]));
+                match renders {
+                    // A shape fits only where the messages' text renders (a string read as a
+                    // list of parts renders nothing, without an error).
+                    Ok(text) if !text.contains(USER) => {
+                        first_error.get_or_insert_with(|| "the user message's text does not render".to_owned());
+                    }
+                    Ok(_) => return Some(probe),
+                    Err(err) => {
+                        first_error.get_or_insert(err);
+                    }
+                }
             }
+            tried.push(format!("{}: {}", shape.describe(), first_error.unwrap_or_default()));
         }
         None
+    }
+
+    /// The input shape this probe renders with.
+    pub(crate) fn shape(&self) -> InputShape {
+        self.shape
     }
 
     /// This probe over the template with `list.append` ignored (workaround `list-append-ignored`),
@@ -174,12 +238,31 @@ impl Probe {
         add_generation_prompt: bool,
         extra: &[(&str, Json)],
     ) -> Option<String> {
+        self.render_result(messages, with_tools, add_generation_prompt, extra).ok()
+    }
+
+    /// Renders `prefix + messages`, or the template's error (as text, cut for display).
+    fn render_result(
+        &self,
+        messages: &[Json],
+        with_tools: bool,
+        add_generation_prompt: bool,
+        extra: &[(&str, Json)],
+    ) -> Result<String, String> {
         let mut all = self.prefix.clone();
         all.extend(messages.iter().cloned());
         if self.null_content_with_calls {
             null_content_beside_calls(&mut all);
         }
-        let conversation = Conversation { messages: all, tools: with_tools.then(probe_tools), documents: None };
+        if self.shape.content_parts {
+            for message in &mut all {
+                if let Some(text) = message.get("content").and_then(Json::as_str).map(str::to_owned) {
+                    message["content"] = json!([{"type": "text", "text": text}]);
+                }
+            }
+        }
+        let tools = (with_tools || self.shape.tools_always).then(probe_tools);
+        let conversation = Conversation { messages: all, tools, documents: None };
         let mut variables = self.variables.clone();
         for (name, value) in extra {
             variables.insert((*name).to_owned(), value.clone());
@@ -191,7 +274,11 @@ impl Probe {
             keep_null_keys: self.null_content_with_calls,
             ..RenderOptions::default()
         };
-        self.template.render(&conversation, &options).ok()
+        self.template.render(&conversation, &options).map_err(|err| {
+            let text = err.to_string();
+            let cut = text.char_indices().nth(300).map_or(text.len(), |(at, _)| at);
+            text[..cut].to_owned()
+        })
     }
 
     /// Renders `assistant` followed by a second user message: the turn as history.

@@ -61,7 +61,7 @@ pub fn rendered_cases(template: &ChatTemplate, format: &Format, options: &Analyz
 
 /// The probe the analysis of `format` used: with its workarounds.
 fn probe_for(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions) -> Option<Probe> {
-    let mut probe = Probe::new(template, options.variables.clone())?;
+    let mut probe = Probe::new(template, options.variables.clone()).ok()?;
     let applied = |name: &str| format.workarounds.iter().any(|w| w == name);
     if applied(super::WORKAROUND_LIST_APPEND) {
         probe = probe.with_list_append_ignored().unwrap_or(probe);

@@ -361,3 +361,28 @@ fn reasoning_is_found_from_thinking_switches_and_stripped_history() {
     // Without the cut, nothing is claimed.
     assert_eq!(reasoning(&format!("{turns}{{% if add_generation_prompt %}}<assistant>{{% endif %}}")), (None, None));
 }
+
+// See: issue 25, class 4 (probes that do not fit the template's inputs).
+#[test]
+fn templates_that_need_tools_or_content_parts_are_probed_in_that_shape() {
+    let analyze = |text: &str| parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap());
+    // `tools | length` on an undefined `tools` raises: every render must declare tools.
+    let text = "{{ 'T' ~ (tools | length) }}{% for m in messages %}<{{ m.role }}>{{ m.content }}\
+                {% for c in m.tool_calls or [] %}<call>{{ c.function | tojson }}</call>{% endfor %}</s>{% endfor %}\
+                {% if add_generation_prompt %}<assistant>{% endif %}";
+    let format = analyze(text).unwrap();
+    assert_eq!(format.workarounds, ["tools-in-every-render"]);
+    assert_eq!(format.tool_format, parlance::ToolFamily::JsonNative);
+    // Content read as a list of parts.
+    let text = "{% for m in messages %}<{{ m.role }}>{{ m['content'][0]['text'] }}</s>{% endfor %}\
+                {% if add_generation_prompt %}<assistant>{% endif %}";
+    let format = analyze(text).unwrap();
+    assert_eq!(format.workarounds, ["content-as-text-parts"]);
+    assert_eq!(format.turn_end, "</s>");
+    // Nothing fits: the error names every shape tried and what the template said.
+    let err = analyze("{{ raise_exception('no ' ~ (messages | length)) }}").unwrap_err().to_string();
+    for shape in ["messages as given", "tools declared in every render", "content as a list of text parts"] {
+        assert!(err.contains(shape), "{err}");
+    }
+    assert!(err.contains("no 2"), "{err}");
+}
