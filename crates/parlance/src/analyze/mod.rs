@@ -57,8 +57,118 @@ impl Format {
 
 /// Analyzes `template`: every marker from diffs of probe renders.
 pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Format, AnalyzeError> {
-    let mut probe = Probe::new(template, options.variables.clone())
+    let probe = Probe::new(template, options.variables.clone())
         .map_err(|tried| AnalyzeError::NoConversation { template: template.label().to_owned(), tried })?;
+    let format = analyze_with(template, probe.clone())?;
+    if tainted_markers(&format).is_empty() {
+        return Ok(format);
+    }
+    // A marker holding probe text means the prompt and the history render the same turn
+    // differently (the last user turn moved into a system block in the prompt): the split failed.
+    // The conversation after a system message may render alike; otherwise the tainted features
+    // are dropped and said so.
+    if let Some(other) = probe.with_other_prefix() {
+        if let Ok(retried) = analyze_with(template, other) {
+            if tainted_markers(&retried).is_empty() {
+                return Ok(retried);
+            }
+        }
+    }
+    Ok(recovered_from_tainted_markers(&format).unwrap_or_else(|| without_tainted_markers(format)))
+}
+
+/// `format` with the history's form of the last user turn cut from the front of its markers, when
+/// that is all the probe text they hold: the content opener reads `[INST]question[/INST]`, the
+/// turn's own text starts after the user turn's closing marker, and every tainted marker starts
+/// with the same cut.
+fn recovered_from_tainted_markers(format: &Format) -> Option<Format> {
+    let start = &format.content.start;
+    let at = start.rfind(probe::USER)? + probe::USER.len();
+    let after = &start[at..];
+    let closer = match after.chars().next()? {
+        '<' => after.find('>')? + 1,
+        '[' => after.find(']')? + 1,
+        _ => return None,
+    };
+    let cut = &start[..at + closer];
+    let mut recovered = format.clone();
+    let strip = |marker: &mut String| {
+        if let Some(rest) = marker.strip_prefix(cut) {
+            *marker = rest.to_owned();
+        }
+    };
+    strip(&mut recovered.content.start);
+    if let Some(r) = recovered.reasoning.as_mut() {
+        strip(&mut r.start);
+    }
+    if let Some(t) = recovered.tools.as_mut() {
+        for marker in [&mut t.section_start, &mut t.call_start, &mut t.name_prefix] {
+            strip(marker);
+        }
+    }
+    if !tainted_markers(&recovered).is_empty() {
+        return None;
+    }
+    recovered.unsupported.push(format!(
+        "the prompt and the history render the last user turn differently; markers derived after its history form {cut:?}"
+    ));
+    collect_preserved_tokens(&mut recovered);
+    Some(recovered)
+}
+
+/// The probe's sentinel texts: no derived marker may hold one.
+const SENTINEL: &str = "PLNC";
+
+/// The derived markers that hold probe text, as `(what, marker)`.
+fn tainted_markers(format: &Format) -> Vec<(&'static str, String)> {
+    let mut found = Vec::new();
+    let mut check = |what: &'static str, marker: &str| {
+        if marker.contains(SENTINEL) {
+            found.push((what, marker.to_owned()));
+        }
+    };
+    if let Some(r) = &format.reasoning {
+        check("reasoning", &r.start);
+        check("reasoning", &r.end);
+    }
+    check("content", &format.content.start);
+    check("content", &format.content.end);
+    check("turn end", &format.turn_end);
+    if let Some(t) = &format.tools {
+        for marker in
+            [&t.section_start, &t.section_end, &t.call_start, &t.call_end, &t.separator, &t.name_prefix, &t.name_suffix]
+        {
+            check("tool calls", marker);
+        }
+    }
+    found
+}
+
+/// `format` without the features whose markers hold probe text, each reported in `unsupported`.
+fn without_tainted_markers(mut format: Format) -> Format {
+    for (what, marker) in tainted_markers(&format) {
+        format.unsupported.push(format!(
+            "{what}: the derived marker {marker:?} holds probe text (the prompt and the history render the turn differently); not derived"
+        ));
+        match what {
+            "reasoning" => {
+                format.reasoning = None;
+                format.reasoning_details = None;
+            }
+            "tool calls" => {
+                format.tools = None;
+                format.tool_format = ToolFamily::Unknown;
+            }
+            "content" => format.content = Default::default(),
+            _ => format.turn_end.clear(),
+        }
+    }
+    collect_preserved_tokens(&mut format);
+    format
+}
+
+/// Analyzes with one probe.
+fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, AnalyzeError> {
     let mut format = Format { template: template.label().to_owned(), ..Format::default() };
     let shape = probe.shape();
     if shape.tools_always {

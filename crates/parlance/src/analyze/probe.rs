@@ -180,6 +180,20 @@ impl Probe {
         None
     }
 
+    /// This probe with the other prefix (a user message alone, or after a system message), when it
+    /// renders.
+    pub(crate) fn with_other_prefix(&self) -> Option<Probe> {
+        let system = self.prefix.first().is_some_and(|m| m["role"] == "system");
+        let probe = if system {
+            Probe { prefix: vec![json!({"role": "user", "content": USER})], ..self.clone() }
+        } else {
+            self.with_system("PLNC system prompt")
+        };
+        let assistant = json!({"role": "assistant", "content": CONTENT});
+        (probe.render(&[assistant], false, false, &[]).is_some() && probe.render(&[], false, true, &[]).is_some())
+            .then_some(probe)
+    }
+
     /// The input shape this probe renders with.
     pub(crate) fn shape(&self) -> InputShape {
         self.shape

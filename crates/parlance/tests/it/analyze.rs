@@ -386,3 +386,28 @@ fn templates_that_need_tools_or_content_parts_are_probed_in_that_shape() {
     }
     assert!(err.contains("no 2"), "{err}");
 }
+
+// See: issue 25, class 3 (a marker that carries the probe's own text).
+#[test]
+fn a_marker_holding_probe_text_is_a_failed_derivation_and_said_so() {
+    // The last user turn is written as a system block in the prompt and as `[INST]` in history:
+    // no split of prompt and turn holds; the analysis must not claim a marker made of the question.
+    let text = "{% for m in messages %}{% if m.role == 'user' %}{% if loop.last %}<sys>{{ m.content }}</sys>\
+                {% else %}[INST]{{ m.content }}[/INST]{% endif %}{% elif m.role == 'assistant' %}\
+                {% if m.tool_calls %}[TOOL_CALLS]{{ m.tool_calls | map(attribute='function') | list | tojson }}\
+                {% else %}{{ m.content }}{% endif %}</s>{% endif %}{% endfor %}";
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap()).unwrap();
+    let json = serde_json::to_string(&format).unwrap();
+    let markers = json.split("\"unsupported\"").next().unwrap();
+    assert!(!markers.contains("PLNC"), "a marker holds probe text: {json}");
+    // The history form of the user turn is cut from the front of the markers, and said so.
+    assert_eq!(format.tool_format, parlance::ToolFamily::JsonNative, "{json}");
+    assert_eq!(format.tools.as_ref().unwrap().section_start, "[TOOL_CALLS]");
+    assert!(format.unsupported.iter().any(|u| u.contains("render the last user turn differently")), "{json}");
+    // Where no cut explains the probe text, the feature is dropped and said so.
+    let text = text.replace("[/INST]", "");
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap()).unwrap();
+    let json = serde_json::to_string(&format).unwrap();
+    assert!(!json.split("\"unsupported\"").next().unwrap().contains("PLNC"), "{json}");
+    assert!(format.unsupported.iter().any(|u| u.contains("holds probe text")), "{json}");
+}
