@@ -747,7 +747,8 @@ fn collect_preserved_tokens(format: &mut Format) {
         }
     }
     format.preserved_tokens = tokens;
-    if format.tools.is_none() && format.tool_format == ToolFamily::None {
+    let said = format.unsupported.iter().any(|u| u.starts_with("tool calls:"));
+    if format.tools.is_none() && format.tool_format == ToolFamily::None && !said {
         format.unsupported.push("tool calls: the template renders none of the probe calls".into());
     }
 }

@@ -64,7 +64,14 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
         return;
     };
     if !one.text.contains(FN_1) {
-        format.unsupported.push("tool calls: the template does not render the calls of a message".into());
+        let mut finding = "tool calls: the template does not render the calls of a message".to_owned();
+        let prose = prose_markers(probe);
+        if !prose.is_empty() {
+            finding.push_str(&format!(
+                "; its tool prompt names {prose:?} in prose only (no render shows how a call is written, so none is derived)"
+            ));
+        }
+        format.unsupported.push(finding);
         return;
     }
     let CallTexts { turn_end, one: one_text, two: two_text } = call_texts(&one.text, content_tail, two.as_ref());
@@ -79,6 +86,30 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
             format.unsupported.push(format!("tool calls: rendered but not understood: {one_text:?}"));
         }
     }
+}
+
+/// Call markers the tool prompt adds to a conversation (`<tool_call>` in "write calls as
+/// `<tool_call>{…}</tool_call>`": bracketed words speaking of calls or functions), at most eight: what a template whose calls never render says
+/// about them in prose.
+fn prose_markers(probe: &Probe) -> Vec<String> {
+    let (Some(with), Some(without)) = (probe.render(&[], true, true, &[]), probe.render(&[], false, true, &[])) else {
+        return Vec::new();
+    };
+    let lead = common_prefix(&with, &without);
+    let tail = common_suffix(&with[lead..], &without[lead.min(without.len())..]);
+    let added = &with[lead..with.len() - tail];
+    let mut found: Vec<String> = Vec::new();
+    for marker in super::markers_in(added) {
+        let plain = marker.trim_matches(|c| c == '<' || c == '>' || c == '[' || c == ']' || c == '/' || c == '|');
+        let wordlike = !plain.is_empty() && plain.len() <= 40 && plain.chars().all(|c| c.is_alphanumeric() || "_-:|".contains(c));
+        // Only markers that speak of calls (`<tool_call>`, `[TOOL_CALLS]`, `<function_call>`).
+        let lower = plain.to_lowercase();
+        let wordlike = wordlike && (lower.contains("call") || lower.contains("function"));
+        if wordlike && !without.contains(&marker) && !found.contains(&marker) && found.len() < 8 {
+            found.push(marker);
+        }
+    }
+    found
 }
 
 /// The one-call and (when it renders both calls) two-call outputs, with `empty_block` taken off
