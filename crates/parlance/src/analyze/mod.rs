@@ -83,14 +83,7 @@ pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Form
 /// with the same cut.
 fn recovered_from_tainted_markers(format: &Format) -> Option<Format> {
     let start = &format.content.start;
-    let at = start.rfind(probe::USER)? + probe::USER.len();
-    let after = &start[at..];
-    let closer = match after.chars().next()? {
-        '<' => after.find('>')? + 1,
-        '[' => after.find(']')? + 1,
-        _ => return None,
-    };
-    let cut = &start[..at + closer];
+    let cut = &start[..probe::after_user_turn(start)?];
     let mut recovered = format.clone();
     let strip = |marker: &mut String| {
         if let Some(rest) = marker.strip_prefix(cut) {

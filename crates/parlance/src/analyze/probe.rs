@@ -343,8 +343,72 @@ impl Probe {
         }
         let mut with_empty = bare.clone();
         with_empty["content"] = json!("");
-        self.output(&bare, true, extra).or_else(|| self.output(&with_empty, true, extra))
+        let names: Vec<String> = bare["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.pointer("/function/name").and_then(Json::as_str).map(str::to_owned))
+            .collect();
+        let shows_calls = |o: &Output| names.iter().all(|n| o.text.contains(n.as_str()));
+        let last = self.output(&bare, true, extra).or_else(|| self.output(&with_empty, true, extra));
+        match last {
+            Some(output) if shows_calls(&output) => Some(output),
+            // A template may write the last assistant message without its calls (NVIDIA's
+            // Nemotron JSON template keeps only its content): the turn as history shows them.
+            last => [&bare, &with_empty]
+                .into_iter()
+                .find_map(|message| self.output_as_history(message, extra).filter(|o| shows_calls(o)))
+                .or(last),
+        }
     }
+
+    /// The output for `assistant` read from a history render (the turn followed by a user
+    /// message): the render after the prompt, minus what follows the turn, found as the text a
+    /// content-only turn in its place is followed by too. The turn end is not on it.
+    pub(crate) fn output_as_history(&self, assistant: &Json, extra: &[(&str, Json)]) -> Option<Output> {
+        let next = json!({"role": "user", "content": USER_2});
+        let closed = self.render(&[], true, false, extra)?;
+        let open = self.render(&[], true, true, extra)?;
+        let full = self.render(&[assistant.clone(), next.clone()], true, false, extra)?;
+        let plain = json!({"role": "assistant", "content": CONTENT_2});
+        let reference = self.render(&[plain, next], true, false, extra)?;
+        let mut output = split_output(&closed, &open, &full);
+        let reference = split_output(&closed, &open, &reference);
+        let after = common_suffix(&output.text, &reference.text);
+        // What follows the turn holds its end, then the next user message: that message starts
+        // with the header the first user message has too.
+        let removed = &output.text[output.text.len() - after..];
+        let header = |text: &str, sentinel: &str| text.find(sentinel).map(|at| text[..at].to_owned());
+        let turn_end = match (header(removed, USER_2), header(&closed, USER)) {
+            (Some(before_next), Some(before_first)) => {
+                // The header: the first user message's last line, from its first marker.
+                let line = before_first.trim_end().rfind('\n').map_or(0, |at| at + 1);
+                let header = before_first[line..].find(['<', '[']).map_or("", |at| &before_first[line + at..]);
+                match before_next.strip_suffix(header) {
+                    Some(rest) if !header.trim().is_empty() => rest.len(),
+                    _ => 0,
+                }
+            }
+            _ => 0,
+        };
+        output.text.truncate(output.text.len() - after + turn_end);
+        output.text.insert_str(0, &self.opened);
+        Some(output)
+    }
+}
+
+/// Where the history form of the probe's user turn ends in `text` (after the user's text and the
+/// marker that closes it: `question[/INST]`), for outputs that carry it because the prompt and
+/// the history render that turn differently. `None` when `text` holds no user text.
+pub(crate) fn after_user_turn(text: &str) -> Option<usize> {
+    let at = text.rfind(USER)? + USER.len();
+    let after = &text[at..];
+    let closer = match after.chars().next()? {
+        '<' => after.find('>')? + 1,
+        '[' => after.find(']')? + 1,
+        _ => return None,
+    };
+    Some(at + closer)
 }
 
 /// Where `text` stops repeating `prompt` when whitespace is ignored on both sides: the end of the

@@ -101,7 +101,8 @@ fn prose_markers(probe: &Probe) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
     for marker in super::markers_in(added) {
         let plain = marker.trim_matches(|c| c == '<' || c == '>' || c == '[' || c == ']' || c == '/' || c == '|');
-        let wordlike = !plain.is_empty() && plain.len() <= 40 && plain.chars().all(|c| c.is_alphanumeric() || "_-:|".contains(c));
+        let wordlike =
+            !plain.is_empty() && plain.len() <= 40 && plain.chars().all(|c| c.is_alphanumeric() || "_-:|".contains(c));
         // Only markers that speak of calls (`<tool_call>`, `[TOOL_CALLS]`, `<function_call>`).
         let lower = plain.to_lowercase();
         let wordlike = wordlike && (lower.contains("call") || lower.contains("function"));

@@ -51,12 +51,21 @@ pub fn rendered_cases(template: &ChatTemplate, format: &Format, options: &Analyz
         .into_iter()
         .filter_map(|(case, message, _)| {
             let with_tools = message.get("tool_calls").is_some();
-            let output = probe.output(&wire_message(format, &message), with_tools, &[])?;
+            let output = without_user_turn(probe.output(&wire_message(format, &message), with_tools, &[])?);
             let repeated = output.generation_prompt.len() - output.unrepeated_prompt.len();
             let prompt = output.generation_prompt[..repeated].to_owned();
             Some(RenderedCase { case, message, output: output.text, prompt })
         })
         .collect()
+}
+
+/// `output` without the history form of the user turn it carries when the prompt and the history
+/// render that turn differently (the analysis derived its markers after it too).
+fn without_user_turn(mut output: super::probe::Output) -> super::probe::Output {
+    if let Some(at) = super::probe::after_user_turn(&output.text) {
+        output.text.drain(..at);
+    }
+    output
 }
 
 /// The probe the analysis of `format` used: with its workarounds.
@@ -156,7 +165,7 @@ pub(crate) fn wire_message(format: &Format, message: &Json) -> Json {
 fn run_case(probe: &Probe, format: &Format, case: String, message: Json, expected: Expected) -> CaseResult {
     let with_tools = message.get("tool_calls").is_some();
     let message = wire_message(format, &message);
-    let output = probe.output(&message, with_tools, &[]);
+    let output = probe.output(&message, with_tools, &[]).map(without_user_turn);
     let dropped = |text: &str| {
         let content = !expected.content.is_empty() && !text.contains(expected.content.as_str());
         let reasoning = expected.reasoning.as_deref().is_some_and(|r| !text.contains(r));

@@ -39,6 +39,12 @@ fn cut_turn_end(text: &str, turn_end: &[String]) -> usize {
         .unwrap_or(0)
 }
 
+/// Whether the separator between calls is also the section's end (`\n</tool_call> ` after every
+/// call): read after the last call, it ended the section.
+fn separator_ends_section(tools: &ToolSyntax) -> bool {
+    !tools.separator.trim().is_empty() && tools.separator.trim() == tools.section_end.trim()
+}
+
 /// Everything fixed for one (format, request).
 #[derive(Debug)]
 pub(crate) struct Setup {
@@ -1392,8 +1398,9 @@ impl Machine {
                     if first {
                         return Err(format!("expected {marker:?}"));
                     }
-                    // Not another call: the section is over (a separator read is content).
-                    if section.separated {
+                    // Not another call: the section is over (a separator read is content, unless
+                    // it is also the section's end: Hermes-2-Pro closes every call alike).
+                    if section.separated && !separator_ends_section(tools) {
                         self.revert_to(section.call_from, section.call_from);
                     } else {
                         self.state = State::Content;
@@ -1405,7 +1412,7 @@ impl Machine {
         }
         // No marker opens calls (bare JSON in a section): only a JSON object is another call.
         if !first && !matched_any && tools.json.is_some() && !self.buf[self.pos..].trim_start().starts_with('{') {
-            if section.separated {
+            if section.separated && !separator_ends_section(tools) {
                 self.revert_to(section.call_from, section.call_from);
             } else {
                 self.state = State::Content;
