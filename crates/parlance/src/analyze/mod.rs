@@ -331,7 +331,12 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
             // The marker the turn's output starts after: the end of the part of the generation prompt
             // the turn repeats (a prompt with thinking off may go on to close the block).
             let repeated = output.generation_prompt.len() - output.unrepeated_prompt.len();
-            match last_marker(&output.generation_prompt[..repeated]) {
+            // The prompt's opener that the turn leaves out, when it is one marker (`<think>` of
+            // `<｜Assistant｜><think>`, which a rendered turn writes as `<｜Assistant｜>R</think>`).
+            let unrepeated = output.unrepeated_prompt.trim();
+            let opener = (markers_in(unrepeated) == [unrepeated] && !unrepeated.starts_with("</"))
+                .then(|| unrepeated.to_owned());
+            match opener.or_else(|| last_marker(&output.generation_prompt[..repeated])) {
                 Some(marker) => ("forced-open", marker),
                 None => ("delimiter", String::new()),
             }
