@@ -40,6 +40,48 @@ pub struct Format {
     pub unsupported: Vec<String>,
     /// Named workarounds the analysis applied (few, each documented and tested).
     pub workarounds: Vec<String>,
+    /// How the analysis knows each finding: the probe renders that showed it and a confidence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Evidence>,
+}
+
+/// How the analysis knows one of its findings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// What was found.
+    pub finding: Finding,
+    /// The probe renders that showed it, in words.
+    pub shown_by: String,
+    /// How much the finding can be trusted.
+    pub confidence: Confidence,
+}
+
+/// A finding of the analysis that evidence is given for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Finding {
+    /// The reasoning markers and mode.
+    Reasoning,
+    /// The content wrapper and the turn end.
+    Content,
+    /// The tool-call family and markers.
+    ToolCalls,
+    /// `Format::output_prefix`.
+    OutputPrefix,
+}
+
+/// How much a finding can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Confidence {
+    /// Guessed from one kind of evidence and confirmed by renders (a closing tag the template
+    /// strips, with its mirror as the opener).
+    Low,
+    /// Read off renders other than a message's own (thinking switches, history, string
+    /// arguments, one call where two did not render).
+    Medium,
+    /// Read off renders of the message itself, in the shape callers pass it.
+    High,
 }
 
 /// Reasoning start and end markers.
@@ -269,6 +311,17 @@ impl Format {
         }
         for item in &self.workarounds {
             let _ = writeln!(out, "workaround:        {item}");
+        }
+        for item in &self.evidence {
+            let finding = serde_json::to_value(item.finding).ok().and_then(|v| v.as_str().map(str::to_owned));
+            let confidence = serde_json::to_value(item.confidence).ok().and_then(|v| v.as_str().map(str::to_owned));
+            let _ = writeln!(
+                out,
+                "evidence:          {} ({} confidence): {}",
+                finding.unwrap_or_default(),
+                confidence.unwrap_or_default(),
+                item.shown_by
+            );
         }
         out
     }

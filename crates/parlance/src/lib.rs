@@ -17,7 +17,7 @@ mod tokenizer;
 
 pub use analyze::{AnalyzeError, AnalyzeOptions, CaseResult, RenderedCase, analyze, rendered_cases, self_check};
 pub use constrain::ConstrainError;
-pub use format::{Format, ToolFamily};
+pub use format::{Confidence, Evidence, Finding, Format, ToolFamily};
 pub use message::{Conversation, FunctionCall, FunctionDefinition, Message, Tool, ToolCall};
 pub use parse::{Delta, ParseOptions, ParsedMessage, ParsedToolCall, Parser, StreamParser, parse};
 pub use roundtrip::{RenderedTokens, Renderer, RoundtripOptions};

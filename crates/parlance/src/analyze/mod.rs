@@ -19,7 +19,7 @@ pub use verify::{CaseResult, RenderedCase, rendered_cases, self_check};
 use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
 
-use crate::format::{Format, ReasoningDetails, ReasoningMarkers, ToolFamily};
+use crate::format::{Confidence, Evidence, Finding, Format, ReasoningDetails, ReasoningMarkers, ToolFamily};
 use crate::template::ChatTemplate;
 use diff::common_suffix;
 use probe::{CONTENT, CONTENT_2, Output, Probe, REASONING};
@@ -105,6 +105,10 @@ fn recovered_from_tainted_markers(format: &Format) -> Option<Format> {
     recovered.unsupported.push(format!(
         "the prompt and the history render the last user turn differently; markers derived after its history form {cut:?}"
     ));
+    for item in &mut recovered.evidence {
+        item.confidence = item.confidence.min(Confidence::Medium);
+        item.shown_by.push_str(", after the history form of the user turn");
+    }
     collect_preserved_tokens(&mut recovered);
     Some(recovered)
 }
@@ -189,6 +193,8 @@ fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, Ana
     if let Some(marker) = opened_call_marker(&probe, &format.generation_prompt) {
         probe.opened.clone_from(&marker);
         format.output_prefix = marker;
+        let shown_by = "the generation prompt ends with it, a call's output starts with its name and a second call's name follows it";
+        evidence(&mut format, Finding::OutputPrefix, shown_by, Confidence::Medium);
     }
 
     let content_only = probe.output(&json!({"role": "assistant", "content": CONTENT}), false, &[]);
@@ -208,6 +214,7 @@ fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, Ana
 
     let content_start = content_only.text.find(CONTENT).map(|at| content_only.text[..at].to_owned());
     format.content.start = content_start.unwrap_or_default();
+    evidence(&mut format, Finding::Content, "two content-only messages rendered as the last turn", Confidence::High);
     analyze_reasoning(&probe, &mut format);
     // A template may write an empty reasoning block in every turn (`<think>\n\n</think>\n\n`):
     // it precedes the content and the calls, and belongs to neither.
@@ -262,6 +269,9 @@ fn opened_call_marker(probe: &Probe, generation_prompt: &str) -> Option<String> 
     })
 }
 
+/// Template variables set on one probe render.
+type Variables<'a> = &'a [(&'a str, Json)];
+
 /// Reasoning: R1 (with vs without reasoning), R2 (thinking switched on / off), history.
 fn analyze_reasoning(probe: &Probe, format: &mut Format) {
     let field = json!({"role": "assistant", "reasoning_content": REASONING, "content": CONTENT});
@@ -272,12 +282,12 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
     ]});
     // Others read `message.reasoning` (Solar Open); as input it also fills the other two names.
     let reasoning_field = json!({"role": "assistant", "reasoning": REASONING, "content": CONTENT});
-    let attempts: [(&Json, &[(&str, Json)]); 5] = [
-        (&field, &[]),
-        (&field, &[("enable_thinking", json!(true))]),
-        (&field, &[("thinking", json!(true))]),
-        (&block, &[]),
-        (&reasoning_field, &[]),
+    let attempts: [(&Json, Variables, &str); 5] = [
+        (&field, &[], "a message's `reasoning_content`, rendered as the last turn"),
+        (&field, &[("enable_thinking", json!(true))], "a message's `reasoning_content` with `enable_thinking=true`"),
+        (&field, &[("thinking", json!(true))], "a message's `reasoning_content` with `thinking=true`"),
+        (&block, &[], "a message's `thinking` content block"),
+        (&reasoning_field, &[], "a message's `reasoning` field"),
     ];
     // Content blocks count only where the template reads them as blocks: a text-only block list must
     // render exactly as the plain string (templates that print the list as a value do not).
@@ -287,7 +297,7 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
         (Some(a), Some(b)) => a.text == b.text,
         _ => false,
     };
-    for (message, extra) in attempts {
+    for (message, extra, shown_by) in attempts {
         if *message == block && !reads_blocks {
             continue;
         }
@@ -358,11 +368,13 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
             generation_prompt_thinking_on: thinking_on,
             empty_block: String::new(),
         });
+        evidence(format, Finding::Reasoning, shown_by, Confidence::High);
         return;
     }
     // R3: reasoning rendered only next to tool calls.
     if let Some((start, end)) = reasoning_with_calls(probe).or_else(|| reasoning_by_insertion(probe)) {
         set_reasoning(probe, format, "tools-only", start, end, &[]);
+        evidence(format, Finding::Reasoning, "reasoning rendered next to a tool call only", Confidence::Medium);
         return;
     }
     // R2: a message's reasoning never renders, but switching thinking on and off changes the
@@ -373,6 +385,8 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
         let (Some(on), Some(off)) = (on, off) else { continue };
         if let Some((mode, start, end)) = switched_markers(&on, &off) {
             set_reasoning(probe, format, mode, start, end, &[(var, json!(true))]);
+            let shown_by = format!("generation prompts with `{var}` switched on and off");
+            evidence(format, Finding::Reasoning, &shown_by, Confidence::Medium);
             return;
         }
         // A template that writes the thinking-off block after every conversation, whether or not
@@ -382,6 +396,8 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
         if let (Some(on), Some(off)) = (on, off) {
             if let Some(("tag", start, end)) = switched_markers(&on, &off) {
                 set_reasoning(probe, format, "tag", start, end, &[(var, json!(true))]);
+                let shown_by = format!("whole renders with `{var}` switched on and off (an empty block when off)");
+                evidence(format, Finding::Reasoning, &shown_by, Confidence::Medium);
                 return;
             }
         }
@@ -392,18 +408,29 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
     if let (Some(on), Some(off)) = (soft("/think"), soft("/no_think")) {
         if let Some(("tag", start, end)) = switched_markers(&on, &off) {
             set_reasoning(probe, format, "tag", start, end, &[]);
+            let shown_by = "generation prompts after a system prompt saying `/think` and `/no_think`";
+            evidence(format, Finding::Reasoning, shown_by, Confidence::Medium);
             return;
         }
     }
     if let Some((start, end)) = stripped_mirror_tag(probe) {
         format.workarounds.push(WORKAROUND_MIRROR_TAG.to_owned());
         set_reasoning(probe, format, "forced-open", start, end, &[]);
+        let shown_by = "the prompt's opener, and content cut at its mirror closing tag in renders";
+        evidence(format, Finding::Reasoning, shown_by, Confidence::Low);
         return;
     }
     if let Some((start, end)) = stripped_end_tag(probe) {
         format.workarounds.push(WORKAROUND_STRIPPED_END_TAG.to_owned());
         set_reasoning(probe, format, "implicit", start, end, &[]);
+        let shown_by = "content cut at a closing tag of the template's source in renders; no opener shown";
+        evidence(format, Finding::Reasoning, shown_by, Confidence::Low);
     }
+}
+
+/// Records how `finding` is known.
+pub(crate) fn evidence(format: &mut Format, finding: Finding, shown_by: &str, confidence: Confidence) {
+    format.evidence.push(Evidence { finding, shown_by: shown_by.to_owned(), confidence });
 }
 
 /// The reasoning markers a thinking switch shows: `on` and `off` are the same text rendered with

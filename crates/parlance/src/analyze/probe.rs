@@ -57,6 +57,8 @@ pub(crate) struct Output {
     /// Generation-prompt text that the rendered turn does not repeat (e.g. an opened `<think>`
     /// that a turn without reasoning omits).
     pub unrepeated_prompt: String,
+    /// Read from the turn rendered as history (the template writes the last turn otherwise).
+    pub from_history: bool,
 }
 
 /// The tools probe conversations declare.
@@ -393,6 +395,7 @@ impl Probe {
         };
         output.text.truncate(output.text.len() - after + turn_end);
         output.text.insert_str(0, &self.opened);
+        output.from_history = true;
         Some(output)
     }
 }
@@ -478,7 +481,12 @@ pub(crate) fn split_output(closed: &str, open: &str, full: &str) -> Output {
     // differs between the two (templates written with indented `{{ … }}` lines).
     if !turn.starts_with(&generation_prompt) {
         if let Some(after) = repeats_modulo_whitespace(turn, &generation_prompt) {
-            return Output { text: turn[after..].to_owned(), unrepeated_prompt: String::new(), generation_prompt };
+            return Output {
+                text: turn[after..].to_owned(),
+                unrepeated_prompt: String::new(),
+                generation_prompt,
+                from_history: false,
+            };
         }
     }
     let repeated = common_prefix(turn, &generation_prompt);
@@ -487,5 +495,6 @@ pub(crate) fn split_output(closed: &str, open: &str, full: &str) -> Output {
         text: turn[repeated..].to_owned(),
         unrepeated_prompt: generation_prompt[repeated..].to_owned(),
         generation_prompt,
+        from_history: false,
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Value as Json, json};
 
 use super::diff::{common_prefix, common_suffix, find_from, json_values};
 use super::probe::{ARG_1, ARG_2, FN_1, FN_2, ID_1, ID_2, Output, Probe, VALUE_1, VALUE_2, call};
-use crate::format::{Format, JsonCallFields, ToolCallFormat, ToolFamily};
+use crate::format::{Confidence, Finding, Format, JsonCallFields, ToolCallFormat, ToolFamily};
 
 /// Analyzes tool calls into `format.tools` / `format.tool_format` and sets `format.turn_end` from
 /// `content_tail` (what follows content in a content-only turn).
@@ -52,7 +52,29 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
         let opened = [&tools.section_start, &tools.call_start, &tools.name_prefix].iter().any(|m| !m.trim().is_empty());
         (opened || family == ToolFamily::JsonNative).then_some(((family, tools), texts.turn_end, true))
     });
+    // How the calls were shown, for the evidence.
+    let shown = |one: &Output, two: bool, arguments: &str| {
+        let calls =
+            if two { "one-call and two-call messages" } else { "a one-call message (two calls did not render)" };
+        let place = if one.from_history {
+            "rendered as history (the last turn omits them)"
+        } else {
+            "rendered as the last turn"
+        };
+        let confidence =
+            if two && !one.from_history && arguments == "objects" { Confidence::High } else { Confidence::Medium };
+        (format!("{calls} with arguments as {arguments}, {place}"), confidence)
+    };
     if let Some(((family, mut tools), turn_end, from_string)) = found {
+        let arguments = if from_string { "the wire's JSON string" } else { "objects" };
+        let shown_by = match &one {
+            Some((o, two)) if !from_string => shown(o, two.is_some(), arguments),
+            _ => (
+                format!("call messages with arguments as {arguments} (objects raise or print as Python)"),
+                Confidence::Medium,
+            ),
+        };
+        super::evidence(format, Finding::ToolCalls, &shown_by.0, shown_by.1);
         format.turn_end = turn_end;
         tools.arguments_from_string = from_string;
         format.tool_format = family;
@@ -78,6 +100,8 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
     format.turn_end = turn_end;
     match tag_tagged(probe, &one_text, two_text.as_deref()) {
         Some((family, tools)) => {
+            let (shown_by, confidence) = shown(&one, two.is_some(), "objects");
+            super::evidence(format, Finding::ToolCalls, &shown_by, confidence);
             format.tool_format = family;
             format.tools = Some(tools);
         }

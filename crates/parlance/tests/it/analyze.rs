@@ -411,3 +411,26 @@ fn a_marker_holding_probe_text_is_a_failed_derivation_and_said_so() {
     assert!(!json.split("\"unsupported\"").next().unwrap().contains("PLNC"), "{json}");
     assert!(format.unsupported.iter().any(|u| u.contains("holds probe text")), "{json}");
 }
+
+// See: issue 25 ("analyze shows its evidence").
+#[test]
+fn every_finding_comes_with_its_evidence_and_a_confidence() {
+    use parlance::{Confidence, Finding};
+    let Some(corpus) = corpus::corpus() else { return };
+    let confidence_of = |id: &str, finding: Finding| {
+        let (template, options) = corpus_template(&corpus, id);
+        let format = analyze(&template, &options).unwrap();
+        format.evidence.iter().find(|e| e.finding == finding).map(|e| e.confidence)
+    };
+    // Markers read off the message's own renders.
+    assert_eq!(confidence_of("Qwen-Qwen3-0.6B", Finding::Reasoning), Some(Confidence::High));
+    assert_eq!(confidence_of("Qwen-Qwen3-0.6B", Finding::ToolCalls), Some(Confidence::High));
+    // Read off string arguments and a prompt that opens the call syntax.
+    let id = "meetkai-functionary-medium-v3.2";
+    assert_eq!(confidence_of(id, Finding::ToolCalls), Some(Confidence::Medium));
+    assert_eq!(confidence_of(id, Finding::OutputPrefix), Some(Confidence::Medium));
+    // Guessed and confirmed: a closing tag the template strips.
+    assert_eq!(confidence_of("LFM2.5-Instruct", Finding::Reasoning), Some(Confidence::Low));
+    // No evidence for what was not found.
+    assert_eq!(confidence_of("LFM2.5-Instruct", Finding::ToolCalls), None);
+}
