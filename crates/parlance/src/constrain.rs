@@ -428,11 +428,7 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
             return Ok(Call { trigger: start.to_owned(), tag: tag(start, content, call_end) });
         }
         // Bare JSON: the object's opening up to its first key is the trigger.
-        let first = match (&fields.function, fields.name.is_empty()) {
-            (Some(wrapper), _) => wrapper.clone(),
-            (None, true) => name.to_owned(),
-            (None, false) => fields.name.clone(),
-        };
+        let first = first_call_key(fields, name);
         let trigger = format!("{{{}", json!(first));
         let rest = match &fields.function {
             Some(_) => json_call(&JsonCallFields { function: None, ..fields.clone() }, name, &parameters),
@@ -479,55 +475,68 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
     Ok(Call { trigger, tag: tag(&begin, seq(content), call_end) })
 }
 
+/// The members of a call object (key, value grammar) in the order the template writes them.
+fn call_members(fields: &JsonCallFields, name: &str, parameters: &Json) -> Vec<(String, Json)> {
+    let arguments = if fields.arguments_as_string { schema(&json!({"type": "string"})) } else { schema(parameters) };
+    let mut members = if fields.name.is_empty() {
+        vec![(name.to_owned(), arguments)]
+    } else {
+        vec![(fields.name.clone(), cs(&json!(name).to_string())), (fields.arguments.clone(), arguments)]
+    };
+    if let Some(id) = &fields.id {
+        members.push((id.clone(), regex("\"[A-Za-z0-9_-]*\"")));
+    }
+    if !fields.key_order.is_empty() {
+        members.sort_by_key(|(key, _)| fields.key_order.iter().position(|k| k == key).unwrap_or(usize::MAX));
+    }
+    members
+}
+
+/// `{"KEY": VALUE, …}` with JSON whitespace.
+fn json_object(members: Vec<(String, Json)>) -> Json {
+    let mut parts = vec![cs("{"), regex(WS)];
+    for (i, (key, value)) in members.into_iter().enumerate() {
+        if i > 0 {
+            parts.extend([regex(WS), cs(","), regex(WS)]);
+        }
+        parts.extend([cs(&json!(key).to_string()), regex(WS), cs(":"), regex(WS), value]);
+    }
+    parts.extend([regex(WS), cs("}")]);
+    seq(parts)
+}
+
 /// `{"name": "NAME", "arguments": ARGS}` with JSON whitespace, as the fields say.
 fn json_call(fields: &JsonCallFields, name: &str, parameters: &Json) -> Json {
-    let arguments = if fields.arguments_as_string { schema(&json!({"type": "string"})) } else { schema(parameters) };
-    let member = |key: &str, value: Json| vec![cs(&json!(key).to_string()), regex(WS), cs(":"), regex(WS), value];
-    let mut members: Vec<Vec<Json>> = Vec::new();
-    if fields.name.is_empty() {
-        members.push(member(name, arguments));
-    } else {
-        members.push(member(&fields.name, cs(&json!(name).to_string())));
-        members.push(member(&fields.arguments, arguments));
-    }
-    if let Some(id) = &fields.id {
-        members.push(member(id, regex("\"[A-Za-z0-9_-]*\"")));
-    }
-    let object = |members: Vec<Vec<Json>>| {
-        let mut parts = vec![cs("{"), regex(WS)];
-        for (i, m) in members.into_iter().enumerate() {
-            if i > 0 {
-                parts.extend([regex(WS), cs(","), regex(WS)]);
-            }
-            parts.extend(m);
-        }
-        parts.extend([regex(WS), cs("}")]);
-        seq(parts)
-    };
-    let inner = object(members);
+    let inner = json_object(call_members(fields, name, parameters));
     match &fields.function {
-        Some(wrapper) => object(vec![member(wrapper, inner)]),
+        Some(wrapper) => json_object(vec![(wrapper.clone(), inner)]),
         None => inner,
+    }
+}
+
+/// The first key of a call object as written (`name`, a `function` wrapper, the name itself).
+fn first_call_key(fields: &JsonCallFields, name: &str) -> String {
+    match &fields.function {
+        Some(wrapper) => wrapper.clone(),
+        None => call_members(fields, name, &json!({})).swap_remove(0).0,
     }
 }
 
 /// A bare JSON call after its trigger (`{"name"`): the rest of the object.
 fn json_after_first_key(fields: &JsonCallFields, name: &str, parameters: &Json, inner: Json) -> Json {
-    let arguments = if fields.arguments_as_string { schema(&json!({"type": "string"})) } else { schema(parameters) };
     let colon = [regex(WS), cs(":"), regex(WS)];
     let mut parts: Vec<Json> = colon.to_vec();
-    match (&fields.function, fields.name.is_empty()) {
-        (Some(_), _) => parts.push(inner),
-        (None, true) => parts.push(arguments),
-        (None, false) => {
-            parts.push(cs(&json!(name).to_string()));
-            parts.extend([regex(WS), cs(","), regex(WS), cs(&json!(fields.arguments).to_string())]);
-            parts.extend(colon);
-            parts.push(arguments);
-            if let Some(id) = &fields.id {
-                parts.extend([regex(WS), cs(","), regex(WS), cs(&json!(id).to_string())]);
-                parts.extend([regex(WS), cs(":"), regex(WS), regex("\"[A-Za-z0-9_-]*\"")]);
-            }
+    if fields.function.is_some() {
+        parts.push(inner);
+    } else {
+        let mut members = call_members(fields, name, parameters).into_iter();
+        if let Some((_, value)) = members.next() {
+            parts.push(value);
+        }
+        for (key, value) in members {
+            parts.extend([regex(WS), cs(","), regex(WS), cs(&json!(key).to_string())]);
+            parts.extend(colon.clone());
+            parts.push(value);
         }
     }
     parts.extend([regex(WS), cs("}")]);

@@ -241,6 +241,10 @@ pub struct JsonCallFields {
     pub array: bool,
     /// Arguments are a JSON string holding the object, not the object.
     pub arguments_as_string: bool,
+    /// The call object's keys in the order the template writes them, when that is not name,
+    /// arguments, id (Hermes' vLLM template writes `{"arguments": …, "name": …}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_order: Vec<String>,
 }
 
 impl Format {

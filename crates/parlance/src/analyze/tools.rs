@@ -222,6 +222,11 @@ fn call_fields(value: &Json, parent_key: Option<&str>, parent: Option<&Json>) ->
                     (Some(key), Some(parent)) => (Some(key.to_owned()), id_in(parent).or_else(|| id_in(map))),
                     _ => (None, id_in(map)),
                 };
+                // The keys in the order written, kept where it is not the usual one.
+                let ours = [Some(name_key), Some(&args_key), id.as_ref()];
+                let written: Vec<String> = map.keys().filter(|k| ours.contains(&Some(*k))).cloned().collect();
+                let usual: Vec<String> = ours.iter().flatten().map(|k| (*k).clone()).collect();
+                let key_order = if written != usual && written.len() == usual.len() { written } else { Vec::new() };
                 return Some(JsonCallFields {
                     name: name_key.clone(),
                     arguments: args_key,
@@ -229,6 +234,7 @@ fn call_fields(value: &Json, parent_key: Option<&str>, parent: Option<&Json>) ->
                     id,
                     array: false,
                     arguments_as_string: as_string,
+                    key_order,
                 });
             }
             // Name as the key of the arguments.

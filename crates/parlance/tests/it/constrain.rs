@@ -58,58 +58,71 @@ fn accepts(vocab: &Arc<TokenVocab>, grammar: &parlance_grammar::Grammar, text: &
     Ok(matcher.accept_bytes(text.as_bytes()) && matcher.is_accepting())
 }
 
-#[test]
-fn corpus_grammars_accept_what_templates_write() {
-    let Some(corpus) = corpus::corpus() else { return };
+/// What goes wrong constraining `template`'s own verify renders (empty: nothing).
+fn grammar_problems(
+    vocab: &Arc<TokenVocab>,
+    template: &parlance::ChatTemplate,
+    format: &parlance::Format,
+    options: &parlance::AnalyzeOptions,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for case in rendered_cases(template, format, options) {
+        // The model stops at the turn end; a section end the Format counts into the turn end
+        // (DeepSeek R1's `<｜tool▁calls▁end｜>` before its EOS) is still the model's to write.
+        let section_end = format.tools.as_ref().map_or("", |t| t.section_end.trim());
+        let turn_end = format.turn_end.trim();
+        let turn_end = turn_end.strip_prefix(section_end).filter(|s| !s.is_empty()).unwrap_or(turn_end).trim();
+        let output = match case.output.rfind(turn_end).filter(|_| !turn_end.is_empty()) {
+            Some(at) => &case.output[..at],
+            None => case.output.as_str(),
+        };
+        let request = ParseOptions {
+            tools: tools_of(&case.message),
+            generation_prompt: Some(case.prompt.clone()),
+            ..ParseOptions::default()
+        };
+        let grammar = match constrain::grammar(format, &request) {
+            Ok(g) => g,
+            Err(ConstrainError::Unsupported { what, .. }) => {
+                problems.push(format!("unsupported: {what}"));
+                break;
+            }
+            Err(e) => {
+                problems.push(format!("{}: {e}", case.case));
+                continue;
+            }
+        };
+        match accepts(vocab, &grammar, output) {
+            Ok(true) => {}
+            Ok(false) => problems.push(format!("{}: refused {output:?}", case.case)),
+            Err(e) => problems.push(format!("{}: {e}", case.case)),
+        }
+        if case.message.get("tool_calls").is_some() {
+            let none = ParseOptions { tool_choice: ToolChoice::None, ..request.clone() };
+            let grammar = constrain::grammar(format, &none).unwrap();
+            if accepts(vocab, &grammar, output) == Ok(true) {
+                problems.push(format!("{}: tool_choice none accepts the call", case.case));
+            }
+        }
+    }
+    problems
+}
+
+/// Checks every template of `templates` (id, template, options) against the ratchet; returns how
+/// many pass.
+fn check_grammars(
+    what: &str,
+    templates: impl Iterator<Item = (String, parlance::ChatTemplate, parlance::AnalyzeOptions)>,
+) -> usize {
     let expected: BTreeMap<String, String> = serde_json::from_str(include_str!("../expected/constrain.json")).unwrap();
     let vocab = byte_vocab();
     let (mut failures, mut improved, mut passed) = (Vec::new(), Vec::new(), 0);
-    for id in manifest_ids(&corpus) {
-        let (template, options) = corpus_template(&corpus, &id);
+    for (id, template, options) in templates {
         let Ok(format) = analyze(&template, &options) else { continue };
         if format.tools.is_none() {
             continue;
         }
-        let mut problems = Vec::new();
-        for case in rendered_cases(&template, &format, &options) {
-            // The model stops at the turn end; a section end the Format counts into the turn end
-            // (DeepSeek R1's `<｜tool▁calls▁end｜>` before its EOS) is still the model's to write.
-            let section_end = format.tools.as_ref().map_or("", |t| t.section_end.trim());
-            let turn_end = format.turn_end.trim();
-            let turn_end = turn_end.strip_prefix(section_end).filter(|s| !s.is_empty()).unwrap_or(turn_end).trim();
-            let output = match case.output.rfind(turn_end).filter(|_| !turn_end.is_empty()) {
-                Some(at) => &case.output[..at],
-                None => case.output.as_str(),
-            };
-            let request = ParseOptions {
-                tools: tools_of(&case.message),
-                generation_prompt: Some(case.prompt.clone()),
-                ..ParseOptions::default()
-            };
-            let grammar = match constrain::grammar(&format, &request) {
-                Ok(g) => g,
-                Err(ConstrainError::Unsupported { what, .. }) => {
-                    problems.push(format!("unsupported: {what}"));
-                    break;
-                }
-                Err(e) => {
-                    problems.push(format!("{}: {e}", case.case));
-                    continue;
-                }
-            };
-            match accepts(&vocab, &grammar, output) {
-                Ok(true) => {}
-                Ok(false) => problems.push(format!("{}: refused {output:?}", case.case)),
-                Err(e) => problems.push(format!("{}: {e}", case.case)),
-            }
-            if case.message.get("tool_calls").is_some() {
-                let none = ParseOptions { tool_choice: ToolChoice::None, ..request.clone() };
-                let grammar = constrain::grammar(&format, &none).unwrap();
-                if accepts(&vocab, &grammar, output) == Ok(true) {
-                    problems.push(format!("{}: tool_choice none accepts the call", case.case));
-                }
-            }
-        }
+        let problems = grammar_problems(&vocab, &template, &format, &options);
         match (problems.is_empty(), expected.get(&id)) {
             (true, None) => passed += 1,
             (true, Some(_)) => improved.push(id),
@@ -117,8 +130,30 @@ fn corpus_grammars_accept_what_templates_write() {
             (false, None) => failures.push(format!("{id}:\n  {}", problems.join("\n  "))),
         }
     }
-    eprintln!("constrain: {passed} templates pass; now passing, remove from constrain.json: {improved:?}");
+    eprintln!("constrain ({what}): {passed} templates pass; now passing, remove from constrain.json: {improved:?}");
     assert!(failures.is_empty(), "{} templates fail:\n{}", failures.len(), failures.join("\n"));
+    passed
+}
+
+#[test]
+fn corpus_grammars_accept_what_templates_write() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let templates = manifest_ids(&corpus).into_iter().map(|id| {
+        let (template, options) = corpus_template(&corpus, &id);
+        (id, template, options)
+    });
+    let passed = check_grammars("corpus", templates);
+    assert!(passed >= 20, "only {passed} templates pass");
+}
+
+/// The same on the templates from outside the corpus (`tests/data/outside`).
+#[test]
+fn outside_grammars_accept_what_templates_write() {
+    let templates = crate::outside::outside_entries().into_iter().map(|(folder, entry)| {
+        let (template, options) = crate::outside::outside_template(&folder, &entry);
+        (entry["id"].as_str().unwrap().to_owned(), template, options)
+    });
+    let passed = check_grammars("outside", templates);
     assert!(passed >= 20, "only {passed} templates pass");
 }
 
