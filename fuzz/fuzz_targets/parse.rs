@@ -1,9 +1,11 @@
 //! Fuzz target: parse arbitrary model output under the Formats in `fuzz/formats/` (analyzer
-//! output for thirteen corpus templates: one per tool-call family, plus code-fenced JSON calls and a
-//! prompt that writes reasoning text), whole and streamed.
+//! output for fifteen corpus templates: one per tool-call family, plus code-fenced JSON calls, a
+//! prompt that writes reasoning text, a prompt that opens the call syntax (`output_prefix`) and
+//! implicit reasoning), whole and streamed.
 //!
 //! Input: byte 0 picks the Format, byte 1 the chunk size (1–16 bytes, 0 for one chunk), byte 2
-//! flags (bit 0: prompt ended inside reasoning; bit 1: reasoning not separated), the rest is the
+//! flags (bit 0: prompt ended inside reasoning; bit 1: reasoning not separated; bit 2: the Format
+//! decides whether the prompt ended inside reasoning, bit 0 ignored), the rest is the
 //! output (UTF-8, else ignored). Checked: no panic; spans cover every byte in order; streaming
 //! gives the whole parse; the deltas add up to it.
 
@@ -14,7 +16,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use parlance::{Delta, Format, ParseOptions, Parser};
 
-const FORMATS: [&str; 13] = [
+const FORMATS: [&str; 15] = [
     include_str!("../formats/Qwen-Qwen3-0.6B.json"),
     include_str!("../formats/Qwen3-Coder.json"),
     include_str!("../formats/deepseek-ai-DeepSeek-V3.1.json"),
@@ -28,6 +30,8 @@ const FORMATS: [&str; 13] = [
     include_str!("../formats/openai-gpt-oss-120b.json"),
     include_str!("../formats/lenml-deepseek_v3.json"),
     include_str!("../formats/Apriel-1.6-15b-Thinker-fixed.json"),
+    include_str!("../formats/meetkai-functionary-medium-v3.2.json"),
+    include_str!("../formats/LFM2.5-Instruct.json"),
 ];
 
 fn formats() -> &'static Vec<Format> {
@@ -42,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(&data[3..]) else { return };
     let format = &formats()[data[0] as usize % FORMATS.len()];
     let options = ParseOptions {
-        in_reasoning: Some(data[2] & 1 == 1),
+        in_reasoning: if data[2] & 4 == 4 { None } else { Some(data[2] & 1 == 1) },
         separate_reasoning: Some(data[2] & 2 == 0),
         tools: vec![serde_json::json!({"type": "function", "function": {"name": "get_weather",
             "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}})],
