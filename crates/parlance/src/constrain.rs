@@ -403,11 +403,15 @@ fn call_openers(tools: &ToolCallFormat) -> Vec<String> {
 struct Call {
     trigger: String,
     tag: Json,
+    /// For a bare JSON call, the object as written inside a section, where no trigger is needed and
+    /// JSON whitespace may follow its `{` (`{ "arguments": …`).
+    in_section: Option<Json>,
 }
 
-/// Calls separated by `separator` (whitespace around it optional), one or many.
+/// Calls separated by `separator` (whitespace around it optional), one or many, inside a section.
 fn calls_list(calls: Vec<Call>, separator: &str, single: bool) -> Json {
-    let one = json!({"type": "or", "elements": calls.into_iter().map(|c| c.tag).collect::<Vec<_>>()});
+    let calls: Vec<Json> = calls.into_iter().map(|c| c.in_section.unwrap_or(c.tag)).collect();
+    let one = json!({"type": "or", "elements": calls});
     if single {
         return one;
     }
@@ -425,7 +429,7 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
         let start = tools.call_start.trim();
         if !start.is_empty() {
             let content = seq(vec![regex(WS), object, regex(WS)]);
-            return Ok(Call { trigger: start.to_owned(), tag: tag(start, content, call_end) });
+            return Ok(Call { trigger: start.to_owned(), tag: tag(start, content, call_end), in_section: None });
         }
         // Bare JSON: the object's opening up to its first key is the trigger.
         let first = first_call_key(fields, name);
@@ -436,7 +440,12 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
         };
         let after_key = json_after_first_key(fields, name, &parameters, rest);
         let content = if call_end.is_empty() { after_key } else { seq(vec![after_key, regex(WS)]) };
-        return Ok(Call { trigger: trigger.clone(), tag: tag(&trigger, content, call_end) });
+        let in_section = if call_end.is_empty() { object } else { seq(vec![object, regex(WS), cs(call_end)]) };
+        return Ok(Call {
+            trigger: trigger.clone(),
+            tag: tag(&trigger, content, call_end),
+            in_section: Some(in_section),
+        });
     }
     // The name sits in markers; arguments follow.
     let opener = format!("{}{}", tools.call_start, tools.name_prefix);
@@ -472,7 +481,7 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
         other => return Err(unsupported(format!("arguments written as `{other}`"))),
     }
     content.push(regex(WS));
-    Ok(Call { trigger, tag: tag(&begin, seq(content), call_end) })
+    Ok(Call { trigger, tag: tag(&begin, seq(content), call_end), in_section: None })
 }
 
 /// The members of a call object (key, value grammar) in the order the template writes them.
