@@ -381,7 +381,13 @@ fn opened_blocks(format: &Format, request: &ParseOptions, content: Option<&Json>
     if !single {
         next.extend(calls.into_iter().map(|c| c.tag));
     }
-    let next = json!({"type": "or", "elements": next});
+    let mut next = json!({"type": "or", "elements": next});
+    // Blocks after the first may be written after a separator (functionary v2 repeats the
+    // `<|from|>assistant` header before each).
+    let separator = tools.separator.trim();
+    if !separator.is_empty() {
+        next = seq(vec![regex(WS), optional(cs(separator)), regex(WS), next]);
+    }
     Ok(seq(vec![json!({"type": "or", "elements": first}), json!({"type": "star", "content": next})]))
 }
 

@@ -227,6 +227,15 @@ fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, Ana
     }
     // Sets the turn end too: what every kind of turn ends with (a content wrapper is not part of it).
     tools::analyze(&probe, &mut format, &shared_tail, &empty_block);
+    // Calls named after the marker the prompt leaves open address a recipient (functionary's
+    // `>>>` and `<|recipient|>`): the label says so.
+    let opens_calls = format
+        .tools
+        .as_ref()
+        .is_some_and(|t| !format.output_prefix.is_empty() && t.name_prefix.trim() == format.output_prefix);
+    if opens_calls {
+        format.tool_format = ToolFamily::RecipientBased;
+    }
     format.content.end = shared_tail[..shared_tail.len() - format.turn_end.len()].to_owned();
     // A template that always wraps content writes an empty wrapper before calls: it is content's,
     // not the call section's (Kimi-K3's `<|open|>response<|sep|><|close|>response`).

@@ -38,6 +38,8 @@ pub(crate) struct Probe {
     /// Variables the template needs but nobody gave, set to `""` because nothing rendered without
     /// them (workaround `undeclared-variables-set-empty`).
     pub(crate) emptied: Vec<String>,
+    /// Of `emptied`, the names the template calls: bound to a function returning `""`.
+    functions: Vec<String>,
     /// Messages with tool calls render with `content: null` (workaround `calls-with-null-content`).
     null_content_with_calls: bool,
     /// The end of the generation prompt that outputs continue (`Format::output_prefix`): put in
@@ -118,14 +120,22 @@ impl Probe {
     /// caller sees it.
     pub(crate) fn new(template: &ChatTemplate, variables: IndexMap<String, Json>) -> Result<Probe, Vec<String>> {
         let mut tried = Vec::new();
-        if let Some(probe) = Probe::with_variables(template, variables.clone(), Vec::new(), &mut tried) {
+        if let Some(probe) = Probe::with_variables(template, variables.clone(), (Vec::new(), Vec::new()), &mut tried) {
             return Ok(probe);
         }
         let mut variables = variables;
         let mut emptied = Vec::new();
+        let mut functions = Vec::new();
+        let sources: Vec<&str> = template.names().filter_map(|name| template.source(name)).collect();
         for name in template.undeclared_variables() {
             if !variables.contains_key(&name) {
-                variables.insert(name.clone(), json!(""));
+                // A name the template calls is a function its caller provides: it returns "".
+                let called = sources.iter().any(|source| source.contains(&format!("{name}(")));
+                if called {
+                    functions.push(name.clone());
+                } else {
+                    variables.insert(name.clone(), json!(""));
+                }
                 emptied.push(name);
             }
         }
@@ -133,16 +143,19 @@ impl Probe {
             return Err(tried);
         }
         let mut tried_emptied = Vec::new();
-        Probe::with_variables(template, variables, emptied.clone(), &mut tried_emptied).ok_or_else(|| {
+        let probe = Probe::with_variables(template, variables, (emptied.clone(), functions), &mut tried_emptied);
+        probe.ok_or_else(|| {
             tried.extend(tried_emptied.into_iter().map(|t| format!("{t} (with {emptied:?} set empty)")));
             tried
         })
     }
 
+    /// `(emptied, functions)`: the undeclared names set to `""`, and those of them bound to a
+    /// function returning `""`.
     fn with_variables(
         template: &ChatTemplate,
         variables: IndexMap<String, Json>,
-        emptied: Vec<String>,
+        (emptied, functions): (Vec<String>, Vec<String>),
         tried: &mut Vec<String>,
     ) -> Option<Probe> {
         let prefixes = [
@@ -157,6 +170,7 @@ impl Probe {
                     variables: variables.clone(),
                     prefix: prefix.clone(),
                     emptied: emptied.clone(),
+                    functions: functions.clone(),
                     null_content_with_calls: false,
                     opened: String::new(),
                     shape,
@@ -288,6 +302,7 @@ impl Probe {
             variables,
             now: chrono::NaiveDate::from_ymd_opt(2025, 1, 15).and_then(|d| d.and_hms_opt(12, 0, 0)),
             keep_null_keys: self.null_content_with_calls,
+            empty_functions: self.functions.clone(),
             ..RenderOptions::default()
         };
         self.template.render(&conversation, &options).map_err(|err| {

@@ -80,6 +80,11 @@ pub struct RenderOptions {
     /// Keep top-level message keys whose value is `null`, as the OpenAI wire shape has them
     /// (`content: null` beside `tool_calls`); default `false`: dropped, as transformers drops them.
     pub keep_null_keys: bool,
+    /// Functions the template calls that its caller must provide (a serving project's helper, as
+    /// functionary's `generate_schema_from_functions`), each bound to one that takes any arguments
+    /// and returns an empty string; default none. Analysis uses it to render such templates at all;
+    /// a real render passes the helper's output as a variable instead.
+    pub empty_functions: Vec<String>,
 }
 
 /// A compiled chat template with its special tokens; build once, render many times (`&self`).
@@ -374,6 +379,11 @@ impl ChatTemplate {
                 )));
             }
             vars.insert(name.clone(), to_value(value));
+        }
+        for name in &options.empty_functions {
+            let empty =
+                |_args: minijinja::value::Rest<Value>| -> Result<String, minijinja::Error> { Ok(String::new()) };
+            vars.insert(name.clone(), Value::from_function(empty));
         }
         vars.insert("messages".into(), Value::from(messages));
         let optional_list = |list: &Option<Vec<Json>>| match list {

@@ -434,3 +434,22 @@ fn every_finding_comes_with_its_evidence_and_a_confidence() {
     // No evidence for what was not found.
     assert_eq!(confidence_of("LFM2.5-Instruct", Finding::ToolCalls), None);
 }
+
+// See: issue 25, class 1 (functionary v2: the prompt ends `<|recipient|>`; its template calls a
+// helper the serving code provides). Written here in that shape.
+#[test]
+fn a_helper_the_caller_provides_is_stubbed_and_an_opened_recipient_found() {
+    let text = "{{ 'S:' + describe_tools(tools) }}{% for m in messages %}\n<|from|>{{ m.role }}\n\
+                {% if m.role == 'assistant' %}{% if m.content %}<|recipient|>all\n<|content|>{{ m.content }}{% endif %}\
+                {% for c in m.tool_calls or [] %}<|recipient|>{{ c.function.name }}\n<|content|>{{ c.function.arguments }}{% endfor %}\
+                {% else %}<|recipient|>all\n<|content|>{{ m.content }}{% endif %}<|stop|>{% endfor %}\
+                {% if add_generation_prompt %}\n<|from|>assistant\n<|recipient|>{% endif %}";
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap()).unwrap();
+    assert_eq!(format.output_prefix, "<|recipient|>", "{}", format.summary());
+    assert_eq!(format.tool_format, parlance::ToolFamily::RecipientBased, "{}", format.summary());
+    assert!(format.unsupported.iter().any(|u| u.contains("describe_tools")), "{:?}", format.unsupported);
+    let options = parlance::ParseOptions::default();
+    let message = parlance::parse(&format, &options, "get_weather\n<|content|>{\"city\": \"Paris\"}");
+    assert_eq!(message.tool_calls.len(), 1, "{message:?}");
+    assert_eq!(message.tool_calls[0].name, "get_weather");
+}
