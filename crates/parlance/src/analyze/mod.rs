@@ -353,8 +353,9 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
             // The prompt's opener that the turn leaves out, when it is one marker (`<think>` of
             // `<｜Assistant｜><think>`, which a rendered turn writes as `<｜Assistant｜>R</think>`).
             let unrepeated = output.unrepeated_prompt.trim();
-            let opener = (markers_in(unrepeated) == [unrepeated] && !unrepeated.starts_with("</"))
-                .then(|| unrepeated.to_owned());
+            // Not when it closes the block (a thinking-off prompt's empty block ends with the end).
+            let closes = unrepeated.starts_with("</") || unrepeated == end_literal.trim();
+            let opener = (markers_in(unrepeated) == [unrepeated] && !closes).then(|| unrepeated.to_owned());
             match opener.or_else(|| last_marker(&output.generation_prompt[..repeated])) {
                 Some(marker) => ("forced-open", marker),
                 None => ("delimiter", String::new()),

@@ -276,6 +276,9 @@ fn check(format: &Format, text: &str, expected: &Expected) -> Result<(), String>
             for marker in [tools.call_end.trim(), tools.section_end.trim()] {
                 if !marker.is_empty() {
                     after = after.strip_prefix(marker).unwrap_or(after).trim_start();
+                    // Or written after the content that follows the calls (Gemma 4 ends a call
+                    // turn with `<|tool_response>` wherever its content goes).
+                    after = after.trim_end().strip_suffix(marker).unwrap_or(after);
                 }
             }
         }
@@ -590,7 +593,13 @@ fn read_literal(text: &str, quote: &str) -> Option<(Json, usize)> {
     // A bare literal is never a string (strings are quoted), so Python's True/False/None are safe to
     // read whatever the encoding; a custom quote inside containers becomes JSON's.
     let raw = text[..end].trim();
-    let raw = if quote == "\"" || quote == "'" { raw.to_owned() } else { raw.replace(quote, "\"") };
+    // Containers in a custom quote (Gemma 4's `{k:<|"|>v<|"|>}`, keys bare) read as the parser
+    // reads them.
+    let raw = if quote == "\"" || quote == "'" {
+        raw.to_owned()
+    } else {
+        crate::parse::requote(raw, quote).unwrap_or_else(|| raw.replace(quote, "\""))
+    };
     Some((decode_value(&raw, "python"), end))
 }
 

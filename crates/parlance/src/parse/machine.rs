@@ -786,6 +786,14 @@ impl Machine {
         }
         if !self.after_turn_end {
             markers.extend(syntax.turn_end.iter().map(|m| (m.as_str(), 1)));
+            // A section end written after the content that follows the calls ends the turn there
+            // (Gemma 4 ends every call turn with `<|tool_response>`).
+            if let Some(tools) = syntax.tools.as_ref().filter(|_| !self.message.tool_calls.is_empty()) {
+                let end = tools.section_end.trim();
+                if end.starts_with('<') && end.ends_with('>') && !crate::analyze::bracketed_pieces(end).is_empty() {
+                    markers.push((end, 1));
+                }
+            }
         }
         if !syntax.content_end.is_empty() {
             markers.push((syntax.content_end.as_str(), 2));
@@ -2052,7 +2060,14 @@ impl Machine {
             .filter(|json| serde_json::from_str::<Json>(json).is_ok());
         let converted = match nested {
             Some(value) => Converted::Fits(value),
-            None => convert(requoted.as_deref().unwrap_or(raw), quoted, param_schema, tools.python),
+            // Where strings are quoted, a bare `None` / `True` is the template's Python repr of a
+            // null or a boolean, never a string.
+            None => convert(
+                requoted.as_deref().unwrap_or(raw),
+                quoted,
+                param_schema,
+                tools.python || !tools.string_quote.is_empty(),
+            ),
         };
         let value = match converted {
             Converted::Fits(value) => value,

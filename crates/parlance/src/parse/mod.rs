@@ -74,7 +74,7 @@ mod machine;
 mod scan;
 mod syntax;
 mod values;
-pub(crate) use values::{NestedTags, nested};
+pub(crate) use values::{NestedTags, nested, requote};
 
 use serde::Serialize;
 use serde_json::Value as Json;
