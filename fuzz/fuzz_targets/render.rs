@@ -25,7 +25,13 @@ fuzz_target!(|data: &[u8]| {
     let (Ok(template), Ok(request)) = (std::str::from_utf8(&template), std::str::from_utf8(request)) else {
         return;
     };
-    let limits = RenderLimits { fuel: 200_000, recursion: 64, max_output_bytes: 1 << 20, max_memory_bytes: 64 << 20 };
+    let limits = RenderLimits {
+        fuel: 200_000,
+        recursion: 64,
+        max_output_bytes: 1 << 20,
+        max_memory_bytes: 64 << 20,
+        max_wall_time: std::time::Duration::from_secs(5),
+    };
     let Ok(chat) = ChatTemplate::from_source(TemplateSource::from_text("<fuzz>", template), limits) else {
         return;
     };

@@ -39,6 +39,15 @@ pub enum AnalyzeError {
         /// Each input shape tried, with the first error the template raised on it.
         tried: Vec<String>,
     },
+    /// A probe render hit a render limit (fuel, memory, wall time, ...): the analysis stopped there
+    /// rather than pay the limit again for every probe.
+    #[error("{template}: analysis stopped: a probe render hit a limit: {message}")]
+    Limit {
+        /// The template's label.
+        template: String,
+        /// The render's error.
+        message: String,
+    },
 }
 
 /// Options of the analysis.
@@ -60,6 +69,9 @@ pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Form
     let probe = Probe::new(template, options.variables.clone())
         .map_err(|tried| AnalyzeError::NoConversation { template: template.label().to_owned(), tried })?;
     let format = analyze_with(template, probe.clone())?;
+    if let Some(message) = probe.limit_hit() {
+        return Err(AnalyzeError::Limit { template: template.label().to_owned(), message });
+    }
     if tainted_markers(&format).is_empty() {
         return Ok(format);
     }

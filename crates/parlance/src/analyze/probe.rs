@@ -6,6 +6,8 @@
 //! turn's closing text. Sentinel strings stand for content, reasoning, names and values so that each
 //! part can be found again in the render.
 
+use std::sync::{Arc, Mutex};
+
 use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
 
@@ -47,6 +49,10 @@ pub(crate) struct Probe {
     pub(crate) opened: String,
     /// The input shape the template requires.
     shape: InputShape,
+    /// The first render that hit a limit (fuel, memory, wall time, ...), shared by every copy of
+    /// this probe: once set, no render runs again, so an expensive template costs one render's
+    /// budget, not one per probe.
+    limit_hit: Arc<Mutex<Option<String>>>,
 }
 
 /// One assistant message as the model would write it.
@@ -120,8 +126,13 @@ impl Probe {
     /// caller sees it.
     pub(crate) fn new(template: &ChatTemplate, variables: IndexMap<String, Json>) -> Result<Probe, Vec<String>> {
         let mut tried = Vec::new();
-        if let Some(probe) = Probe::with_variables(template, variables.clone(), (Vec::new(), Vec::new()), &mut tried) {
+        let limit_hit = Arc::new(Mutex::new(None));
+        let first = (Vec::new(), Vec::new());
+        if let Some(probe) = Probe::with_variables(template, variables.clone(), first, &limit_hit, &mut tried) {
             return Ok(probe);
+        }
+        if limit_hit.lock().map(|hit| hit.is_some()).unwrap_or(true) {
+            return Err(tried);
         }
         let mut variables = variables;
         let mut emptied = Vec::new();
@@ -143,7 +154,8 @@ impl Probe {
             return Err(tried);
         }
         let mut tried_emptied = Vec::new();
-        let probe = Probe::with_variables(template, variables, (emptied.clone(), functions), &mut tried_emptied);
+        let probe =
+            Probe::with_variables(template, variables, (emptied.clone(), functions), &limit_hit, &mut tried_emptied);
         probe.ok_or_else(|| {
             tried.extend(tried_emptied.into_iter().map(|t| format!("{t} (with {emptied:?} set empty)")));
             tried
@@ -156,6 +168,7 @@ impl Probe {
         template: &ChatTemplate,
         variables: IndexMap<String, Json>,
         (emptied, functions): (Vec<String>, Vec<String>),
+        limit_hit: &Arc<Mutex<Option<String>>>,
         tried: &mut Vec<String>,
     ) -> Option<Probe> {
         let prefixes = [
@@ -174,6 +187,7 @@ impl Probe {
                     null_content_with_calls: false,
                     opened: String::new(),
                     shape,
+                    limit_hit: Arc::clone(limit_hit),
                 };
                 let assistant = json!({"role": "assistant", "content": CONTENT});
                 let renders = probe
@@ -192,6 +206,10 @@ impl Probe {
                 }
             }
             tried.push(format!("{}: {}", shape.describe(), first_error.unwrap_or_default()));
+            if limit_hit.lock().map(|hit| hit.is_some()).unwrap_or(true) {
+                // Other shapes would cost the same again.
+                break;
+            }
         }
         None
     }
@@ -208,6 +226,11 @@ impl Probe {
         let assistant = json!({"role": "assistant", "content": CONTENT});
         (probe.render(&[assistant], false, false, &[]).is_some() && probe.render(&[], false, true, &[]).is_some())
             .then_some(probe)
+    }
+
+    /// The first probe render that hit a limit, if one did.
+    pub(crate) fn limit_hit(&self) -> Option<String> {
+        self.limit_hit.lock().ok().and_then(|hit| hit.clone())
     }
 
     /// The input shape this probe renders with.
@@ -305,10 +328,19 @@ impl Probe {
             empty_functions: self.functions.clone(),
             ..RenderOptions::default()
         };
+        if let Some(hit) = self.limit_hit() {
+            return Err(hit);
+        }
         self.template.render(&conversation, &options).map_err(|err| {
             let text = err.to_string();
             let cut = text.char_indices().nth(300).map_or(text.len(), |(at, _)| at);
-            text[..cut].to_owned()
+            let text = text[..cut].to_owned();
+            if matches!(err, crate::template::TemplateError::Limit { .. }) {
+                if let Ok(mut hit) = self.limit_hit.lock() {
+                    hit.get_or_insert_with(|| text.clone());
+                }
+            }
+            text
         })
     }
 

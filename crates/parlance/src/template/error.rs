@@ -83,7 +83,8 @@ pub enum TemplateError {
         name: String,
         /// 1-based line where the limit was hit (0 if unknown).
         line: usize,
-        /// Which limit: `fuel`, `recursion`, `output bytes`, `memory bytes`, `expression nesting depth` or `characters in one line`.
+        /// Which limit: `fuel`, `recursion`, `output bytes`, `memory bytes`, `wall-clock milliseconds`,
+        /// `expression nesting depth` or `characters in one line`.
         what: &'static str,
         /// The limit's value.
         limit: u64,

@@ -13,6 +13,12 @@
 //!   may neither fail gracefully (that aborts) nor unwind (undefined behaviour). The caller gets a
 //!   `TemplateError::Limit` for `memory bytes`.
 //!
+//! The same thread carries a wall-clock budget: fuel counts instructions, not their cost (one
+//! `s ~ s` copies megabytes), so a caller that has waited `max_time` gives up, and the render
+//! thread is stopped at its next allocation the same way (a render that spends its time copying
+//! strings allocates all the time). The caller gets a `TemplateError::Limit` for `wall-clock
+//! milliseconds`.
+//!
 //! The cost of a refused render is the memory it held when stopped (at most the budget) and one
 //! sleeping thread; a server that keeps refusing templates should stop accepting them. Without the
 //! guard installed, renders run inline and memory is bounded only by the output limit, fuel and
@@ -64,6 +70,8 @@ struct Signal {
     state: Mutex<bool>,
     changed: Condvar,
     exceeded: AtomicBool,
+    /// The caller stopped waiting: the render thread stops at its next allocation.
+    expired: AtomicBool,
 }
 
 impl GuardedAllocator {
@@ -76,7 +84,10 @@ impl GuardedAllocator {
             }
             let remaining = REMAINING.get() - size as isize;
             REMAINING.set(remaining);
-            if remaining < 0 {
+            let signal = SIGNAL.get();
+            // SAFETY: as in `stop_thread`: the `Signal` outlives the pointer.
+            let expired = !signal.is_null() && unsafe { &*signal }.expired.load(Ordering::Relaxed);
+            if remaining < 0 || expired {
                 bounded.set(false);
                 Self::stop_thread();
             }
@@ -153,20 +164,27 @@ unsafe impl GlobalAlloc for GuardedAllocator {
 pub enum Stopped {
     /// It tried to allocate past its budget; its thread is left asleep (see the module docs).
     Memory,
+    /// It ran past its wall-clock budget; its thread is stopped at its next allocation.
+    Time,
     /// It panicked.
     Panic,
     /// No thread could be started for it.
     NoThread,
 }
 
-/// Runs `job` on a new thread that may allocate at most `max_bytes`.
-pub fn run_bounded<R, F>(max_bytes: usize, job: F) -> Result<R, Stopped>
+/// Runs `job` on a new thread that may allocate at most `max_bytes`, waiting for it at most
+/// `max_time`.
+pub fn run_bounded<R, F>(max_bytes: usize, max_time: Duration, job: F) -> Result<R, Stopped>
 where
     R: Send + 'static,
     F: FnOnce() -> R + Send + 'static,
 {
-    let signal =
-        Arc::new(Signal { state: Mutex::new(false), changed: Condvar::new(), exceeded: AtomicBool::new(false) });
+    let signal = Arc::new(Signal {
+        state: Mutex::new(false),
+        changed: Condvar::new(),
+        exceeded: AtomicBool::new(false),
+        expired: AtomicBool::new(false),
+    });
     let result: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
     let (thread_signal, thread_result) = (Arc::clone(&signal), Arc::clone(&result));
     let spawned =
@@ -186,9 +204,18 @@ where
         // No thread to spare: refuse rather than render unbounded.
         Err(_) => return Err(Stopped::NoThread),
     };
+    let deadline = std::time::Instant::now().checked_add(max_time);
     let mut done = signal.state.lock().unwrap_or_else(|e| e.into_inner());
     while !*done {
-        done = signal.changed.wait(done).unwrap_or_else(|e| e.into_inner());
+        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        if left == Some(Duration::ZERO) {
+            signal.expired.store(true, Ordering::SeqCst);
+            return Err(Stopped::Time);
+        }
+        done = match left {
+            Some(left) => signal.changed.wait_timeout(done, left).unwrap_or_else(|e| e.into_inner()).0,
+            None => signal.changed.wait(done).unwrap_or_else(|e| e.into_inner()),
+        };
     }
     drop(done);
     if signal.exceeded.load(Ordering::SeqCst) {

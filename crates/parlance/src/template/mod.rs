@@ -52,11 +52,21 @@ pub struct RenderLimits {
     /// Bytes a render may allocate in all, enforced only where [`memory::GuardedAllocator`] is the
     /// global allocator; default 512 MiB.
     pub max_memory_bytes: usize,
+    /// Wall-clock time a render may take, enforced only where [`memory::GuardedAllocator`] is the
+    /// global allocator (the render runs on its own thread, stopped at its next allocation once the
+    /// time is up); default 10 s. Fuel counts instructions, not their cost.
+    pub max_wall_time: std::time::Duration,
 }
 
 impl Default for RenderLimits {
     fn default() -> Self {
-        RenderLimits { fuel: 20_000_000, recursion: 128, max_output_bytes: 64 << 20, max_memory_bytes: 512 << 20 }
+        RenderLimits {
+            fuel: 20_000_000,
+            recursion: 128,
+            max_output_bytes: 64 << 20,
+            max_memory_bytes: 512 << 20,
+            max_wall_time: std::time::Duration::from_secs(10),
+        }
     }
 }
 
@@ -306,10 +316,15 @@ impl ChatTemplate {
             let name_for_error = name.clone();
             let now = options.now;
             let max = self.inner.limits.max_memory_bytes;
-            match memory::run_bounded(max, move || this.render_here(&name, context, now)) {
+            let max_time = self.inner.limits.max_wall_time;
+            match memory::run_bounded(max, max_time, move || this.render_here(&name, context, now)) {
                 Ok(result) => result?,
                 Err(memory::Stopped::Memory) => {
                     return Err(self.limit_error(&name_for_error, 0, "memory bytes", max as u64));
+                }
+                Err(memory::Stopped::Time) => {
+                    let millis = u64::try_from(max_time.as_millis()).unwrap_or(u64::MAX);
+                    return Err(self.limit_error(&name_for_error, 0, "wall-clock milliseconds", millis));
                 }
                 Err(stopped) => {
                     return Err(TemplateError::Render {

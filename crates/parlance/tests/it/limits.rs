@@ -89,3 +89,21 @@ fn string_doubling_hits_the_memory_limit() {
     let ok = ChatTemplate::from_text("{{ messages[0].content }}").unwrap();
     assert_eq!(ok.render(&conversation(), &RenderOptions::default()).unwrap(), "hi");
 }
+
+// See: issue 19, item 1 (`shared/repro/cpu_bomb.jinja`: every instruction copies megabytes, so fuel
+// alone lets a 112-byte template render for hours).
+#[test]
+fn renders_that_copy_megabytes_per_instruction_stop_at_the_wall_clock_budget() {
+    let bomb = "{% set s = 'x' * 4000000 %}{% for i in range(10000) %}{% for j in range(10000) %}{% set t = s ~ s %}{% endfor %}{% endfor %}";
+    let limits = RenderLimits { max_wall_time: std::time::Duration::from_millis(500), ..RenderLimits::default() };
+    let started = std::time::Instant::now();
+    let err = render_err(bomb, limits.clone());
+    assert!(matches!(&err, TemplateError::Limit { what: "wall-clock milliseconds", limit: 500, .. }), "{err:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+    // The analysis pays that budget once, not once per probe, and says why it stopped.
+    let template = ChatTemplate::from_source(TemplateSource::from_text("bomb.jinja", bomb), limits).unwrap();
+    let started = std::time::Instant::now();
+    let err = parlance::Format::from_template(&template).unwrap_err().to_string();
+    assert!(err.contains("wall-clock milliseconds limit"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+}
