@@ -533,6 +533,9 @@ fn family_of(tools: &ToolCallFormat, one: &str, two: Option<&str>) -> ToolFamily
     }
     let markers = [&tools.section_start, &tools.name_prefix, &tools.name_suffix, &tools.call_end];
     let joined: String = markers.iter().map(|m| m.as_str()).collect();
+    // Special tokens that open or name the call, not a turn end glued to its close (Llama's
+    // `</function><|eom_id|>`).
+    let opening: String = markers[..3].iter().map(|m| m.as_str()).collect();
     let indexed = two.is_some_and(|two| {
         let suffix = &tools.name_suffix;
         suffix.contains('0') && two.contains(&format!("{FN_2}{}", suffix.replacen('0', "1", 1)))
@@ -542,7 +545,7 @@ fn family_of(tools: &ToolCallFormat, one: &str, two: Option<&str>) -> ToolFamily
         ToolFamily::PrefixedIndexed
     } else if tools.name_prefix.contains("to=") {
         ToolFamily::Channel
-    } else if joined.contains("<|") || joined.contains("<｜") {
+    } else if opening.contains("<|") || opening.contains("<｜") {
         ToolFamily::SpecialToken
     } else if joined.contains("```") {
         ToolFamily::MarkdownBlock

@@ -524,7 +524,7 @@ impl Machine {
             .unwrap_or_default();
         for &end in ends.iter().rev().skip(1) {
             let prefix = &marker[..end];
-            if others.iter().any(|o| !o.is_empty() && o.starts_with(prefix.trim())) {
+            if others.iter().any(|o| !o.is_empty() && *o != marker && o.starts_with(prefix.trim())) {
                 continue;
             }
             if let Some(Ok(n)) = self.at_marker(prefix) {
@@ -1309,7 +1309,9 @@ impl Machine {
             Phase::ArgsRaw { from, emitted, search } => self.args_raw(tools, section, (from, emitted, search)),
             Phase::Tagged(tagged) => self.args_tagged(tools, section, tagged),
             Phase::CallEnd => {
-                match self.at_marker(&tools.call_end) {
+                // A call end that joins a turn end (`</function><|eom_id|>`) may come without it:
+                // engines stop at the stop token.
+                match self.at_end_marker(&tools.call_end) {
                     Some(Ok(end)) => self.marker(end),
                     Some(Err(())) => {
                         section.phase = Phase::CallEnd;
