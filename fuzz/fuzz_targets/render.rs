@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use parlance::{ChatTemplate, RenderLimits, RenderRequest, TemplateError, TemplateSource};
+use parlance::{ChatTemplate, RenderRequest, TemplateError, TemplateSource};
 
 // Render memory is bounded only under the guard; install it as the CLI does.
 #[global_allocator]
@@ -25,13 +25,7 @@ fuzz_target!(|data: &[u8]| {
     let (Ok(template), Ok(request)) = (std::str::from_utf8(&template), std::str::from_utf8(request)) else {
         return;
     };
-    let limits = RenderLimits {
-        fuel: 200_000,
-        recursion: 64,
-        max_output_bytes: 1 << 20,
-        max_memory_bytes: 64 << 20,
-        max_wall_time: std::time::Duration::from_secs(5),
-    };
+    let limits = fuzz_limits();
     let Ok(chat) = ChatTemplate::from_source(TemplateSource::from_text("<fuzz>", template), limits) else {
         return;
     };

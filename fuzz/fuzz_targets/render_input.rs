@@ -39,3 +39,14 @@ fn split_render_input(data: &[u8]) -> (std::borrow::Cow<'_, [u8]>, &[u8]) {
     expanded.extend_from_slice(suffix);
     (std::borrow::Cow::Owned(expanded), request)
 }
+
+/// The lowered limits the target renders under (the replay test renders under the same).
+fn fuzz_limits() -> parlance::RenderLimits {
+    parlance::RenderLimits {
+        fuel: 200_000,
+        recursion: 64,
+        max_output_bytes: 1 << 20,
+        max_memory_bytes: 64 << 20,
+        max_wall_time: std::time::Duration::from_secs(5),
+    }
+}

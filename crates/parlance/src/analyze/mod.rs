@@ -435,18 +435,29 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
             return;
         }
     }
-    if let Some((start, end)) = stripped_mirror_tag(probe) {
-        format.workarounds.push(WORKAROUND_MIRROR_TAG.to_owned());
-        set_reasoning(probe, format, "forced-open", start, end, &[]);
-        let shown_by = "the prompt's opener, and content cut at its mirror closing tag in renders";
-        evidence(format, Finding::Reasoning, shown_by, Confidence::Low);
-        return;
-    }
-    if let Some((start, end)) = stripped_end_tag(probe) {
-        format.workarounds.push(WORKAROUND_STRIPPED_END_TAG.to_owned());
-        set_reasoning(probe, format, "implicit", start, end, &[]);
-        let shown_by = "content cut at a closing tag of the template's source in renders; no opener shown";
-        evidence(format, Finding::Reasoning, shown_by, Confidence::Low);
+    // Guesses confirmed by renders, in order: (finder, workaround, mode, evidence).
+    type Finder = fn(&Probe) -> Option<(String, String)>;
+    let guesses: [(Finder, &str, &str, &str); 2] = [
+        (
+            stripped_mirror_tag,
+            WORKAROUND_MIRROR_TAG,
+            "forced-open",
+            "the prompt's opener, and content cut at its mirror closing tag in renders",
+        ),
+        (
+            stripped_end_tag,
+            WORKAROUND_STRIPPED_END_TAG,
+            "implicit",
+            "content cut at a closing tag of the template's source in renders; no opener shown",
+        ),
+    ];
+    for (find, workaround, mode, shown_by) in guesses {
+        if let Some((start, end)) = find(probe) {
+            format.workarounds.push(workaround.to_owned());
+            set_reasoning(probe, format, mode, start, end, &[]);
+            evidence(format, Finding::Reasoning, shown_by, Confidence::Low);
+            return;
+        }
     }
 }
 

@@ -1327,6 +1327,29 @@ impl Machine {
         }
     }
 
+    /// After a marker check between calls: a whole match ends the section (the marker consumed when
+    /// `consume`) and content follows; a partial one waits; `None` when nothing matched.
+    fn leave_section_at(
+        &mut self,
+        found: Option<Result<usize, ()>>,
+        consume: bool,
+        section: &mut Section,
+    ) -> Option<Step> {
+        match found? {
+            Ok(end) => {
+                if consume {
+                    self.marker(end);
+                }
+                self.state = State::Content;
+                Some(Step::Again)
+            }
+            Err(()) => {
+                section.phase = Phase::BeforeCall;
+                Some(Step::Wait)
+            }
+        }
+    }
+
     fn before_call(&mut self, tools: &ToolSyntax, section: &mut Section) -> Result<Step, String> {
         let first = section.calls == 0 && !section.committed;
         if self.buf[self.pos..].trim_start().is_empty() && !self.eof {
@@ -1347,17 +1370,9 @@ impl Machine {
                     }
                 }
             }
-            match self.at_end_marker(&tools.section_end) {
-                Some(Ok(end)) => {
-                    self.marker(end);
-                    self.state = State::Content;
-                    return Ok(Step::Again);
-                }
-                Some(Err(())) => {
-                    section.phase = Phase::BeforeCall;
-                    return Ok(Step::Wait);
-                }
-                None => {}
+            let found = self.at_end_marker(&tools.section_end);
+            if let Some(step) = self.leave_section_at(found, true, section) {
+                return Ok(step);
             }
         }
         // A content opener that begins with the name prefix (functionary's `>>>all\n` and `>>>`):
@@ -1367,16 +1382,9 @@ impl Machine {
             && content_start.len() > tools.name_prefix.trim().len()
             && content_start.starts_with(tools.name_prefix.trim())
         {
-            match self.at_marker(content_start) {
-                Some(Ok(_)) => {
-                    self.state = State::Content;
-                    return Ok(Step::Again);
-                }
-                Some(Err(())) => {
-                    section.phase = Phase::BeforeCall;
-                    return Ok(Step::Wait);
-                }
-                None => {}
+            let found = self.at_marker(content_start);
+            if let Some(step) = self.leave_section_at(found, false, section) {
+                return Ok(step);
             }
         }
         // Call start (optional between calls when the section start opened the first).

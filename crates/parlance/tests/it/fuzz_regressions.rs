@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use parlance::{ChatTemplate, RenderLimits, RenderRequest, TemplateError, TemplateSource};
+use parlance::{ChatTemplate, RenderRequest, TemplateError, TemplateSource};
 
 /// Set (to an input file) in the child process that replays that one input.
 const CHILD_INPUT: &str = "PARLANCE_FUZZ_REPLAY_INPUT";
@@ -37,13 +37,7 @@ fn replay(data: &[u8]) -> &'static str {
     let (Ok(template), Ok(request)) = (std::str::from_utf8(&template), std::str::from_utf8(request)) else {
         return "rejected";
     };
-    let limits = RenderLimits {
-        fuel: 200_000,
-        recursion: 64,
-        max_output_bytes: 1 << 20,
-        max_memory_bytes: 64 << 20,
-        max_wall_time: std::time::Duration::from_secs(5),
-    };
+    let limits = fuzz_limits();
     let Ok(chat) = ChatTemplate::from_source(TemplateSource::from_text("<fuzz>", template), limits) else {
         return "rejected";
     };
