@@ -174,6 +174,11 @@ pub struct ToolCallFormat {
     pub call_end: String,
     /// Between two calls.
     pub separator: String,
+    /// Between content and the first call, where a turn with both is written as two messages: the
+    /// content message's end and the next one's header (`<|im_end|>\n<|im_start|>assistant`,
+    /// functionary's `<|from|>assistant`), trimmed. Empty for almost every template.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub before_calls: String,
     /// Before the function name (non-JSON families).
     pub name_prefix: String,
     /// After the function name (non-JSON families).

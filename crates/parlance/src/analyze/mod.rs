@@ -249,6 +249,11 @@ fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, Ana
         format.tool_format = ToolFamily::RecipientBased;
     }
     format.content.end = shared_tail[..shared_tail.len() - format.turn_end.len()].to_owned();
+    if let Some(before) = before_calls(&probe, &format) {
+        if let Some(tools) = format.tools.as_mut() {
+            tools.before_calls = before;
+        }
+    }
     // A template that always wraps content writes an empty wrapper before calls: it is content's,
     // not the call section's (Kimi-K3's `<|open|>response<|sep|><|close|>response`).
     let empty_content = format!("{}{}", format.content.start, format.content.end);
@@ -261,6 +266,29 @@ fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, Ana
     }
     collect_preserved_tokens(&mut format);
     Ok(format)
+}
+
+/// What a turn holding content and a call writes between the two beyond the content's own end:
+/// the end of a content message and the header of the next (`<|im_end|>\n<|im_start|>assistant`),
+/// when the template writes such a turn as two messages. `None` when nothing but whitespace.
+fn before_calls(probe: &Probe, format: &Format) -> Option<String> {
+    let tools = format.tools.as_ref()?;
+    let opener = [&tools.section_start, &tools.call_start, &tools.name_prefix]
+        .into_iter()
+        .map(|m| m.trim())
+        .find(|m| !m.is_empty())?;
+    let calls = vec![probe::call(probe::ID_1, probe::FN_1, json!({probe::ARG_1: probe::VALUE_1}))];
+    let calls = match tools.arguments_from_string {
+        true => vec![probe::call(probe::ID_1, probe::FN_1, json!(json!({probe::ARG_1: probe::VALUE_1}).to_string()))],
+        false => calls,
+    };
+    let output = probe.output_with_calls_and(calls, &[("content", json!(CONTENT))], &[])?;
+    let after = output.text.find(CONTENT)? + CONTENT.len();
+    let at = diff::find_from(&output.text, opener, after)?;
+    let between = output.text[after..at].trim();
+    let between = between.strip_prefix(format.content.end.trim()).unwrap_or(between).trim();
+    let marked = !diff::bracketed_pieces(between).is_empty();
+    (marked && !between.contains("PLNC") && !between.contains(probe::FN_1)).then(|| between.to_owned())
 }
 
 /// The marker the generation prompt ends with when the model's output continues it as the opener

@@ -264,8 +264,14 @@ fn check(format: &Format, text: &str, expected: &Expected) -> Result<(), String>
         }
         _ => (Vec::new(), text.len()),
     };
+    let before_calls = format.tools.as_ref().map_or("", |t| t.before_calls.trim());
     let unwrap_content = |content: &str| -> String {
         let content = content.trim();
+        // The header of the calls' own message, when the template writes them as a second one.
+        let content = match before_calls {
+            "" => content,
+            header => content.strip_suffix(header).unwrap_or(content).trim_end(),
+        };
         let content = content.strip_prefix(format.content.start.trim()).unwrap_or(content);
         content.strip_suffix(format.content.end.trim()).unwrap_or(content).trim().to_owned()
     };

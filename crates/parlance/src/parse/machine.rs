@@ -783,6 +783,9 @@ impl Machine {
             if !setup.tools().call_trigger.is_empty() {
                 markers.push((setup.tools().call_trigger.as_str(), 5));
             }
+            if !setup.tools().header_trigger.is_empty() {
+                markers.push((setup.tools().header_trigger.as_str(), 6));
+            }
         }
         if !self.after_turn_end {
             markers.extend(syntax.turn_end.iter().map(|m| (m.as_str(), 1)));
@@ -849,6 +852,28 @@ impl Machine {
                     separated: false,
                     started: false,
                     implicit: what == 5,
+                    phase: Phase::Open,
+                };
+                self.state = State::Section(Box::new(section));
+                Step::Again
+            }
+            Some((at, marker_end, 6)) => {
+                // A new message header before the calls: a marker; the section opens at its trigger.
+                let trigger = setup.tools().trigger.as_str();
+                let trigger_at = self.buf[at..marker_end].rfind(trigger).map_or(at, |i| at + i);
+                self.emit_text(false, at, true);
+                self.span(SpanKind::Marker, at, trigger_at);
+                self.pos = trigger_at;
+                let section = Section {
+                    trigger_at,
+                    ws_from: self.pos,
+                    committed: false,
+                    call_from: trigger_at,
+                    call_marker_end: None,
+                    calls: 0,
+                    separated: false,
+                    started: false,
+                    implicit: false,
                     phase: Phase::Open,
                 };
                 self.state = State::Section(Box::new(section));

@@ -72,6 +72,9 @@ pub(crate) struct ToolSyntax {
     /// that begins with whole tags (Qwen3-Coder's `<function=` of `<tool_call>\n<function=`).
     /// Empty when no such marker.
     pub call_trigger: String,
+    /// `before_calls` and the trigger after it (`<|im_end|>\n<|im_start|>assistant\n<tool_call>`):
+    /// content goes on to a call through a new message header. Empty when no such header.
+    pub header_trigger: String,
 }
 
 impl ToolSyntax {
@@ -138,6 +141,7 @@ impl Syntax {
                 bare_json: false,
                 trigger: String::new(),
                 call_trigger: String::new(),
+                header_trigger: String::new(),
             };
             // A section start made of the call's own first marker is not a separate marker.
             syntax.trigger = [&syntax.section_start, &syntax.call_start, &syntax.name_prefix]
@@ -146,6 +150,9 @@ impl Syntax {
                 .cloned()
                 .unwrap_or_default();
             syntax.bare_json = syntax.trigger.is_empty() && syntax.json.is_some();
+            if !t.before_calls.trim().is_empty() && !syntax.trigger.is_empty() {
+                syntax.header_trigger = format!("{}\n{}", loose(&t.before_calls), syntax.trigger);
+            }
             let opener = if syntax.call_start.is_empty() { &syntax.name_prefix } else { &syntax.call_start };
             let section = syntax.section_start.as_str();
             if !section.is_empty()

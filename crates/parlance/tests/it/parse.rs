@@ -780,3 +780,37 @@ fn implicit_reasoning_starts_the_output_with_or_without_its_opener() {
     let got = parse_with(id, "The answer.", options).unwrap();
     assert_eq!((&got["reasoning"], &got["content"]), (&json!(null), &json!("The answer.")), "{got}");
 }
+
+// See: issue 25 (outside set). A turn with content and calls written as two messages: the second
+// message's header is a marker, whole or streamed at any split.
+#[test]
+fn a_message_header_between_content_and_calls_is_a_marker() {
+    let cases = [
+        (
+            "more",
+            "functionary-v2",
+            "all\n<|content|>Let me check.\n<|from|>assistant\n<|recipient|>get_weather\n<|content|>{\"city\": \"Paris\"}",
+        ),
+        (
+            "serving",
+            "vllm-hyperclovax-seed-think-14b",
+            "Let me check.<|im_end|>\n<|im_start|>assistant -> tool/function_call\n[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
+        ),
+    ];
+    for (folder, id, output) in cases {
+        let (dir, entry) = crate::outside::outside_entries()
+            .into_iter()
+            .find(|(dir, entry)| dir.ends_with(folder) && entry["id"] == id)
+            .unwrap();
+        let (template, options) = crate::outside::outside_template(&dir, &entry);
+        let format = analyze(&template, &options).unwrap();
+        let parser = Parser::new(&format, &ParseOptions::default());
+        let message = parser.parse(output);
+        assert_eq!(message.content.as_deref(), Some("Let me check."), "{id}: {message:?}");
+        assert_eq!(message.tool_calls.len(), 1, "{id}: {message:?}");
+        assert!(message.issues.is_empty(), "{id}: {message:?}");
+        for (at, _) in output.char_indices().skip(1) {
+            assert_chunking_invariant(&parser, output, &[&output[..at], &output[at..]], id);
+        }
+    }
+}
