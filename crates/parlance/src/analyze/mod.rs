@@ -68,10 +68,11 @@ impl Format {
 pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Format, AnalyzeError> {
     let probe = Probe::new(template, options.variables.clone())
         .map_err(|tried| AnalyzeError::NoConversation { template: template.label().to_owned(), tried })?;
-    let format = analyze_with(template, probe.clone())?;
+    let format = analyze_with(template, probe.clone());
     if let Some(message) = probe.limit_hit() {
         return Err(AnalyzeError::Limit { template: template.label().to_owned(), message });
     }
+    let format = format?;
     if tainted_markers(&format).is_empty() {
         return Ok(format);
     }

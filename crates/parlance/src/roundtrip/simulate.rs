@@ -182,6 +182,10 @@ pub(crate) struct Sim<'a> {
     pub parser: Parser,
     /// Seed of engine-assigned and generated ids.
     pub seed: u64,
+    /// The first render that hit a render limit (name, line, which, value): every later render
+    /// fails the same way at once, so a template too expensive to render costs one budget, not one
+    /// per scenario.
+    pub limit_hit: std::sync::Mutex<Option<(String, usize, &'static str, u64)>>,
 }
 
 /// Date of every render (templates print today's date).
@@ -252,6 +256,7 @@ impl<'a> Sim<'a> {
             opening: openings[0].clone(),
             parser: Parser::new(format, &ParseOptions::default()),
             seed: options.seed,
+            limit_hit: std::sync::Mutex::new(None),
         };
         if let Some(opening) = openings.iter().find(|o| sim.render(o, true, true, &[]).is_ok()) {
             sim.opening = opening.clone();
@@ -311,7 +316,16 @@ impl<'a> Sim<'a> {
             keep_null_keys,
             ..RenderOptions::default()
         };
-        self.template.render(&conversation, &options)
+        let hit = self.limit_hit.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some((name, line, what, limit)) = hit {
+            return Err(TemplateError::Limit { name, line, what, limit });
+        }
+        let rendered = self.template.render(&conversation, &options);
+        if let Err(TemplateError::Limit { name, line, what, limit }) = &rendered {
+            let mut hit = self.limit_hit.lock().unwrap_or_else(|e| e.into_inner());
+            hit.get_or_insert_with(|| (name.clone(), *line, what, *limit));
+        }
+        rendered
     }
 
     /// What `add_generation_prompt` appends after `messages`.

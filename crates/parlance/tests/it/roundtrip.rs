@@ -200,3 +200,26 @@ proptest! {
         }
     }
 }
+
+// See: issue 19, item 1 (a whole-run budget): a template that is expensive only once a tool result
+// is in the conversation costs the roundtrip one render budget, not one per scenario render.
+#[test]
+fn a_render_limit_is_paid_once_per_roundtrip() {
+    let text = "{% if messages | selectattr('role', 'equalto', 'tool') | list | length > 0 %}\
+                {% set s = 'x' * 4000000 %}{% for i in range(10000) %}{% for j in range(10000) %}{% set t = s ~ s %}\
+                {% endfor %}{% endfor %}{% endif %}{% for m in messages %}<{{ m.role }}>{{ m.content or '' }}\
+                {% for c in m.tool_calls or [] %}<call>{{ c.function | tojson }}</call>{% endfor %}</s>{% endfor %}\
+                {% if add_generation_prompt %}<assistant>{% endif %}";
+    let budget = std::time::Duration::from_millis(500);
+    let limits = parlance::RenderLimits { max_wall_time: budget, ..parlance::RenderLimits::default() };
+    let template =
+        parlance::ChatTemplate::from_source(parlance::TemplateSource::from_text("late.jinja", text), limits).unwrap();
+    let format = analyze(&template, &Default::default()).unwrap();
+    assert!(format.tools.is_some(), "{}", format.summary());
+    let started = std::time::Instant::now();
+    let report = run(&template, &format, None, &RoundtripOptions::default());
+    let elapsed = started.elapsed();
+    assert!(elapsed < budget * 5, "the roundtrip took {elapsed:?} for a {budget:?} budget");
+    let limited = report.scenarios.iter().filter(|s| s.status == Status::Break).count();
+    assert!(limited > 0, "{:?}", report.scenarios);
+}
