@@ -121,7 +121,7 @@ fn text_structural_tag(
         };
         // A prompt that closes the block (a thinking-off prompt), or a request that says reasoning
         // is off, leaves no reasoning to write.
-        let closed = !start.is_empty() && prompt.rfind(start).is_some_and(|at| prompt[at..].contains(end));
+        let closed = crate::parse::prompt_closes_block(prompt, start, end);
         let off = closed || request.in_reasoning == Some(false);
         // The empty block a template writes in turns without reasoning (`</think>`,
         // `<think></think>`) may open the output, as the parser reads it.

@@ -110,9 +110,7 @@ impl Setup {
         // Reasoning that may start without its opener (`implicit`): open unless the prompt closed
         // a block (a thinking-off prompt's `<think>\n\n</think>`).
         let implicit = format.reasoning_details.as_ref().is_some_and(|d| d.mode == "implicit")
-            && !syntax.reasoning.as_ref().is_some_and(|r| {
-                prompt.rfind(r.start.as_str()).is_some_and(|at| prompt[at..].contains(r.end.as_str()))
-            });
+            && !syntax.reasoning.as_ref().is_some_and(|r| super::prompt_closes_block(prompt, &r.start, &r.end));
         let in_reasoning = options.in_reasoning.unwrap_or(opener.is_some() || implicit);
         let opener = if implicit && opener.is_none() {
             // Nothing the prompt held goes back in front of unseparated reasoning.
@@ -792,9 +790,8 @@ impl Machine {
             // A section end written after the content that follows the calls ends the turn there
             // (Gemma 4 ends every call turn with `<|tool_response>`).
             if let Some(tools) = syntax.tools.as_ref().filter(|_| !self.message.tool_calls.is_empty()) {
-                let end = tools.section_end.trim();
-                if end.starts_with('<') && end.ends_with('>') && !crate::analyze::bracketed_pieces(end).is_empty() {
-                    markers.push((end, 1));
+                if !tools.turn_ending_section_end.is_empty() {
+                    markers.push((tools.turn_ending_section_end.as_str(), 1));
                 }
             }
         }

@@ -96,6 +96,12 @@ pub enum ToolChoice {
     Function(String),
 }
 
+/// Whether `prompt` closes a reasoning block after its last `start` (a thinking-off prompt's
+/// `<think>\n\n</think>`): no reasoning follows.
+pub(crate) fn prompt_closes_block(prompt: &str, start: &str, end: &str) -> bool {
+    !start.is_empty() && prompt.rfind(start).is_some_and(|at| prompt[at..].contains(end))
+}
+
 /// Whether the output of a request starts inside reasoning, by the parser's own rule (the prompt
 /// ends inside an opened block, or `ParseOptions::in_reasoning` says so): the grammar of
 /// `constrain` starts where the parser starts.

@@ -75,6 +75,9 @@ pub(crate) struct ToolSyntax {
     /// `before_calls` and the trigger after it (`<|im_end|>\n<|im_start|>assistant\n<tool_call>`):
     /// content goes on to a call through a new message header. Empty when no such header.
     pub header_trigger: String,
+    /// The section end when it is one bracketed token (Gemma 4's `<|tool_response>`): written after
+    /// content that follows the calls, it ends the turn. Empty otherwise.
+    pub turn_ending_section_end: String,
 }
 
 impl ToolSyntax {
@@ -142,6 +145,7 @@ impl Syntax {
                 trigger: String::new(),
                 call_trigger: String::new(),
                 header_trigger: String::new(),
+                turn_ending_section_end: String::new(),
             };
             // A section start made of the call's own first marker is not a separate marker.
             syntax.trigger = [&syntax.section_start, &syntax.call_start, &syntax.name_prefix]
@@ -150,6 +154,10 @@ impl Syntax {
                 .cloned()
                 .unwrap_or_default();
             syntax.bare_json = syntax.trigger.is_empty() && syntax.json.is_some();
+            let end = syntax.section_end.as_str();
+            if end.starts_with('<') && end.ends_with('>') && !crate::analyze::bracketed_pieces(end).is_empty() {
+                syntax.turn_ending_section_end = end.to_owned();
+            }
             if !t.before_calls.trim().is_empty() && !syntax.trigger.is_empty() {
                 syntax.header_trigger = format!("{}\n{}", loose(&t.before_calls), syntax.trigger);
             }
