@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use parlance::parse::ToolChoice;
 use parlance_grammar::{CompiledGrammar, Matcher, TokenVocab};
 
 #[derive(clap::Args)]
@@ -17,9 +16,14 @@ pub struct ConstrainArgs {
     /// The request's tools: a JSON array of OpenAI tool definitions (or `{"tools": [...]}`).
     #[arg(long)]
     tools: Option<PathBuf>,
-    /// `auto`, `none`, `required`, or a function name.
+    /// `auto`, `none`, `required`, a function name, or an OpenAI `tool_choice` object as JSON
+    /// (`{"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": […]}}`).
     #[arg(long, default_value = "auto")]
     tool_choice: String,
+    /// Whether call arguments follow their tool's schema (`true`) or only the call syntax
+    /// (`false`); default: each tool's own `strict`, a tool that does not say being held to its schema.
+    #[arg(long, action = clap::ArgAction::Set)]
+    strict: Option<bool>,
     /// Whether several calls may come in one turn.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     parallel_tool_calls: bool,
@@ -58,13 +62,8 @@ pub struct ConstrainArgs {
 
 pub fn run(args: ConstrainArgs) -> anyhow::Result<()> {
     let (_, format) = crate::analyzed(&args.template, &args.vars)?;
-    let mut request = crate::request_options(&format, args.tools.as_deref(), args.thinking.as_deref())?;
-    request.tool_choice = match args.tool_choice.as_str() {
-        "auto" => ToolChoice::Auto,
-        "none" => ToolChoice::None,
-        "required" => ToolChoice::Required,
-        name => ToolChoice::Function(name.to_owned()),
-    };
+    let mut request =
+        crate::request_options(&format, args.tools.as_deref(), &args.tool_choice, args.thinking.as_deref())?;
     request.parallel_tool_calls = Some(args.parallel_tool_calls);
     let tokenizer = args.tokenizer.as_deref().map(parlance::Tokenizer::from_path).transpose()?;
     let vocab = match &tokenizer {
@@ -76,7 +75,7 @@ pub fn run(args: ConstrainArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let mut options = parlance::constrain::ConstrainOptions::default();
+    let mut options = parlance::constrain::ConstrainOptions { strict: args.strict, ..Default::default() };
     if let Some(path) = &args.response_format {
         let text = crate::read_input(path)?;
         options.response_format =

@@ -117,6 +117,10 @@ struct ParseArgs {
     /// The request's tools: a JSON array of OpenAI tool definitions (or `{"tools": [...]}`).
     #[arg(long)]
     tools: Option<PathBuf>,
+    /// The request's `tool_choice`: `auto`, `none`, `required`, a function name, or an OpenAI
+    /// `tool_choice` object as JSON (`{"type": "allowed_tools", …}`).
+    #[arg(long, default_value = "auto")]
+    tool_choice: String,
     /// Whether the request switched thinking on or off (picks the generation prompt that decides
     /// whether output starts inside reasoning); default: the template's default prompt.
     #[arg(long, value_parser = ["on", "off"])]
@@ -353,14 +357,25 @@ fn render(args: RenderArgs) -> anyhow::Result<()> {
 }
 
 /// The request as `parse` and `constrain` read it: tools from a file (`[...]` or `{"tools": [...]}`),
-/// and thinking on or off, which picks the generation prompt that decides whether the output starts
-/// inside reasoning.
+/// the `tool_choice` (a keyword, a function name or an OpenAI object as JSON), and thinking on or
+/// off, which picks the generation prompt that decides whether the output starts inside reasoning.
 pub(crate) fn request_options(
     format: &parlance::Format,
     tools: Option<&std::path::Path>,
+    tool_choice: &str,
     thinking: Option<&str>,
 ) -> anyhow::Result<parlance::ParseOptions> {
     let mut options = parlance::ParseOptions::default();
+    let choice = tool_choice.trim();
+    options.tool_choice = if choice.starts_with('{') {
+        let value: serde_json::Value = serde_json::from_str(choice).context("--tool-choice: not JSON")?;
+        parlance::parse::ToolChoice::from_openai(&value).map_err(anyhow::Error::msg)?
+    } else {
+        match parlance::parse::ToolChoice::from_openai(&serde_json::Value::from(choice)) {
+            Ok(keyword) => keyword,
+            Err(_) => parlance::parse::ToolChoice::Function(choice.to_owned()),
+        }
+    };
     if let Some(path) = tools {
         let text = read_input(path)?;
         let json: serde_json::Value =
@@ -383,7 +398,7 @@ pub(crate) fn request_options(
 
 fn parse(args: ParseArgs) -> anyhow::Result<()> {
     let (_, format) = analyzed(&args.template, &args.vars)?;
-    let options = request_options(&format, args.tools.as_deref(), args.thinking.as_deref())?;
+    let options = request_options(&format, args.tools.as_deref(), &args.tool_choice, args.thinking.as_deref())?;
     let input = String::from_utf8(read_stdin()?).context("stdin is not UTF-8")?;
     let parser = parlance::Parser::new(&format, &options);
     let (message, deltas) = match args.chunk {

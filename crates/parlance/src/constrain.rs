@@ -56,6 +56,31 @@ pub struct ConstrainOptions {
     /// `{"type": "json_object"}` or `{"type": "json_schema", "json_schema": {"schema": …}}`. A JSON
     /// format makes the content one JSON value (calls stay allowed as the request says).
     pub response_format: Option<Json>,
+    /// Whether call arguments follow their tool's schema (`true`) or only the syntax of the
+    /// Format's arguments (`false`: any JSON object, any tagged arguments). Default (`None`): each
+    /// tool's own OpenAI `function.strict` decides, and a tool that does not say is constrained by
+    /// its schema, as XGrammar's builtin styles read it (only `strict: false` skips the schema).
+    pub strict: Option<bool>,
+}
+
+/// The request with the tools whose arguments are not held to their schema (see
+/// [`ConstrainOptions::strict`]) given an open object schema instead.
+fn with_strictness<'a>(request: &'a ParseOptions, strict: Option<bool>) -> std::borrow::Cow<'a, ParseOptions> {
+    let loose = |tool: &Json| match strict {
+        Some(strict) => !strict,
+        None => tool.pointer("/function/strict").or_else(|| tool.get("strict")).and_then(Json::as_bool) == Some(false),
+    };
+    if !request.tools.iter().any(loose) {
+        return std::borrow::Cow::Borrowed(request);
+    }
+    let mut request = request.clone();
+    for tool in request.tools.iter_mut().filter(|t| loose(t)) {
+        let function = if tool.get("function").is_some() { &mut tool["function"] } else { tool };
+        if let Some(object) = function.as_object_mut() {
+            object.insert("parameters".into(), json!({"type": "object"}));
+        }
+    }
+    std::borrow::Cow::Owned(request)
 }
 
 /// The JSON Schema content must follow under a `response_format`, if any.
@@ -84,7 +109,8 @@ pub fn structural_tag_with(
     options: &ConstrainOptions,
 ) -> Result<Json, ConstrainError> {
     let content = content_schema(options.response_format.as_ref())?;
-    let doc = text_structural_tag(format, request, content.as_ref())?;
+    let request = with_strictness(request, options.strict);
+    let doc = text_structural_tag(format, &request, content.as_ref())?;
     with_special_tokens(doc, &options.special_tokens)
 }
 
@@ -176,6 +202,7 @@ pub fn grammar_with(
     let options = ConstrainOptions {
         special_tokens: special.iter().map(|(t, _)| t.clone()).collect(),
         response_format: options.response_format.clone(),
+        strict: options.strict,
     };
     let doc = structural_tag_with(format, request, &options)?;
     let options =
@@ -235,7 +262,7 @@ fn channel_messages(
         calls.push(json!({"type": "or", "elements": [template_form, model_form]}));
     }
     let mut last = Vec::new();
-    if calls.is_empty() || matches!(request.tool_choice, ToolChoice::Auto | ToolChoice::None) {
+    if calls.is_empty() || !request.tool_choice.requires_call() {
         last.extend([final_message, analysis.clone()]);
     }
     last.extend(calls);
@@ -290,7 +317,7 @@ fn body(
     let single = matches!(request.tool_choice, ToolChoice::Function(_))
         || !request.parallel_tool_calls.unwrap_or(true)
         || !tools.parallel;
-    let required = !matches!(request.tool_choice, ToolChoice::Auto);
+    let required = request.tool_choice.requires_call();
     let calls = chosen.iter().map(|t| call(format, tools, t)).collect::<Result<Vec<_>, _>>()?;
     let section_start = tools.section_start.trim();
     let json_array = tools.json.as_ref().is_some_and(|j| j.array);
@@ -367,7 +394,7 @@ fn opened_blocks(format: &Format, request: &ParseOptions, content: Option<&Json>
         tag["begin"] = json!(begin.strip_prefix(prefix).unwrap_or(begin));
         tag
     };
-    let required = !matches!(request.tool_choice, ToolChoice::Auto);
+    let required = request.tool_choice.requires_call();
     let single = matches!(request.tool_choice, ToolChoice::Function(_))
         || !request.parallel_tool_calls.unwrap_or(true)
         || !tools.parallel;
@@ -602,7 +629,8 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
         }
         args.push((required.contains(&key.as_str()), variants));
     }
-    if args.is_empty() {
+    let open = parameters.get("additionalProperties") != Some(&Json::Bool(false));
+    if args.is_empty() && !open {
         return Ok(cs(""));
     }
     if prefix.is_empty() {
@@ -613,6 +641,24 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
     }
     let separator = tools.arg_separator.trim();
     let alternatives = |variants: Vec<Json>| json!({"type": "or", "elements": variants});
+    if args.is_empty() {
+        // An open schema (no properties, or a tool not held to its schema): any names, each value
+        // raw text up to its end marker, in any number.
+        if tools.arg_value_suffix_after_name.is_some() {
+            return Err(ConstrainError::Unsupported {
+                template: format.template.clone(),
+                what: "arguments of an open schema where the value's end repeats the name".into(),
+            });
+        }
+        let name_then_value = seq(vec![
+            regex("[A-Za-z_][A-Za-z0-9_.-]*"),
+            cs(tools.arg_name_suffix.trim_end()),
+            json!({"type": "any_text"}),
+        ]);
+        let one = seq(vec![tag(prefix, name_then_value, value_end.trim_start()), regex(WS)]);
+        let next = if separator.is_empty() { one.clone() } else { seq(vec![cs(separator), regex(WS), one.clone()]) };
+        return Ok(optional(seq(vec![one, json!({"type": "star", "content": next})])));
+    }
     if separator.is_empty() {
         // In the schema's order, as templates write them: each once, required ones present.
         let parts = args
@@ -651,7 +697,17 @@ fn chosen_tools(request: &ParseOptions) -> Result<Vec<&Json>, ConstrainError> {
                 ConstrainError::Request(format!("tool_choice names `{name}`, which is not among the tools"))
             })?]
         }
-        _ => request.tools.iter().collect(),
+        ToolChoice::AllowedTools { names, .. } => {
+            if let Some(missing) =
+                names.iter().find(|n| !request.tools.iter().any(|t| tool_name(t) == Some(n.as_str())))
+            {
+                return Err(ConstrainError::Request(format!(
+                    "tool_choice allows `{missing}`, which is not among the tools"
+                )));
+            }
+            request.tools.iter().filter(|t| tool_name(t).is_some_and(|n| request.tool_choice.allows(n))).collect()
+        }
+        ToolChoice::Auto | ToolChoice::Required => request.tools.iter().collect(),
     })
 }
 

@@ -1582,9 +1582,7 @@ impl Machine {
         let index = self.message.tool_calls.len();
         let id_generated = id.as_deref().is_none_or(str::is_empty);
         let id = id.filter(|i| !i.is_empty()).unwrap_or_else(|| generated_id(self.setup.id_seed, index));
-        if self.setup.has_tools && !self.setup.schemas.contains_key(&name) {
-            self.issue("unknown-tool", self.pos, format!("tool {name:?} is not among the request's tools"));
-        }
+        self.check_tool(&name, self.pos);
         self.deltas.push(Delta::ToolCallStart { index, id: id.clone(), name: name.clone() });
         self.message.tool_calls.push(ParsedToolCall {
             index,
@@ -2153,9 +2151,7 @@ impl Machine {
         let index = self.message.tool_calls.len();
         let id_generated = call.id.is_none();
         let id = call.id.unwrap_or_else(|| generated_id(self.setup.id_seed, index));
-        if self.setup.has_tools && !self.setup.schemas.contains_key(&call.name) {
-            self.issue("unknown-tool", at, format!("tool {:?} is not among the request's tools", call.name));
-        }
+        self.check_tool(&call.name, at);
         self.deltas.push(Delta::ToolCallStart { index, id: id.clone(), name: call.name.clone() });
         self.message.tool_calls.push(ParsedToolCall {
             index,
@@ -2170,6 +2166,15 @@ impl Machine {
         self.close_call();
     }
 
+    /// Reports a call to a tool the request does not hold, or one its `tool_choice` does not allow.
+    fn check_tool(&mut self, name: &str, at: usize) {
+        if self.setup.has_tools && !self.setup.schemas.contains_key(name) {
+            self.issue("unknown-tool", at, format!("tool {name:?} is not among the request's tools"));
+        } else if !self.setup.choice.allows(name) {
+            self.issue("disallowed-tool", at, format!("tool_choice does not allow calling {name:?}"));
+        }
+    }
+
     /// End of input: whatever state we are in is closed.
     fn close(&mut self) {
         if self.call.is_some() {
@@ -2180,7 +2185,9 @@ impl Machine {
             self.emit_text(false, self.buf.len(), true);
         }
         match self.setup.choice {
-            ToolChoice::Required if self.message.tool_calls.is_empty() => {
+            ToolChoice::Required | ToolChoice::AllowedTools { required: true, .. }
+                if self.message.tool_calls.is_empty() =>
+            {
                 self.issue("missing-call", self.buf.len(), "tool_choice is required but no call was made");
             }
             ToolChoice::Function(ref name) if !self.message.tool_calls.iter().any(|c| &c.name == name) => {

@@ -94,6 +94,87 @@ pub enum ToolChoice {
     Required,
     /// This function is expected.
     Function(String),
+    /// Only these functions may be called (OpenAI's `allowed_tools`: the request keeps every tool
+    /// in its prompt, so the prompt's cache still hits, and limits which are called); `required`:
+    /// at least one call (mode `required`), else calls are optional (mode `auto`).
+    AllowedTools {
+        /// The functions that may be called.
+        names: Vec<String>,
+        /// Whether at least one call is expected.
+        required: bool,
+    },
+}
+
+impl ToolChoice {
+    /// Reads an OpenAI chat-completions `tool_choice`: `"auto"`, `"none"`, `"required"`,
+    /// `{"type": "function", "function": {"name": …}}`, or `{"type": "allowed_tools",
+    /// "allowed_tools": {"mode": "auto" | "required", "tools": [{"type": "function", "function":
+    /// {"name": …}}, …]}}` (the Responses API's flat shapes, `{"type": "function", "name": …}` and
+    /// `{"type": "allowed_tools", "mode", "tools"}`, too). The error names the JSON pointer of the
+    /// bad node.
+    pub fn from_openai(value: &Json) -> Result<Self, String> {
+        let function_name = |tool: &Json, at: &str| -> Result<String, String> {
+            let name = tool.pointer("/function/name").or_else(|| tool.get("name")).and_then(Json::as_str);
+            match name {
+                Some(name) => Ok(name.to_owned()),
+                None => Err(format!("tool_choice{at}: expected a function with a `name`, found {tool}")),
+            }
+        };
+        match value {
+            Json::String(s) => match s.as_str() {
+                "auto" => Ok(Self::Auto),
+                "none" => Ok(Self::None),
+                "required" => Ok(Self::Required),
+                other => Err(format!("tool_choice: unknown value {other:?} (auto, none, required or an object)")),
+            },
+            Json::Object(object) => match object.get("type").and_then(Json::as_str) {
+                Some("function") => Ok(Self::Function(function_name(value, "")?)),
+                Some("allowed_tools") => {
+                    let (body, at) = match object.get("allowed_tools") {
+                        Some(inner) => (inner, "/allowed_tools"),
+                        None => (value, ""),
+                    };
+                    let required = match body.get("mode").and_then(Json::as_str) {
+                        Some("auto") | None => false,
+                        Some("required") => true,
+                        Some(other) => {
+                            return Err(format!("tool_choice{at}/mode: unknown mode {other:?} (auto or required)"));
+                        }
+                    };
+                    let Some(tools) = body.get("tools").and_then(Json::as_array) else {
+                        return Err(format!("tool_choice{at}/tools: expected an array of tools"));
+                    };
+                    let names = tools
+                        .iter()
+                        .enumerate()
+                        .map(|(i, tool)| function_name(tool, &format!("{at}/tools/{i}")))
+                        .collect::<Result<_, _>>()?;
+                    Ok(Self::AllowedTools { names, required })
+                }
+                _ => Err(format!("tool_choice/type: expected `function` or `allowed_tools`, found {value}")),
+            },
+            other => Err(format!("tool_choice: expected a string or an object, found {other}")),
+        }
+    }
+
+    /// Whether the request expects at least one call.
+    pub fn requires_call(&self) -> bool {
+        match self {
+            Self::Auto | Self::None => false,
+            Self::Required | Self::Function(_) => true,
+            Self::AllowedTools { required, .. } => *required,
+        }
+    }
+
+    /// Whether the request lets the model call `name` (among its tools).
+    pub fn allows(&self, name: &str) -> bool {
+        match self {
+            Self::None => false,
+            Self::Auto | Self::Required => true,
+            Self::Function(chosen) => chosen == name,
+            Self::AllowedTools { names, .. } => names.iter().any(|n| n == name),
+        }
+    }
 }
 
 /// Whether `prompt` closes a reasoning block after its last `start` (a thinking-off prompt's
@@ -193,7 +274,7 @@ pub struct Span {
 pub struct Issue {
     /// `unparsed-call`, `malformed-arguments`, `truncated-call`, `truncated-reasoning`,
     /// `call-in-reasoning`, `unknown-tool`, `unknown-parameter`, `value-misfit`, `parallel-calls`,
-    /// `missing-call`, `text-after-turn-end`.
+    /// `disallowed-tool`, `missing-call`, `text-after-turn-end`.
     pub kind: &'static str,
     /// Byte offset in the input where it was found.
     pub at: usize,

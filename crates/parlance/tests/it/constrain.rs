@@ -421,3 +421,99 @@ fn a_json_response_format_makes_the_content_one_json_value() {
         ],
     );
 }
+
+/// Two tools, one with an integer parameter: which calls a grammar admits is then visible.
+fn two_tools(strict: Option<bool>) -> Vec<Json> {
+    let tool = |name: &str, key: &str, typ: &str| {
+        let mut function = json!({"name": name, "parameters": {"type": "object",
+            "properties": {key: {"type": typ}}, "required": [key]}});
+        if let Some(strict) = strict {
+            function["strict"] = json!(strict);
+        }
+        json!({"type": "function", "function": function})
+    };
+    vec![tool("get_weather", "city", "string"), tool("get_time", "offset", "integer")]
+}
+
+#[test]
+fn allowed_tools_limit_the_calls_and_strict_false_leaves_arguments_to_the_syntax() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let vocab = byte_vocab();
+    let qwen_call =
+        |name: &str, args: &str| format!("<tool_call>\n{{\"name\": \"{name}\", \"arguments\": {args}}}\n</tool_call>");
+    let coder_call = |name: &str, key: &str, value: &str| {
+        format!("<tool_call>\n<function={name}>\n<parameter={key}>\n{value}\n</parameter>\n</function>\n</tool_call>")
+    };
+    let allowed = |mode: &str| {
+        ToolChoice::from_openai(&json!({"type": "allowed_tools", "allowed_tools": {"mode": mode,
+            "tools": [{"type": "function", "function": {"name": "get_time"}}]}}))
+        .unwrap()
+    };
+    let check = |id: &str, tools: Vec<Json>, choice: ToolChoice, strict: Option<bool>, cases: &[(String, bool)]| {
+        let (template, analyze_options) = corpus_template(&corpus, id);
+        let format = analyze(&template, &analyze_options).unwrap();
+        let tools_loose = tools.iter().any(|t| t["function"]["strict"] == json!(false));
+        let request = ParseOptions { tools, tool_choice: choice.clone(), ..ParseOptions::default() };
+        let options = constrain::ConstrainOptions { strict, ..Default::default() };
+        let doc = constrain::structural_tag_with(&format, &request, &options).unwrap();
+        let grammar = parlance_grammar::structural_tag_to_grammar(&doc, &Default::default()).unwrap();
+        for (text, want) in cases {
+            assert_eq!(accepts(&vocab, &grammar, text), Ok(*want), "{id} {choice:?} strict {strict:?}: {text:?}");
+            // The parser agrees: what a grammar held to the schemas admits parses with no issue
+            // (the parser reads arguments against the schemas, and reports what misfits them).
+            let loose = strict == Some(false) || (strict.is_none() && tools_loose);
+            if *want && !loose {
+                let message = parlance::Parser::new(&format, &request).parse(text);
+                assert!(message.issues.is_empty(), "{id}: {text:?} parsed with {:?}", message.issues);
+            }
+        }
+    };
+    let weather = qwen_call("get_weather", "{\"city\": \"Paris\"}");
+    let time = qwen_call("get_time", "{\"offset\": 2}");
+    let time_as_text = qwen_call("get_time", "{\"offset\": \"two\"}");
+    let qwen = "Qwen-Qwen3-0.6B";
+    check(qwen, two_tools(None), ToolChoice::Auto, None, &[(weather.clone(), true), (time.clone(), true)]);
+    check(
+        qwen,
+        two_tools(None),
+        allowed("auto"),
+        None,
+        &[(weather.clone(), false), (time.clone(), true), ("Just text.".into(), true), (time_as_text.clone(), false)],
+    );
+    check(qwen, two_tools(None), allowed("required"), None, &[(time.clone(), true), ("Just text.".into(), false)]);
+    // Not held to the schema: any JSON object, still a JSON object.
+    check(qwen, two_tools(Some(false)), ToolChoice::Auto, None, &[(time_as_text.clone(), true)]);
+    check(qwen, two_tools(None), ToolChoice::Auto, Some(false), &[(time_as_text.clone(), true)]);
+    check(qwen, two_tools(Some(false)), ToolChoice::Auto, Some(true), &[(time_as_text.clone(), false)]);
+    check(qwen, two_tools(Some(false)), ToolChoice::Auto, None, &[(qwen_call("get_time", "[1]"), false)]);
+
+    // Tagged arguments: an open schema admits any names, each value raw up to its end.
+    let coder = "Qwen3-Coder";
+    let loose = coder_call("get_time", "anything", "two");
+    check(
+        coder,
+        two_tools(None),
+        ToolChoice::Auto,
+        None,
+        &[(coder_call("get_time", "offset", "2"), true), (loose.clone(), false)],
+    );
+    check(coder, two_tools(Some(false)), ToolChoice::Auto, None, &[(loose.clone(), true)]);
+    check(
+        coder,
+        two_tools(None),
+        allowed("auto"),
+        Some(false),
+        &[(loose, true), (coder_call("get_weather", "city", "x"), false)],
+    );
+}
+
+#[test]
+fn allowed_tools_naming_an_unknown_tool_is_an_error() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let (template, analyze_options) = corpus_template(&corpus, "Qwen-Qwen3-0.6B");
+    let format = analyze(&template, &analyze_options).unwrap();
+    let choice = ToolChoice::AllowedTools { names: vec!["nope".into()], required: false };
+    let request = ParseOptions { tools: two_tools(None), tool_choice: choice, ..ParseOptions::default() };
+    let error = constrain::structural_tag(&format, &request).unwrap_err();
+    assert!(matches!(&error, ConstrainError::Request(m) if m.contains("`nope`")), "{error}");
+}

@@ -814,3 +814,43 @@ fn a_message_header_between_content_and_calls_is_a_marker() {
         }
     }
 }
+
+#[test]
+fn tool_choice_reads_openai_shapes_and_the_parser_reports_calls_it_does_not_allow() {
+    use parlance::parse::ToolChoice;
+    assert_eq!(ToolChoice::from_openai(&json!("required")), Ok(ToolChoice::Required));
+    assert_eq!(
+        ToolChoice::from_openai(&json!({"type": "function", "function": {"name": "f"}})),
+        Ok(ToolChoice::Function("f".into()))
+    );
+    let chat = json!({"type": "allowed_tools", "allowed_tools": {"mode": "required",
+        "tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "g"}}]}});
+    let responses = json!({"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "f"}, {"type": "function", "name": "g"}]});
+    let both = ToolChoice::AllowedTools { names: vec!["f".into(), "g".into()], required: true };
+    assert_eq!(ToolChoice::from_openai(&chat), Ok(both.clone()));
+    assert_eq!(ToolChoice::from_openai(&responses), Ok(both));
+    let bad = json!({"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [{"type": "function", "function": {}}]}});
+    let error = ToolChoice::from_openai(&bad).unwrap_err();
+    assert!(error.contains("tool_choice/allowed_tools/tools/0"), "{error}");
+    assert!(ToolChoice::from_openai(&json!("sometimes")).unwrap_err().contains("sometimes"));
+
+    let Some(corpus) = crate::corpus::corpus() else { return };
+    let (template, options) = crate::analyze::corpus_template(&corpus, "Qwen-Qwen3-0.6B");
+    let format = parlance::analyze(&template, &options).unwrap();
+    let tool = |name: &str| json!({"type": "function", "function": {"name": name, "parameters": {"type": "object"}}});
+    let call = |name: &str| format!("<tool_call>\n{{\"name\": \"{name}\", \"arguments\": {{}}}}\n</tool_call>");
+    let request = |choice: ToolChoice| parlance::ParseOptions {
+        tools: vec![tool("f"), tool("g")],
+        tool_choice: choice,
+        ..Default::default()
+    };
+    let kinds = |choice: ToolChoice, text: &str| -> Vec<&'static str> {
+        parlance::Parser::new(&format, &request(choice)).parse(text).issues.iter().map(|i| i.kind).collect()
+    };
+    let only_g = ToolChoice::AllowedTools { names: vec!["g".into()], required: true };
+    assert_eq!(kinds(only_g.clone(), &call("g")), Vec::<&str>::new());
+    assert_eq!(kinds(only_g.clone(), &call("f")), vec!["disallowed-tool"]);
+    assert_eq!(kinds(only_g, "no call"), vec!["missing-call"]);
+    assert_eq!(kinds(ToolChoice::Function("g".into()), &call("f")), vec!["disallowed-tool", "missing-call"]);
+    assert_eq!(kinds(ToolChoice::Auto, &call("h")), vec!["unknown-tool"]);
+}
