@@ -24,6 +24,9 @@ pub struct ConstrainArgs {
     /// (`false`); default: each tool's own `strict`, a tool that does not say being held to its schema.
     #[arg(long, action = clap::ArgAction::Set)]
     strict: Option<bool>,
+    /// The most tokens reasoning may take; once spent, the reasoning block must end.
+    #[arg(long, value_name = "N")]
+    reasoning_budget: Option<u32>,
     /// Whether several calls may come in one turn.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     parallel_tool_calls: bool,
@@ -75,7 +78,11 @@ pub fn run(args: ConstrainArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let mut options = parlance::constrain::ConstrainOptions { strict: args.strict, ..Default::default() };
+    let mut options = parlance::constrain::ConstrainOptions {
+        strict: args.strict,
+        reasoning_budget: args.reasoning_budget,
+        ..Default::default()
+    };
     if let Some(path) = &args.response_format {
         let text = crate::read_input(path)?;
         options.response_format =

@@ -59,6 +59,10 @@ pub enum CompileError {
     /// The start rule can never match anything (e.g. recursion without a base case).
     #[error("rule `{0}` matches no string (recursion without a base case?)")]
     EmptyLanguage(String),
+    /// A rule with a token budget refers to other rules (a budget bounds free text, whose end the
+    /// matcher can see), or is the start rule (which nothing follows).
+    #[error("rule `{0}` has a token budget but refers to other rules or is the start rule")]
+    TokenBudget(String),
 }
 
 /// An automaton built with inlined callees may have at most this many states; past it, the rule is
@@ -81,6 +85,8 @@ pub struct CompiledGrammar {
     pub(crate) local: Vec<Vec<OnceLock<Arc<MaskEntry>>>>,
     /// Per rule, the byte-transition SCC of every state (computed on first use).
     sccs: Vec<OnceLock<Vec<u32>>>,
+    /// Token budgets of compiled rules (`Grammar::token_budgets`): `(rule index, max tokens)`.
+    pub(crate) token_budgets: Vec<(u32, u32)>,
 }
 
 impl CompiledGrammar {
@@ -239,8 +245,10 @@ fn compile(
     let mut total = 0usize;
     let inline_budget = limits.automaton_states.min(INLINE_STATES);
     // Rules with long bounded repetitions (a `maxLength: 4096` string) stay rules: copied into every
-    // use they would make one huge automaton.
-    let long: Vec<bool> = g.rules().iter().map(|r| has_long_repeat(&r.expr)).collect();
+    // use they would make one huge automaton. So do rules with a token budget: the matcher must
+    // see their items.
+    let budgeted = |r: usize| g.token_budgets().binary_search_by_key(&(r as u32), |&(id, _)| id.0).is_ok();
+    let long: Vec<bool> = g.rules().iter().enumerate().map(|(i, r)| has_long_repeat(&r.expr) || budgeted(i)).collect();
     let inline_body = |r: u32| (!recursive[r as usize] && !long[r as usize]).then(|| &g.rules()[r as usize].expr);
     let no_inline = |_: u32| None;
     let map = |r: u32| {
@@ -313,6 +321,17 @@ fn compile(
             }
         }
     }
+    let token_budgets: Vec<(u32, u32)> = g
+        .token_budgets()
+        .iter()
+        .filter_map(|&(rule, max)| kept.iter().position(|&k| k == rule.index()).map(|i| (i as u32, max)))
+        .collect();
+    for &(i, _) in &token_budgets {
+        let a = &rules[i as usize];
+        if i == 0 || (0..a.len() as u32).any(|s| !a.rule_edges(s).is_empty()) {
+            return Err(CompileError::TokenBudget(names[i as usize].clone()));
+        }
+    }
     let nullable = nullable_rules(&rules);
     let local = rules.iter().map(|a| (0..a.len()).map(|_| OnceLock::new()).collect()).collect();
     let keys = (0..rules.len()).map(|_| OnceLock::new()).collect();
@@ -327,6 +346,7 @@ fn compile(
         shallow_keys,
         local,
         sccs,
+        token_budgets,
     })
 }
 

@@ -62,14 +62,42 @@ impl Matcher {
             Item { rule: grammar.tables.start, state: 0, origin: ROOT_ORIGIN },
             grammar.limits.earley_set_items,
         )?;
-        Ok(Matcher {
+        let mut matcher = Matcher {
             grammar,
             parser,
             steps: Vec::new(),
             terminated: false,
             candidates: Vec::new(),
             scratch: Vec::new(),
-        })
+        };
+        matcher.end_spent_budgets();
+        Ok(matcher)
+    }
+
+    /// Ends every rule whose token budget is spent (`GrammarBuilder::set_token_budget`) and that may
+    /// end here: its items are dropped from a copy of the last set, so only what follows it is
+    /// allowed. Tokens are counted from the set where the rule began (the item's origin) by the
+    /// steps taken since, so rollback needs no state of its own.
+    fn end_spent_budgets(&mut self) {
+        let g = &*self.grammar;
+        if g.token_budgets.is_empty() {
+            return;
+        }
+        let mut spent: Vec<(u32, u32)> = Vec::new();
+        for it in self.parser.last() {
+            let Some(&(_, max)) = g.token_budgets.iter().find(|&&(rule, _)| rule == it.rule) else { continue };
+            if it.origin == ROOT_ORIGIN || !g.tables.rules[it.rule as usize].is_final(it.state) {
+                continue;
+            }
+            // Steps that began at or after the rule's first set.
+            let first = self.steps.partition_point(|s| matches!(s, Some(n) if n - 1 < it.origin as usize));
+            if self.steps.len() - first >= max as usize && !spent.contains(&(it.rule, it.origin)) {
+                spent.push((it.rule, it.origin));
+            }
+        }
+        if !spent.is_empty() {
+            self.parser.push_without(|it| spent.contains(&(it.rule, it.origin)));
+        }
     }
 
     /// The grammar this matcher follows.
@@ -213,6 +241,7 @@ impl Matcher {
         match self.parser.push_bytes(&g.tables, bytes) {
             Ok(true) => {
                 self.steps.push(Some(before));
+                self.end_spent_budgets();
                 true
             }
             _ => false,
@@ -292,6 +321,7 @@ impl Matcher {
         self.parser.truncate(1);
         self.steps.clear();
         self.terminated = false;
+        self.end_spent_budgets();
     }
 }
 

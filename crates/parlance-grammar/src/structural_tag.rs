@@ -8,14 +8,16 @@
 //! enclosing `tag` ends (the tag's content, the last element of a sequence that is the content, the
 //! branches of an `or` there, and so on) never contains that end.
 //!
-//! Supported: `const_string`, `json_schema` (styles `json` and `qwen_xml`), `grammar`, `regex`, `any_text`, `sequence`,
+//! Supported: `const_string`, `json_schema` (styles `json`, `qwen_xml`, `minimax_xml`, `glm_xml`, `deepseek_xml`, `deepseek_v4_1_xml`), `grammar`, `regex`, `any_text`, `sequence`,
 //! `or`, `optional`, `plus`, `star`, `repeat`, `tag`, `triggered_tags`, `tags_with_separator`,
 //! `dispatch`, and the token-level `token`, tags beginning or ending with a token, `token_triggered_tags`
 //! and `token_dispatch` (special tokens by id or by text, through [`StructuralTagOptions::special_tokens`];
-//! free text never holds a special token). Everything else — other `json_schema` styles,
-//! `exclude_token`, `any_tokens`, `max_tokens` /
-//! `max_chars` / `max_whitespace_cnt` / `any_order` — is an error naming the field and its JSON
-//! pointer, never silently a different language.
+//! free text never holds a special token). `any_text.max_tokens` (a reasoning budget) becomes a
+//! rule with a token budget, which the `Matcher` enforces at token boundaries (XGrammar: "mask-time
+//! only"). Everything else — the other `json_schema` styles (`cohere_xml`, `kimi_k3_xml`,
+//! `minimax_m3_xml`), `exclude_token`, `any_tokens`, `max_chars` / `max_whitespace_cnt` /
+//! `any_order` — is an error naming the field and its JSON pointer, never silently a different
+//! language.
 
 use crate::grammar::{Expr, Grammar, GrammarBuilder, GrammarError, MAX_SPECIAL_TOKEN_ID, TagDispatch, Trigger};
 use crate::json_schema::{JsonSchemaOptions, SchemaError, json_schema_to_grammar};
@@ -207,8 +209,17 @@ impl Lowering<'_> {
                 Ok(Expr::Regex(pattern.to_owned()))
             }
             "any_text" => {
-                f.refuse(&["max_tokens", "max_chars"])?;
-                Ok(free_text(Vec::new(), f.strings("excludes")?, end, true))
+                f.refuse(&["max_chars"])?;
+                let text = free_text(Vec::new(), f.strings("excludes")?, end, true);
+                match f.opt_count("max_tokens")? {
+                    // A budget is the matcher's: the text is a rule of its own, bounded in tokens.
+                    Some(max_tokens) => {
+                        let rule = self.b.rule("budgeted-text", text);
+                        self.b.set_token_budget(rule, max_tokens);
+                        Ok(Expr::Rule(rule))
+                    }
+                    None => Ok(text),
+                }
             }
             "sequence" | "or" => {
                 let elements = f.array("elements")?;
@@ -319,10 +330,13 @@ impl Lowering<'_> {
 
     fn json_schema(&mut self, f: &Fields<'_>, xml: bool) -> Result<Expr, StructuralTagError> {
         let style = if xml { "qwen_xml" } else { f.opt_string("style")?.unwrap_or("json") };
-        if !matches!(style, "json" | "qwen_xml") {
+        let xml_style = XmlStyle::named(style);
+        if style != "json" && xml_style.is_none() {
             return Err(unsupported(
                 f.ptr,
-                format!("json_schema style `{style}` (`json` and `qwen_xml` are implemented)"),
+                format!(
+                    "json_schema style `{style}` (`json`, `qwen_xml`, `minimax_xml`, `glm_xml`, `deepseek_xml` and `deepseek_v4_1_xml` are implemented)"
+                ),
             ));
         }
         f.refuse(&["max_whitespace_cnt"])?;
@@ -333,28 +347,28 @@ impl Lowering<'_> {
             return Err(unsupported(&format!("{}/excludes", f.ptr), "`excludes` on a json_schema format"));
         }
         let schema = f.get("json_schema")?;
-        if style == "qwen_xml" {
-            return self.qwen_xml(schema, &format!("{}/json_schema", f.ptr));
+        if let Some(xml_style) = xml_style {
+            return self.xml_parameters(schema, &format!("{}/json_schema", f.ptr), xml_style);
         }
         let (g, _report) = json_schema_to_grammar(schema, &self.options.json)
             .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_owned(), source })?;
         Ok(Expr::Rule(self.b.import(&g)))
     }
 
-    /// The `qwen_xml` style (Qwen3-Coder's parameters): an object schema's properties as
-    /// `<parameter=NAME>VALUE</parameter>`, in the schema's order, each at most once and the required
-    /// ones present, whitespace between them. A string value is raw text up to its closing tag;
-    /// any other value is JSON valid for the property's schema, whitespace around it. Parameters the
-    /// schema does not name are not written (a schema that allows them is not narrowed silently:
-    /// a non-`false` `additionalProperties` is refused).
-    fn qwen_xml(&mut self, schema: &Value, ptr: &str) -> Result<Expr, StructuralTagError> {
+    /// The XML parameter styles (Qwen3-Coder's `<parameter=NAME>VALUE</parameter>` and its kin, see
+    /// [`XmlStyle`]): an object schema's properties, in the schema's order, each at most once and
+    /// the required ones present, whitespace between them. A string value is raw text up to its
+    /// closing tag; any other value is JSON valid for the property's schema, whitespace around it.
+    /// Parameters the schema does not name are not written (a schema that allows them is not
+    /// narrowed silently: a non-`false` `additionalProperties` is refused).
+    fn xml_parameters(&mut self, schema: &Value, ptr: &str, style: XmlStyle) -> Result<Expr, StructuralTagError> {
         let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
-            return Err(invalid(ptr, "the qwen_xml style takes an object schema with `properties`"));
+            return Err(invalid(ptr, format!("the {} style takes an object schema with `properties`", style.name())));
         };
         if schema.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false)) {
             return Err(unsupported(
                 &format!("{ptr}/additionalProperties"),
-                "additional properties in the qwen_xml style",
+                format!("additional properties in the {} style", style.name()),
             ));
         }
         let required: Vec<&str> =
@@ -366,26 +380,27 @@ impl Lowering<'_> {
                 None,
             )
         };
-        let close = "</parameter>";
+        let close = style.close();
         let mut parts = vec![ws()];
         for (key, property) in properties {
-            let value = if property.get("type").and_then(Value::as_str) == Some("string")
+            let raw = property.get("type").and_then(Value::as_str) == Some("string")
                 && property.get("enum").is_none()
-                && property.get("const").is_none()
-            {
+                && property.get("const").is_none();
+            let value = if raw {
                 // Raw text that never holds the closing tag.
-                free_text(Vec::new(), Vec::new(), &[close.to_owned()], true)
+                free_text(Vec::new(), Vec::new(), std::slice::from_ref(&close), true)
             } else {
                 let (g, _) = json_schema_to_grammar(property, &self.options.json).map_err(|source| {
                     StructuralTagError::Schema { pointer: format!("{ptr}/properties/{key}"), source }
                 })?;
                 Expr::seq(vec![ws(), Expr::Rule(self.b.import(&g)), ws()])
             };
-            let parameter =
-                Expr::seq(vec![Expr::literal(format!("<parameter={key}>")), value, Expr::literal(close), ws()]);
+            let mut parameter = style.open(key, raw, ws);
+            parameter.extend([value, Expr::literal(close.clone()), ws()]);
+            let parameter = Expr::seq(parameter);
             parts.push(if required.contains(&key.as_str()) { parameter } else { Expr::optional(parameter) });
         }
-        Ok(Expr::Rule(self.b.rule("qwen-xml", Expr::seq(parts))))
+        Ok(Expr::Rule(self.b.rule(style.name(), Expr::seq(parts))))
     }
 
     /// A special token named by id or text (a `token` format's `token`, a tag's token begin or end).
@@ -635,6 +650,19 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// An optional count (`0 ..= 2³¹ − 1`, as XGrammar bounds them).
+    fn opt_count(&self, name: &str) -> Result<Option<u32>, StructuralTagError> {
+        match self.o.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .filter(|&n| n <= i32::MAX as u64)
+                .map(|n| Some(n as u32))
+                .ok_or_else(|| invalid(&self.at(name), "expected a count from 0 to 2147483647")),
+            Some(_) => Err(invalid(&self.at(name), "expected a count from 0 to 2147483647")),
+        }
+    }
+
     fn flag(&self, name: &str) -> Result<bool, StructuralTagError> {
         Ok(self.opt_flag(name)?.unwrap_or(false))
     }
@@ -666,5 +694,72 @@ impl<'a> Fields<'a> {
             }
         }
         Ok(())
+    }
+}
+
+/// How an XML parameter style writes one parameter: its opening (the name, and for the DeepSeek
+/// styles whether the value is a raw string) and its closing tag, as XGrammar 0.2.8 names them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum XmlStyle {
+    /// `qwen_xml`: `<parameter=KEY>VALUE</parameter>`.
+    Qwen,
+    /// `minimax_xml`: `<parameter name="KEY">VALUE</parameter>`.
+    MiniMax,
+    /// `glm_xml`: `<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>`.
+    Glm,
+    /// `deepseek_xml` (V3.2): `<｜DSML｜parameter name="KEY" string="true|false">VALUE</｜DSML｜parameter>`.
+    DeepSeek,
+    /// `deepseek_v4_1_xml`: as DeepSeek's, with a space after the DSML token.
+    DeepSeekV41,
+}
+
+/// DeepSeek's markup token, as the DeepSeek styles write it.
+const DSML: &str = "\u{ff5c}DSML\u{ff5c}";
+
+impl XmlStyle {
+    fn named(style: &str) -> Option<XmlStyle> {
+        Some(match style {
+            "qwen_xml" => XmlStyle::Qwen,
+            "minimax_xml" => XmlStyle::MiniMax,
+            "glm_xml" => XmlStyle::Glm,
+            "deepseek_xml" => XmlStyle::DeepSeek,
+            "deepseek_v4_1_xml" => XmlStyle::DeepSeekV41,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            XmlStyle::Qwen => "qwen_xml",
+            XmlStyle::MiniMax => "minimax_xml",
+            XmlStyle::Glm => "glm_xml",
+            XmlStyle::DeepSeek => "deepseek_xml",
+            XmlStyle::DeepSeekV41 => "deepseek_v4_1_xml",
+        }
+    }
+
+    fn close(self) -> String {
+        match self {
+            XmlStyle::Qwen | XmlStyle::MiniMax => "</parameter>".to_owned(),
+            XmlStyle::Glm => "</arg_value>".to_owned(),
+            XmlStyle::DeepSeek => format!("</{DSML}parameter>"),
+            XmlStyle::DeepSeekV41 => format!("</{DSML} parameter>"),
+        }
+    }
+
+    /// The parts before a parameter's value (`raw`: the value is a raw string); whitespace goes
+    /// between GLM's key and value tags.
+    fn open(self, key: &str, raw: bool, ws: impl Fn() -> Expr) -> Vec<Expr> {
+        match self {
+            XmlStyle::Qwen => vec![Expr::literal(format!("<parameter={key}>"))],
+            XmlStyle::MiniMax => vec![Expr::literal(format!("<parameter name=\"{key}\">"))],
+            XmlStyle::Glm => {
+                vec![Expr::literal(format!("<arg_key>{key}</arg_key>")), ws(), Expr::literal("<arg_value>")]
+            }
+            XmlStyle::DeepSeek | XmlStyle::DeepSeekV41 => {
+                let space = if self == XmlStyle::DeepSeek { "" } else { " " };
+                vec![Expr::literal(format!("<{DSML}{space}parameter name=\"{key}\" string=\"{raw}\">"))]
+            }
+        }
     }
 }

@@ -61,6 +61,10 @@ pub struct ConstrainOptions {
     /// tool's own OpenAI `function.strict` decides, and a tool that does not say is constrained by
     /// its schema, as XGrammar's builtin styles read it (only `strict: false` skips the schema).
     pub strict: Option<bool>,
+    /// The most tokens reasoning may take (a thinking budget): once spent, the reasoning block must
+    /// end (`any_text.max_tokens`, enforced by the matcher at token boundaries; the structural tag
+    /// carries it for XGrammar too). Default: unbounded.
+    pub reasoning_budget: Option<u32>,
 }
 
 /// The request with the tools whose arguments are not held to their schema (see
@@ -110,17 +114,28 @@ pub fn structural_tag_with(
 ) -> Result<Json, ConstrainError> {
     let content = content_schema(options.response_format.as_ref())?;
     let request = with_strictness(request, options.strict);
-    let doc = text_structural_tag(format, &request, content.as_ref())?;
+    let doc = text_structural_tag(format, &request, content.as_ref(), options.reasoning_budget)?;
     with_special_tokens(doc, &options.special_tokens)
+}
+
+/// Free text, bounded in tokens when a budget is given.
+fn reasoning_text(excludes: &[&str], budget: Option<u32>) -> Json {
+    let mut text = json!({"type": "any_text", "excludes": excludes});
+    if let Some(max) = budget {
+        text["max_tokens"] = json!(max);
+    }
+    text
 }
 
 fn text_structural_tag(
     format: &Format,
     request: &ParseOptions,
     content: Option<&Json>,
+    budget: Option<u32>,
 ) -> Result<Json, ConstrainError> {
     if let Some(channels) = crate::parse::channel::ChannelSyntax::from_format(format) {
-        return Ok(json!({"type": "structural_tag", "format": channel_messages(format, request, &channels, content)?}));
+        let messages = channel_messages(format, request, &channels, content, budget)?;
+        return Ok(json!({"type": "structural_tag", "format": messages}));
     }
     let reasoning = format.reasoning.as_ref().filter(|r| !r.end.trim().is_empty());
     let prompt = request.generation_prompt.as_deref().unwrap_or(&format.generation_prompt);
@@ -142,7 +157,7 @@ fn text_structural_tag(
         let (start, end) = (r.start.trim(), r.end.trim());
         let mode = format.reasoning_details.as_ref().map_or("tag", |d| d.mode.as_str());
         let block = |begin: &str| {
-            let content = json!({"type": "any_text", "excludes": [start]});
+            let content = reasoning_text(&[start], budget);
             seq(vec![tag(begin, content, end), regex(WS)])
         };
         // A prompt that closes the block (a thinking-off prompt), or a request that says reasoning
@@ -203,6 +218,7 @@ pub fn grammar_with(
         special_tokens: special.iter().map(|(t, _)| t.clone()).collect(),
         response_format: options.response_format.clone(),
         strict: options.strict,
+        reasoning_budget: options.reasoning_budget,
     };
     let doc = structural_tag_with(format, request, &options)?;
     let options =
@@ -221,11 +237,12 @@ fn channel_messages(
     request: &ParseOptions,
     syntax: &crate::parse::channel::ChannelSyntax,
     content: Option<&Json>,
+    budget: Option<u32>,
 ) -> Result<Json, ConstrainError> {
     let tools = format.tools.as_ref().expect("a channel syntax has tools");
     let reasoning = format.reasoning.as_ref().expect("a channel syntax has reasoning");
-    let any = json!({"type": "any_text"});
-    let analysis = tag(reasoning.start.trim(), any.clone(), reasoning.end.trim());
+    // Each analysis message has the budget (a turn may write several, between calls).
+    let analysis = tag(reasoning.start.trim(), reasoning_text(&[], budget), reasoning.end.trim());
     let content_end = format.content.end.trim();
     let final_body = match content {
         Some(content) => seq(vec![regex(WS), schema(content), regex(WS)]),

@@ -169,6 +169,22 @@ impl Earley {
         Ok(true)
     }
 
+    /// Pushes a copy of the last set without the items `drop` names, consuming no byte: a rule cut
+    /// short where it may end (a token budget spent). The copy keeps what the dropped items had
+    /// already completed, so the chart stays closed.
+    pub(crate) fn push_without(&mut self, drop: impl Fn(&Item) -> bool) {
+        let k = self.len() - 1;
+        let (lo, hi) = (self.starts[k] as usize, self.items.len());
+        self.starts.push(hi as u32);
+        self.root_done.push(self.root_done[k]);
+        for i in lo..hi {
+            let it = self.items[i];
+            if !drop(&it) {
+                self.items.push(it);
+            }
+        }
+    }
+
     /// Pushes all of `bytes`; on failure the chart is restored and `Ok(false)` returned.
     pub(crate) fn push_bytes(&mut self, tables: &Tables, bytes: &[u8]) -> Result<bool, SetLimit> {
         let len = self.len();

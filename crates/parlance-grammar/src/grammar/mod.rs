@@ -206,6 +206,11 @@ pub struct Rule {
 pub struct Grammar {
     rules: Vec<Rule>,
     start: RuleId,
+    /// Rules that may consume at most this many tokens each time they are entered (XGrammar's
+    /// `any_text.max_tokens`: a reasoning budget), sorted by rule. A bound on decoding, enforced by
+    /// the `Matcher` at token boundaries, not part of the language: the text syntax does not carry
+    /// it (the printer notes it in a comment).
+    token_budgets: Vec<(RuleId, u32)>,
 }
 
 impl Grammar {
@@ -216,7 +221,7 @@ impl Grammar {
 
     /// A grammar with one rule, `root ::= expr`.
     pub fn from_expr(expr: Expr) -> Grammar {
-        Grammar { rules: vec![Rule { name: "root".into(), expr }], start: RuleId(0) }
+        Grammar { rules: vec![Rule { name: "root".into(), expr }], start: RuleId(0), token_budgets: Vec::new() }
     }
 
     /// A grammar matching exactly the regular expression `pattern` (anchored at both ends).
@@ -243,6 +248,11 @@ impl Grammar {
     pub fn rule_by_name(&self, name: &str) -> Option<RuleId> {
         self.rules.iter().position(|r| r.name == name).map(|i| RuleId(i as u32))
     }
+
+    /// The rules with a token budget (see [`GrammarBuilder::set_token_budget`]), sorted by rule.
+    pub fn token_budgets(&self) -> &[(RuleId, u32)] {
+        &self.token_budgets
+    }
 }
 
 /// Builds a [`Grammar`] from rules declared first and defined later (so they may refer to each other).
@@ -254,6 +264,7 @@ pub struct GrammarBuilder {
     /// Per base name, the next numeric suffix to try: declaring stays linear however many rules
     /// share a name (every tool schema has a `root`).
     next_suffix: HashMap<String, u32>,
+    token_budgets: Vec<(RuleId, u32)>,
 }
 
 impl GrammarBuilder {
@@ -286,7 +297,24 @@ impl GrammarBuilder {
         for (rule, &id) in grammar.rules.iter().zip(&ids) {
             self.define(id, rule.expr.map_rules(&|r| ids[r.index()]));
         }
+        for &(rule, max_tokens) in &grammar.token_budgets {
+            self.set_token_budget(ids[rule.index()], max_tokens);
+        }
         ids[grammar.start.index()]
+    }
+
+    /// Bounds the tokens `rule` may consume each time it is entered (a reasoning budget; XGrammar's
+    /// `any_text.max_tokens`). The `Matcher` counts the tokens accepted since the rule began; once
+    /// they reach the budget, and the rule may end there, the rule ends: only what follows it is
+    /// allowed (a budget of 0 ends it where it starts). Where the rule cannot end at that token
+    /// boundary (inside a character, or where its language needs more), it ends at the first
+    /// boundary where it can. The rule stays a rule of its own in the compiled grammar (never
+    /// inlined), since the matcher must see where it is.
+    pub fn set_token_budget(&mut self, rule: RuleId, max_tokens: u32) {
+        match self.token_budgets.binary_search_by_key(&rule, |&(r, _)| r) {
+            Ok(at) => self.token_budgets[at].1 = max_tokens,
+            Err(at) => self.token_budgets.insert(at, (rule, max_tokens)),
+        }
     }
 
     /// Sets the body of a declared rule.
@@ -315,7 +343,7 @@ impl GrammarBuilder {
         if start.index() >= self.rules.len() {
             return Err(GrammarError::Empty);
         }
-        Ok(Grammar { rules: self.rules, start })
+        Ok(Grammar { rules: self.rules, start, token_budgets: self.token_budgets })
     }
 }
 

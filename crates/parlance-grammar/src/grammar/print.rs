@@ -1,7 +1,7 @@
 //! Prints a [`Grammar`] in the text syntax that [`super::parse`] reads, so that parsing the output gives
 //! back an equal grammar.
 
-use super::{Expr, Grammar, Trigger};
+use super::{Expr, Grammar, RuleId, Trigger};
 use std::fmt::{self, Write};
 
 impl fmt::Display for Grammar {
@@ -14,6 +14,14 @@ impl fmt::Display for Grammar {
             write!(f, "{} ::= ", rule.name)?;
             print_expr(self, &rule.expr, Context::Top, f)?;
             f.write_char('\n')?;
+            if let Ok(at) = self.token_budgets.binary_search_by_key(&RuleId(i as u32), |&(r, _)| r) {
+                // A decoding bound, not part of the language: the text syntax has no form for it.
+                writeln!(
+                    f,
+                    "# {} may consume at most {} tokens (a matcher bound)",
+                    rule.name, self.token_budgets[at].1
+                )?;
+            }
         }
         Ok(())
     }

@@ -135,15 +135,16 @@ fn errors_name_the_node() {
             "/format/tags/0/begin",
         ),
         (
-            json!({"format": {"type": "json_schema", "json_schema": {}, "style": "minimax_xml"}}),
-            "/format: unsupported json_schema style `minimax_xml`",
+            json!({"format": {"type": "json_schema", "json_schema": {}, "style": "cohere_xml"}}),
+            "/format: unsupported json_schema style `cohere_xml`",
         ),
         (
             json!({"format": {"type": "json_schema", "json_schema": {}, "style": "qwen_xml"}}),
             "/format/json_schema: invalid",
         ),
         (json!({"format": {"type": "json_schema", "json_schema": {"type": "string", "minLength": "x"}}}), "/format: "),
-        (json!({"format": {"type": "any_text", "max_tokens": 4}}), "/format/max_tokens"),
+        (json!({"format": {"type": "any_text", "max_chars": 4}}), "/format/max_chars"),
+        (json!({"format": {"type": "any_text", "max_tokens": -1}}), "/format/max_tokens"),
         (json!({"format": {"type": "regex", "pattern": "("}}), "/format/pattern"),
     ];
     for (doc, want) in cases {
@@ -220,4 +221,142 @@ fn qwen3_coder_calls_in_the_qwen_xml_style() {
             (&call("<parameter=city>\nOslo\n</parameter>\n<parameter=wind>\n3\n</parameter>"), false),
         ],
     );
+}
+
+#[test]
+fn the_other_xml_parameter_styles() {
+    // XGrammar 0.2.8's styles as its documentation spells them: MiniMax, GLM and DeepSeek's.
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"]});
+    let styled = |style: &str| json!({"format": {"type": "json_schema", "json_schema": schema, "style": style}});
+    check(
+        &styled("minimax_xml"),
+        &[
+            ("<parameter name=\"city\">Oslo</parameter>\n<parameter name=\"days\">3</parameter>\n", true),
+            ("<parameter name=\"city\">Oslo</parameter>", true),
+            ("<parameter=city>Oslo</parameter>", false),
+            ("<parameter name=\"city\">Oslo</parameter><parameter name=\"days\">three</parameter>", false),
+        ],
+    );
+    check(
+        &styled("glm_xml"),
+        &[
+            (
+                "<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n<arg_key>days</arg_key><arg_value>3</arg_value>",
+                true,
+            ),
+            ("<arg_key>days</arg_key><arg_value>3</arg_value>", false),
+        ],
+    );
+    check(
+        &styled("deepseek_xml"),
+        &[
+            (
+                "<｜DSML｜parameter name=\"city\" string=\"true\">Oslo</｜DSML｜parameter>\n<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>",
+                true,
+            ),
+            ("<｜DSML｜parameter name=\"city\" string=\"false\">Oslo</｜DSML｜parameter>", false),
+            ("<｜DSML｜ parameter name=\"city\" string=\"true\">Oslo</｜DSML｜ parameter>", false),
+        ],
+    );
+    check(
+        &styled("deepseek_v4_1_xml"),
+        &[
+            ("<｜DSML｜ parameter name=\"city\" string=\"true\">Oslo</｜DSML｜ parameter>", true),
+            ("<｜DSML｜parameter name=\"city\" string=\"true\">Oslo</｜DSML｜parameter>", false),
+        ],
+    );
+}
+
+/// Every byte a token of its own, and an EOS: token budgets count bytes.
+fn byte_vocab() -> Arc<parlance_grammar::TokenVocab> {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.push(b"<eos>".to_vec());
+    Arc::new(parlance_grammar::TokenVocab::new(tokens, &[], &[256]).unwrap())
+}
+
+/// The mask, checked against accepting each token on a fork; returns the allowed ids.
+fn mask_checked(m: &mut Matcher, vocab: &parlance_grammar::TokenVocab) -> Vec<u32> {
+    let mut mask = vec![0u32; vocab.mask_words()];
+    m.fill_next_token_bitmask(&mut mask).unwrap();
+    let allowed: Vec<u32> = (0..vocab.len() as u32).filter(|&t| mask[t as usize / 32] >> (t % 32) & 1 == 1).collect();
+    for t in 0..vocab.len() as u32 {
+        assert_eq!(m.fork().accept_token(t), allowed.contains(&t), "token {t}: mask and accept disagree");
+    }
+    allowed
+}
+
+#[test]
+fn a_token_budget_ends_free_text_where_it_may_end() {
+    let vocab = byte_vocab();
+    let doc = |max: u32| {
+        json!({"format": {"type": "sequence", "elements": [
+            {"type": "tag", "begin": "<think>", "content": {"type": "any_text", "max_tokens": max}, "end": "</think>"},
+            {"type": "const_string", "value": "ok"}]}})
+    };
+    let grammar = |max: u32| {
+        Arc::new(
+            CompiledGrammar::from_structural_tag(vocab.clone(), &doc(max), &StructuralTagOptions::default()).unwrap(),
+        )
+    };
+    let bytes = |m: &mut Matcher, text: &[u8]| text.iter().all(|&b| m.accept_token(b as u32));
+
+    let mut m = Matcher::new(grammar(3)).unwrap();
+    assert!(bytes(&mut m, b"<think>ab"));
+    let allowed = mask_checked(&mut m, &vocab);
+    assert!(allowed.len() > 150, "two tokens of three: any text, not {allowed:?}");
+    assert!(bytes(&mut m, b"c"));
+    assert_eq!(mask_checked(&mut m, &vocab), vec![b'<' as u32], "budget spent: only the end");
+    assert!(!m.fork().accept_token(b'd' as u32));
+    // Rollback gives the token back.
+    m.rollback(1).unwrap();
+    assert!(m.fork().accept_token(b'd' as u32));
+    assert!(bytes(&mut m, b"c</think>ok"));
+    assert!(m.is_accepting());
+    // An end marker begun before the budget ran out may be finished (or `</` was text, and the end
+    // comes after it).
+    let mut m = Matcher::new(grammar(3)).unwrap();
+    assert!(bytes(&mut m, b"<think>a</"));
+    assert_eq!(mask_checked(&mut m, &vocab), vec![b'<' as u32, b't' as u32]);
+    // Inside a character the text cannot end: the budget ends it at the character's end.
+    let mut m = Matcher::new(grammar(2)).unwrap();
+    assert!(bytes(&mut m, b"<think>a\xc3"));
+    assert!(mask_checked(&mut m, &vocab).contains(&0xa9));
+    assert!(bytes(&mut m, b"\xa9"));
+    assert_eq!(mask_checked(&mut m, &vocab), vec![b'<' as u32]);
+    // A budget of 0: no text at all; reset keeps it.
+    let mut m = Matcher::new(grammar(0)).unwrap();
+    assert!(bytes(&mut m, b"<think>"));
+    assert_eq!(mask_checked(&mut m, &vocab), vec![b'<' as u32]);
+    m.reset();
+    assert!(bytes(&mut m, b"<think></think>ok") && m.is_accepting());
+    // The text syntax notes the bound.
+    let text = structural_tag_to_grammar(&doc(3), &StructuralTagOptions::default()).unwrap().to_string();
+    assert!(text.contains("at most 3 tokens"), "{text}");
+}
+
+#[test]
+fn a_token_budget_on_the_start_rule_or_around_rules_is_refused() {
+    // `inner` is recursive, so it stays a rule that `outer` refers to.
+    let mut b = parlance_grammar::Grammar::builder();
+    let inner = b.declare("inner");
+    b.define(
+        inner,
+        parlance_grammar::Expr::alt(vec![
+            parlance_grammar::Expr::literal("x"),
+            parlance_grammar::Expr::seq(vec![
+                parlance_grammar::Expr::literal("y"),
+                parlance_grammar::Expr::Rule(inner),
+            ]),
+        ]),
+    );
+    let outer = b.rule("outer", parlance_grammar::Expr::repeat(parlance_grammar::Expr::Rule(inner), 0, None));
+    let root = b.rule(
+        "root",
+        parlance_grammar::Expr::seq(vec![parlance_grammar::Expr::Rule(outer), parlance_grammar::Expr::literal(".")]),
+    );
+    b.set_token_budget(outer, 2);
+    let g = b.build(root).unwrap();
+    let Err(error) = CompiledGrammar::new(byte_vocab(), &g) else { panic!("a budget around a rule compiled") };
+    assert!(matches!(&error, CompileError::TokenBudget(rule) if rule == "outer"), "{error}");
 }

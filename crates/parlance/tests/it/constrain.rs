@@ -58,14 +58,23 @@ fn accepts(vocab: &Arc<TokenVocab>, grammar: &parlance_grammar::Grammar, text: &
     Ok(matcher.accept_bytes(text.as_bytes()) && matcher.is_accepting())
 }
 
-/// What goes wrong constraining `template`'s own verify renders (empty: nothing).
+/// What goes wrong constraining `template`'s own verify renders (empty: nothing); with `checked`,
+/// each structural tag and output checked, with whether the grammar must accept it (the records
+/// `tests/data/xgrammar/check_constrain.py` gives XGrammar).
 fn grammar_problems(
     vocab: &Arc<TokenVocab>,
     template: &parlance::ChatTemplate,
     format: &parlance::Format,
     options: &parlance::AnalyzeOptions,
+    mut checked: Option<&mut Vec<Json>>,
 ) -> Vec<String> {
     let mut problems = Vec::new();
+    let mut record = |request: &ParseOptions, case: &str, output: &str, accept: bool| {
+        if let Some(records) = checked.as_deref_mut() {
+            let doc = constrain::structural_tag(format, request).unwrap();
+            records.push(json!({"case": case, "doc": doc, "output": output, "accept": accept}));
+        }
+    };
     for case in rendered_cases(template, format, options) {
         // The model stops at the turn end; a section end the Format counts into the turn end
         // (DeepSeek R1's `<｜tool▁calls▁end｜>` before its EOS) is still the model's to write.
@@ -93,7 +102,7 @@ fn grammar_problems(
             }
         };
         match accepts(vocab, &grammar, output) {
-            Ok(true) => {}
+            Ok(true) => record(&request, &case.case, output, true),
             Ok(false) => problems.push(format!("{}: refused {output:?}", case.case)),
             Err(e) => problems.push(format!("{}: {e}", case.case)),
         }
@@ -102,6 +111,8 @@ fn grammar_problems(
             let grammar = constrain::grammar(format, &none).unwrap();
             if accepts(vocab, &grammar, output) == Ok(true) {
                 problems.push(format!("{}: tool_choice none accepts the call", case.case));
+            } else {
+                record(&none, &format!("{} (tool_choice none)", case.case), output, false);
             }
         }
     }
@@ -116,19 +127,33 @@ fn check_grammars(
 ) -> usize {
     let expected: BTreeMap<String, String> = serde_json::from_str(include_str!("../expected/constrain.json")).unwrap();
     let vocab = byte_vocab();
+    // `PARLANCE_DUMP_STRUCTURAL_TAGS=DIR`: the checked structural tags and outputs of the passing
+    // templates go to `DIR/WHAT.jsonl`, for XGrammar (`tests/data/xgrammar/check_constrain.py`).
+    let dump = std::env::var_os("PARLANCE_DUMP_STRUCTURAL_TAGS").map(std::path::PathBuf::from);
+    let mut lines = String::new();
     let (mut failures, mut improved, mut passed) = (Vec::new(), Vec::new(), 0);
     for (id, template, options) in templates {
         let Ok(format) = analyze(&template, &options) else { continue };
         if format.tools.is_none() {
             continue;
         }
-        let problems = grammar_problems(&vocab, &template, &format, &options);
+        let mut checked = Vec::new();
+        let problems = grammar_problems(&vocab, &template, &format, &options, dump.is_some().then_some(&mut checked));
+        if problems.is_empty() {
+            for mut record in checked {
+                record["template"] = json!(id);
+                lines.push_str(&format!("{record}\n"));
+            }
+        }
         match (problems.is_empty(), expected.get(&id)) {
             (true, None) => passed += 1,
             (true, Some(_)) => improved.push(id),
             (false, Some(_)) => {}
             (false, None) => failures.push(format!("{id}:\n  {}", problems.join("\n  "))),
         }
+    }
+    if let Some(dir) = dump {
+        std::fs::write(dir.join(format!("{what}.jsonl")), lines).unwrap();
     }
     eprintln!("constrain ({what}): {passed} templates pass; now passing, remove from constrain.json: {improved:?}");
     assert!(failures.is_empty(), "{} templates fail:\n{}", failures.len(), failures.join("\n"));
@@ -516,4 +541,44 @@ fn allowed_tools_naming_an_unknown_tool_is_an_error() {
     let request = ParseOptions { tools: two_tools(None), tool_choice: choice, ..ParseOptions::default() };
     let error = constrain::structural_tag(&format, &request).unwrap_err();
     assert!(matches!(&error, ConstrainError::Request(m) if m.contains("`nope`")), "{error}");
+}
+
+#[test]
+fn a_reasoning_budget_ends_reasoning_after_that_many_tokens() {
+    let (Some(corpus), Some(tokenizers)) = (corpus::corpus(), corpus::tokenizers()) else { return };
+    let tokenizer = parlance::Tokenizer::from_path(tokenizers.join("qwen3")).unwrap();
+    let eos = tokenizer.eos_token_id().unwrap();
+    let vocab = Arc::new(tokenizer.token_vocab(&[eos]).unwrap());
+    let (template, analyze_options) = corpus_template(&corpus, "Qwen-Qwen3-0.6B");
+    let format = analyze(&template, &analyze_options).unwrap();
+    let options = constrain::ConstrainOptions { reasoning_budget: Some(6), ..Default::default() };
+    let grammar = constrain::grammar_with(&format, &ParseOptions::default(), &vocab, &options).unwrap();
+    let doc = constrain::structural_tag_with(&format, &ParseOptions::default(), &options).unwrap();
+    assert!(doc.to_string().contains("\"max_tokens\":6"), "{doc}");
+    let compiled = Arc::new(CompiledGrammar::new(vocab.clone(), &grammar).unwrap());
+    let allowed = |m: &mut Matcher| -> Vec<String> {
+        let mut mask = vec![0u32; vocab.mask_words()];
+        m.fill_next_token_bitmask(&mut mask).unwrap();
+        (0..vocab.len() as u32)
+            .filter(|&t| mask[t as usize / 32] >> (t % 32) & 1 == 1)
+            .map(|t| String::from_utf8_lossy(vocab.token_bytes(t)).into_owned())
+            .collect()
+    };
+    let mut m = Matcher::new(compiled).unwrap();
+    let ids = tokenizer.encode_rendered("<think>\nOne two three four five six seven").unwrap();
+    let think = ids.iter().position(|&t| tokenizer.decode(&[t]).unwrap() == "<think>").unwrap();
+    // Up to the budget, reasoning is free text.
+    for (i, &t) in ids.iter().enumerate() {
+        if i <= think + 6 {
+            assert!(m.accept_token(t), "token {i} refused");
+        } else {
+            assert!(!m.fork().accept_token(t), "token {i} accepted past the budget");
+        }
+    }
+    // Then only the end of reasoning.
+    let next = allowed(&mut m);
+    assert!(!next.is_empty() && next.iter().all(|t| "</think>".starts_with(t.as_str())), "{next:?}");
+    let end = tokenizer.encode_rendered("</think>\n\nDone.").unwrap();
+    assert!(end.iter().all(|&t| m.accept_token(t)) && m.is_accepting());
+    assert!(allowed(&mut m).len() > 1000, "content after reasoning is free text again");
 }

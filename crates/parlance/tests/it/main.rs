@@ -12,6 +12,7 @@ mod outside;
 mod parse;
 mod roundtrip;
 mod tokens;
+mod xgrammar;
 
 // Render memory limits are enforceable only under the guard; install it as the CLI does.
 #[global_allocator]
