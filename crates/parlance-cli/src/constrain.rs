@@ -8,6 +8,18 @@ use std::sync::Arc;
 use anyhow::{Context as _, bail};
 use parlance_grammar::{CompiledGrammar, Matcher, TokenVocab};
 
+/// The artifact `parlance constrain` prints.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Emit {
+    /// An XGrammar structural tag (vLLM's and SGLang's `response_format`).
+    StructuralTag,
+    /// The grammar as EBNF text.
+    Ebnf,
+    /// A Hugging Face `response_template` (transformers' `parse_response`; the request's tools and
+    /// choices do not change it).
+    ResponseTemplate,
+}
+
 #[derive(clap::Args)]
 pub struct ConstrainArgs {
     /// A `.jinja` file, a `tokenizer_config.json` / `chat_template.json`, or a model folder.
@@ -42,8 +54,8 @@ pub struct ConstrainArgs {
     #[arg(long)]
     tokenizer: Option<PathBuf>,
     /// What to print.
-    #[arg(long, default_value = "structural-tag", value_parser = ["structural-tag", "ebnf"])]
-    emit: String,
+    #[arg(long, value_enum, default_value_t = Emit::StructuralTag)]
+    emit: Emit,
     /// Read a model output on stdin; exit 0 when the grammar accepts it whole, else 1 with the byte
     /// where it was refused.
     #[arg(long)]
@@ -119,12 +131,15 @@ pub fn run(args: ConstrainArgs) -> anyhow::Result<()> {
         };
     }
     let mut stdout = std::io::stdout().lock();
-    match args.emit.as_str() {
-        "ebnf" => write!(stdout, "{}", grammar()?)?,
-        _ => {
+    match args.emit {
+        Emit::Ebnf => write!(stdout, "{}", grammar()?)?,
+        Emit::StructuralTag => {
             options.special_tokens = vocab.iter().flat_map(|v| v.special_tokens().map(|(t, _)| t.to_owned())).collect();
             let doc = parlance::constrain::structural_tag_with(&format, &request, &options)?;
             writeln!(stdout, "{}", serde_json::to_string_pretty(&doc)?)?
+        }
+        Emit::ResponseTemplate => {
+            writeln!(stdout, "{}", serde_json::to_string_pretty(&parlance::response_template(&format)?)?)?
         }
     }
     Ok(())

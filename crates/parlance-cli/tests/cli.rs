@@ -308,6 +308,16 @@ fn constrain_prints_the_grammar_and_checks_outputs() {
     assert_eq!(doc["type"], "structural_tag");
     let ebnf = run(&["--emit", "ebnf"], "");
     assert!(String::from_utf8_lossy(&ebnf.stdout).contains("TagDispatch((\"<tool_call>\""));
+    let hf = run(&["--emit", "response-template"], "");
+    let hf: serde_json::Value = serde_json::from_slice(&hf.stdout).unwrap();
+    assert_eq!(hf["fields"]["tool_calls"]["close_pattern"], r"</tool_call>\s*");
+    // A reasoning budget rides in the structural tag; allowed_tools as OpenAI writes it limits calls.
+    let budget = run(&["--reasoning-budget", "64"], "");
+    assert!(String::from_utf8_lossy(&budget.stdout).contains("\"max_tokens\": 64"));
+    let allowed = r#"{"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": []}}"#;
+    let none_allowed = run(&["--tool-choice", allowed, "--check"], "Just text.");
+    assert_eq!(none_allowed.status.code(), Some(1), "required with no allowed tool admits text");
+    assert!(String::from_utf8_lossy(&none_allowed.stderr).contains("allows no tool"));
     let call = "<think>\nok\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
     let ok = run(&["--check"], call);
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));

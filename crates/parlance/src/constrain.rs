@@ -33,6 +33,14 @@ pub enum ConstrainError {
         /// What is missing, e.g. ``the `pythonic` tool-call family``.
         what: String,
     },
+    /// A Hugging Face response template cannot express this part of the Format.
+    #[error("{template}: a response template cannot express {what}")]
+    ResponseTemplate {
+        /// Where the Format came from.
+        template: String,
+        /// What it cannot express, e.g. `reasoning that starts without a marker`.
+        what: String,
+    },
     /// The request asks for calls the template cannot write, or names a tool it does not hold.
     #[error("{0}")]
     Request(String),
@@ -721,6 +729,9 @@ fn chosen_tools(request: &ParseOptions) -> Result<Vec<&Json>, ConstrainError> {
                 return Err(ConstrainError::Request(format!(
                     "tool_choice allows `{missing}`, which is not among the tools"
                 )));
+            }
+            if names.is_empty() && request.tool_choice.requires_call() {
+                return Err(ConstrainError::Request("tool_choice requires a call but allows no tool".into()));
             }
             request.tools.iter().filter(|t| tool_name(t).is_some_and(|n| request.tool_choice.allows(n))).collect()
         }

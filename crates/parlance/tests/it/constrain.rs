@@ -69,12 +69,13 @@ fn grammar_problems(
     mut checked: Option<&mut Vec<Json>>,
 ) -> Vec<String> {
     let mut problems = Vec::new();
-    let mut record = |request: &ParseOptions, case: &str, output: &str, accept: bool| {
-        if let Some(records) = checked.as_deref_mut() {
-            let doc = constrain::structural_tag(format, request).unwrap();
-            records.push(json!({"case": case, "doc": doc, "output": output, "accept": accept}));
-        }
-    };
+    let record =
+        |checked: &mut Option<&mut Vec<Json>>, request: &ParseOptions, case: &str, output: &str, accept: bool| {
+            if let Some(records) = checked.as_deref_mut() {
+                let doc = constrain::structural_tag(format, request).unwrap();
+                records.push(json!({"case": case, "doc": doc, "output": output, "accept": accept}));
+            }
+        };
     for case in rendered_cases(template, format, options) {
         // The model stops at the turn end; a section end the Format counts into the turn end
         // (DeepSeek R1's `<｜tool▁calls▁end｜>` before its EOS) is still the model's to write.
@@ -102,7 +103,15 @@ fn grammar_problems(
             }
         };
         match accepts(vocab, &grammar, output) {
-            Ok(true) => record(&request, &case.case, output, true),
+            Ok(true) => {
+                record(&mut checked, &request, &case.case, output, true);
+                if let Some(records) = checked.as_deref_mut() {
+                    // What the template rendered, for the response-template check.
+                    let parsed = parlance::Parser::new(format, &request).parse(output);
+                    records.push(json!({"case": case.case, "output": output, "prompt": case.prompt,
+                        "message": case.message, "parsed": parsed, "tools": request.tools}));
+                }
+            }
             Ok(false) => problems.push(format!("{}: refused {output:?}", case.case)),
             Err(e) => problems.push(format!("{}: {e}", case.case)),
         }
@@ -112,7 +121,7 @@ fn grammar_problems(
             if accepts(vocab, &grammar, output) == Ok(true) {
                 problems.push(format!("{}: tool_choice none accepts the call", case.case));
             } else {
-                record(&none, &format!("{} (tool_choice none)", case.case), output, false);
+                record(&mut checked, &none, &format!("{} (tool_choice none)", case.case), output, false);
             }
         }
     }
@@ -140,8 +149,15 @@ fn check_grammars(
         let mut checked = Vec::new();
         let problems = grammar_problems(&vocab, &template, &format, &options, dump.is_some().then_some(&mut checked));
         if problems.is_empty() {
+            let response_template = parlance::response_template(&format).map_err(|e| e.to_string());
             for mut record in checked {
                 record["template"] = json!(id);
+                if record.get("message").is_some() {
+                    match &response_template {
+                        Ok(t) => record["response_template"] = t.clone(),
+                        Err(e) => record["response_template_error"] = json!(e),
+                    }
+                }
                 lines.push_str(&format!("{record}\n"));
             }
         }
@@ -581,4 +597,41 @@ fn a_reasoning_budget_ends_reasoning_after_that_many_tokens() {
     let end = tokenizer.encode_rendered("</think>\n\nDone.").unwrap();
     assert!(end.iter().all(|&t| m.accept_token(t)) && m.is_accepting());
     assert!(allowed(&mut m).len() > 1000, "content after reasoning is free text again");
+}
+
+/// The Hugging Face response templates of three families, as read here against transformers 5.24's
+/// `parse_response` (which `tests/data/xgrammar/check_constrain.py` runs on every render), and the
+/// errors of formats a response template cannot express.
+#[test]
+fn response_templates_follow_the_format() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let template_of = |id: &str| {
+        let (template, options) = corpus_template(&corpus, id);
+        parlance::response_template(&analyze(&template, &options).unwrap())
+    };
+    let qwen = template_of("Qwen-Qwen3-0.6B").unwrap();
+    assert_eq!(qwen["start_anchor"], "<|im_start|>assistant\n");
+    assert_eq!(qwen["fields"]["reasoning_content"]["open_pattern"], r"<think>|\A(?=\s*</think>)");
+    assert_eq!(qwen["fields"]["reasoning_content"]["close"], "</think>");
+    let calls = &qwen["fields"]["tool_calls"];
+    assert_eq!(calls["open_pattern"], r"\s*<tool_call>");
+    assert_eq!(calls["close_pattern"], r"</tool_call>\s*");
+    assert_eq!(calls["content"], "json");
+    assert_eq!(calls["transform"]["function"]["arguments"], "{content.arguments}");
+    assert_eq!(qwen["fields"]["content"]["close_pattern"], r"\s*<\|im_end\|>");
+
+    let coder = template_of("Qwen3-Coder").unwrap();
+    let calls = &coder["fields"]["tool_calls"];
+    assert_eq!(calls["open_pattern"], r"\s*<tool_call>\s*<function=(?P<name>[^\s<>\[\]{}()]+)>");
+    assert_eq!(calls["content"], "xml-inline");
+    assert_eq!(calls["content_args"]["tag_pattern"], r"<parameter=(?P<key>[^\s<>]+?)>\s*(?P<value>.*?)\s*</parameter>");
+    assert_eq!(calls["transform"]["function"]["name"], "{name}");
+
+    let llama = template_of("meta-llama-Llama-3.1-8B-Instruct").unwrap();
+    assert_eq!(llama["fields"]["tool_calls"]["open_pattern"], r#"(?:\A|(?<=\}))\s*(?=\{\s*"name")"#);
+    assert_eq!(llama["fields"]["tool_calls"]["transform"]["function"]["arguments"], "{content.parameters}");
+
+    // gpt-oss writes calls in channels, which a response template has no way to say.
+    let error = template_of("openai-gpt-oss-120b").unwrap_err();
+    assert!(matches!(&error, ConstrainError::ResponseTemplate { what, .. } if what.contains("channel")), "{error}");
 }
