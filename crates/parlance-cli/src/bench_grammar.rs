@@ -28,6 +28,7 @@ pub struct Request<'a> {
     pub stride: usize,
     pub compact: bool,
     pub lenient: bool,
+    pub template: Option<&'a Path>,
 }
 
 pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {

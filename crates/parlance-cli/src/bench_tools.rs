@@ -6,7 +6,8 @@
 //! tools again (a hit), the request's own tool subset (new), the subset again (a hit). TTFM = compile
 //! (through one [`GrammarCompiler`], the cache a server would hold) + matcher + first mask. TBM
 //! forces the target output under the all-tools grammar, each token's step classified by the
-//! segment holding its first byte; the subset grammar must accept the output too.
+//! segment holding its first byte; the subset grammar must accept the output too. With `--template`,
+//! each grammar is derived from the template's Format (`constrain`), the derivation inside TTFM.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,8 +31,26 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
         .map(|t| Tool {
             name: t["function"]["name"].as_str().unwrap_or_default().to_owned(),
             parameters: t["function"]["parameters"].to_string(),
+            definition: t.clone(),
         })
         .collect();
+    // With a template: its Format, analyzed once (a server caches it per model), derives each
+    // request's structural tag, markers that are special tokens written as token formats.
+    let format = match request.template {
+        Some(path) => Some(crate::analyzed(path, &[])?.1),
+        None => None,
+    };
+    let special_tokens = parlance::constrain::SpecialTokens::new(vocab.special_tokens().map(|(t, _)| t.to_owned()))?;
+    let structural_tag = |tools: &[&Tool]| -> anyhow::Result<String> {
+        let Some(format) = &format else { return Ok(workload.structural_tag(tools)) };
+        let parse = parlance::ParseOptions {
+            tools: tools.iter().map(|t| t.definition.clone()).collect(),
+            ..Default::default()
+        };
+        let options =
+            parlance::constrain::ConstrainOptions { special_tokens: special_tokens.clone(), ..Default::default() };
+        Ok(parlance::constrain::structural_tag_with(format, &parse, &options)?.to_string())
+    };
     let requests = doc["requests"].as_array().context("no `requests` array")?;
     let compiler = GrammarCompiler::new(vocab.clone());
     let options = StructuralTagOptions::default();
@@ -54,7 +73,9 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
         let mut timed = || -> anyhow::Result<(Arc<CompiledGrammar>, Arc<CompiledGrammar>)> {
             let mut ttfm = |name: &str, tools: &[&Tool]| -> anyhow::Result<Arc<CompiledGrammar>> {
                 let start = Instant::now();
-                let grammar = compiler.compile_structural_tag(&workload.structural_tag(tools), &options)?;
+                let doc = structural_tag(tools)?;
+                item[format!("{name}_derive_us")] = json!(micros(start.elapsed()));
+                let grammar = compiler.compile_structural_tag(&doc, &options)?;
                 let compiled = Instant::now();
                 Matcher::new(grammar.clone())?.fill_next_token_bitmask(&mut mask)?;
                 let total = start.elapsed();
@@ -101,6 +122,7 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
         "engine": "parlance", "engine_version": env!("CARGO_PKG_VERSION"), "workload": workload.name(),
         "workload_file": request.workload.display().to_string(), "tokenizer": request.tokenizer.display().to_string(),
         "config": "default", "threads": 1, "eos_id": eos, "vocab_size": vocab.len(), "partial": false,
+        "template": request.template.map(|t| t.display().to_string()),
     });
     let result = json!({"meta": meta, "summary": summary, "items": items});
     std::fs::write(request.out, serde_json::to_string(&result)?)
@@ -186,10 +208,11 @@ impl Workload {
     }
 }
 
-/// A tool of the workload: its name and its parameters' schema as JSON text.
+/// A tool of the workload: its name, its parameters' schema as JSON text, its OpenAI definition.
 struct Tool {
     name: String,
     parameters: String,
+    definition: Value,
 }
 
 /// Each token's segment kind (`text`, `tool_call`, `structure`), by the segment holding its first
@@ -232,6 +255,10 @@ fn summarize(items: &[Value]) -> Value {
         "all_hit_compile_us",
         "subset_new_compile_us",
         "subset_hit_compile_us",
+        "all_cold_derive_us",
+        "all_hit_derive_us",
+        "subset_new_derive_us",
+        "subset_hit_derive_us",
     ];
     let mut timings: Vec<Vec<f64>> = vec![Vec::new(); keys.len()];
     for item in items {

@@ -134,7 +134,9 @@ pub fn run(args: ConstrainArgs) -> anyhow::Result<()> {
     match args.emit {
         Emit::Ebnf => write!(stdout, "{}", grammar()?)?,
         Emit::StructuralTag => {
-            options.special_tokens = vocab.iter().flat_map(|v| v.special_tokens().map(|(t, _)| t.to_owned())).collect();
+            options.special_tokens = parlance::constrain::SpecialTokens::new(
+                vocab.iter().flat_map(|v| v.special_tokens().map(|(t, _)| t.to_owned())),
+            )?;
             let doc = parlance::constrain::structural_tag_with(&format, &request, &options)?;
             writeln!(stdout, "{}", serde_json::to_string_pretty(&doc)?)?
         }

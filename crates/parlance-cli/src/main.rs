@@ -101,6 +101,11 @@ struct BenchGrammarArgs {
     /// Report unsupported keywords instead of failing to compile.
     #[arg(long)]
     lenient: bool,
+    /// W2/W3: derive each request's grammar from this chat template's Format (`parlance constrain`:
+    /// tools, `tool_choice: auto`, the template's default reasoning state) instead of the
+    /// workload's own structural tag; TTFM then includes deriving it.
+    #[arg(long)]
+    template: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -481,6 +486,7 @@ fn bench_grammar(args: BenchGrammarArgs) -> anyhow::Result<()> {
         stride: args.stride,
         compact: args.compact,
         lenient: args.lenient,
+        template: args.template.as_deref(),
     };
     let summary = bench_grammar::run(&request)?;
     writeln!(std::io::stdout().lock(), "{}", serde_json::to_string_pretty(&summary)?)?;

@@ -56,10 +56,10 @@ const WS: &str = "[ \\t\\r\\n]{0,8}";
 /// How a grammar is derived besides the request.
 #[derive(Debug, Clone, Default)]
 pub struct ConstrainOptions {
-    /// The texts of the tokenizer's special tokens (`Tokenizer::special_tokens`): markers holding
-    /// them are written as token formats, since the model writes each as one token that no text
-    /// matches. Default: none (every marker is text).
-    pub special_tokens: Vec<String>,
+    /// The tokenizer's special tokens (`SpecialTokens::new` over their texts, prepared once per
+    /// tokenizer): markers holding them are written as token formats, since the model writes each
+    /// as one token that no text matches. Default: none (every marker is text).
+    pub special_tokens: SpecialTokens,
     /// The request's OpenAI `response_format`: `{"type": "text"}` (the default),
     /// `{"type": "json_object"}` or `{"type": "json_schema", "json_schema": {"schema": …}}`. A JSON
     /// format makes the content one JSON value (calls stay allowed as the request says).
@@ -73,6 +73,39 @@ pub struct ConstrainOptions {
     /// end (`any_text.max_tokens`, enforced by the matcher at token boundaries; the structural tag
     /// carries it for XGrammar too). Default: unbounded.
     pub reasoning_budget: Option<u32>,
+}
+
+/// A tokenizer's special tokens, with the automaton that finds them in markers: built once per
+/// tokenizer (a server's), not per request (Llama 3's 256 took ~0.25 ms to build). Cheap to clone.
+#[derive(Clone, Default)]
+pub struct SpecialTokens {
+    inner: Option<std::sync::Arc<(Vec<String>, aho_corasick::AhoCorasick)>>,
+}
+
+impl SpecialTokens {
+    /// The special tokens with these texts (empty ones are left out).
+    pub fn new<S: Into<String>>(texts: impl IntoIterator<Item = S>) -> Result<SpecialTokens, ConstrainError> {
+        let texts: Vec<String> = texts.into_iter().map(Into::into).filter(|t| !t.is_empty()).collect();
+        if texts.is_empty() {
+            return Ok(SpecialTokens::default());
+        }
+        let finder = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(&texts)
+            .map_err(|e| ConstrainError::Request(format!("special tokens: {e}")))?;
+        Ok(SpecialTokens { inner: Some(std::sync::Arc::new((texts, finder))) })
+    }
+
+    /// The texts, in the order given.
+    pub fn texts(&self) -> &[String] {
+        self.inner.as_ref().map_or(&[], |inner| &inner.0)
+    }
+}
+
+impl std::fmt::Debug for SpecialTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SpecialTokens").field(&self.texts().len()).finish()
+    }
 }
 
 /// The request with the tools whose arguments are not held to their schema (see
@@ -128,7 +161,7 @@ pub fn structural_tag_with(
 
 /// Free text, bounded in tokens when a budget is given.
 fn reasoning_text(excludes: &[&str], budget: Option<u32>) -> Json {
-    let mut text = json!({"type": "any_text", "excludes": excludes});
+    let mut text = node("any_text", [("excludes", json!(excludes))]);
     if let Some(max) = budget {
         text["max_tokens"] = json!(max);
     }
@@ -143,7 +176,7 @@ fn text_structural_tag(
 ) -> Result<Json, ConstrainError> {
     if let Some(channels) = crate::parse::channel::ChannelSyntax::from_format(format) {
         let messages = channel_messages(format, request, &channels, content, budget)?;
-        return Ok(json!({"type": "structural_tag", "format": messages}));
+        return Ok(node("structural_tag", [("format", messages)]));
     }
     let reasoning = format.reasoning.as_ref().filter(|r| !r.end.trim().is_empty());
     let prompt = request.generation_prompt.as_deref().unwrap_or(&format.generation_prompt);
@@ -154,7 +187,7 @@ fn text_structural_tag(
                 what: "reasoning together with a block the prompt opened".into(),
             });
         }
-        return Ok(json!({"type": "structural_tag", "format": opened_blocks(format, request, content)?}));
+        return Ok(node("structural_tag", [("format", opened_blocks(format, request, content)?)]));
     }
     // Free text never opens or closes reasoning.
     let excludes: Vec<String> = reasoning
@@ -190,13 +223,13 @@ fn text_structural_tag(
         } else {
             let open = block(start);
             parts.push(optional(match empty_block {
-                Some(empty) => json!({"type": "or", "elements": [open, empty]}),
+                Some(empty) => or(vec![open, empty]),
                 None => open,
             }));
         }
     }
     parts.push(body(format, request, &excludes, content)?);
-    Ok(json!({"type": "structural_tag", "format": seq(parts)}))
+    Ok(node("structural_tag", [("format", seq(parts))]))
 }
 
 /// The grammar of [`structural_tag`], lowered by the engine.
@@ -223,7 +256,7 @@ pub fn grammar_with(
 ) -> Result<parlance_grammar::Grammar, ConstrainError> {
     let special: Vec<(String, u32)> = vocab.special_tokens().map(|(t, id)| (t.to_owned(), id)).collect();
     let options = ConstrainOptions {
-        special_tokens: special.iter().map(|(t, _)| t.clone()).collect(),
+        special_tokens: SpecialTokens::new(special.iter().map(|(t, _)| t.clone()))?,
         response_format: options.response_format.clone(),
         strict: options.strict,
         reasoning_budget: options.reasoning_budget,
@@ -254,7 +287,7 @@ fn channel_messages(
     let content_end = format.content.end.trim();
     let final_body = match content {
         Some(content) => seq(vec![regex(WS), schema(content), regex(WS)]),
-        None => json!({"type": "any_text", "excludes": syntax.ends}),
+        None => node("any_text", [("excludes", json!(syntax.ends))]),
     };
     let final_message = seq(vec![cs(format.content.start.trim()), final_body, optional(cs(content_end))]);
     let chosen = chosen_tools(request)?;
@@ -284,7 +317,7 @@ fn channel_messages(
             arguments,
             cs(tools.call_end.trim()),
         ]);
-        calls.push(json!({"type": "or", "elements": [template_form, model_form]}));
+        calls.push(or(vec![template_form, model_form]));
     }
     let mut last = Vec::new();
     if calls.is_empty() || !request.tool_choice.requires_call() {
@@ -292,10 +325,7 @@ fn channel_messages(
     }
     last.extend(calls);
     let header = cs(&syntax.turn_header);
-    Ok(seq(vec![
-        json!({"type": "star", "content": seq(vec![analysis, header])}),
-        json!({"type": "or", "elements": last}),
-    ]))
+    Ok(seq(vec![star(seq(vec![analysis, header])), or(last)]))
 }
 
 /// Content, then calls as the request allows them.
@@ -307,7 +337,7 @@ fn body(
 ) -> Result<Json, ConstrainError> {
     let text = match content {
         Some(content) => seq(vec![schema(content), regex(WS)]),
-        None => json!({"type": "any_text", "excludes": excludes}),
+        None => node("any_text", [("excludes", json!(excludes))]),
     };
     let tools = match (&format.tools, &request.tool_choice) {
         (Some(_), ToolChoice::None) if content.is_some() => return Ok(text),
@@ -315,7 +345,7 @@ fn body(
         (Some(tools), ToolChoice::None) => {
             let mut excludes = excludes.to_vec();
             excludes.extend(call_openers(tools));
-            return Ok(json!({"type": "any_text", "excludes": excludes}));
+            return Ok(node("any_text", [("excludes", json!(excludes))]));
         }
         (None, ToolChoice::None) => return Ok(text),
         (None, _) if request.tools.is_empty() => return Ok(text),
@@ -355,8 +385,16 @@ fn body(
         };
         let list = calls_list(calls, &separator, single);
         let section = tag(&open, seq(vec![regex(WS), list, regex(WS)]), &close);
-        json!({"type": "triggered_tags", "triggers": [open.clone()], "tags": [section], "excludes": excludes,
-            "at_least_one": required, "stop_after_first": true})
+        node(
+            "triggered_tags",
+            [
+                ("triggers", json!([open])),
+                ("tags", Json::Array(vec![section])),
+                ("excludes", json!(excludes)),
+                ("at_least_one", Json::Bool(required)),
+                ("stop_after_first", Json::Bool(true)),
+            ],
+        )
     } else {
         let triggers: Vec<String> = {
             let mut t: Vec<String> = calls.iter().map(|c| c.trigger.clone()).collect();
@@ -365,8 +403,16 @@ fn body(
             t
         };
         let tags: Vec<Json> = calls.into_iter().map(|c| c.tag).collect();
-        json!({"type": "triggered_tags", "triggers": triggers, "tags": tags, "excludes": excludes,
-            "at_least_one": required, "stop_after_first": single})
+        node(
+            "triggered_tags",
+            [
+                ("triggers", json!(triggers)),
+                ("tags", Json::Array(tags)),
+                ("excludes", json!(excludes)),
+                ("at_least_one", Json::Bool(required)),
+                ("stop_after_first", Json::Bool(single)),
+            ],
+        )
     };
     // Whitespace may trail the last call before the turn ends.
     let calls = seq(vec![dispatch, regex(WS)]);
@@ -377,7 +423,7 @@ fn body(
             if let Some(d) = calls_only.pointer_mut("/elements/0/at_least_one") {
                 *d = json!(true);
             }
-            json!({"type": "or", "elements": [text, calls_only]})
+            or(vec![text, calls_only])
         }
         _ => calls,
     })
@@ -406,7 +452,7 @@ fn opened_blocks(format: &Format, request: &ParseOptions, content: Option<&Json>
         _ => None,
     };
     let Some(tools) = tools else {
-        return Ok(seq(vec![cs(content_opener), json!({"type": "any_text", "excludes": excludes})]));
+        return Ok(seq(vec![cs(content_opener), node("any_text", [("excludes", json!(excludes))])]));
     };
     if tools.json.is_some() || !tools.call_start.trim().is_empty() || !tools.section_start.trim().is_empty() {
         return Err(unsupported("a prompt-opened block around JSON calls or call sections"));
@@ -423,7 +469,7 @@ fn opened_blocks(format: &Format, request: &ParseOptions, content: Option<&Json>
     let single = matches!(request.tool_choice, ToolChoice::Function(_))
         || !request.parallel_tool_calls.unwrap_or(true)
         || !tools.parallel;
-    let text = json!({"type": "any_text", "excludes": excludes});
+    let text = node("any_text", [("excludes", json!(excludes))]);
     let mut first: Vec<Json> = calls.iter().map(|c| without_opener(&c.tag)).collect();
     if !required {
         first.push(seq(vec![cs(content_opener), text.clone()]));
@@ -433,14 +479,14 @@ fn opened_blocks(format: &Format, request: &ParseOptions, content: Option<&Json>
     if !single {
         next.extend(calls.into_iter().map(|c| c.tag));
     }
-    let mut next = json!({"type": "or", "elements": next});
+    let mut next = or(next);
     // Blocks after the first may be written after a separator (functionary v2 repeats the
     // `<|from|>assistant` header before each).
     let separator = tools.separator.trim();
     if !separator.is_empty() {
         next = seq(vec![regex(WS), optional(cs(separator)), regex(WS), next]);
     }
-    Ok(seq(vec![json!({"type": "or", "elements": first}), json!({"type": "star", "content": next})]))
+    Ok(seq(vec![or(first), star(next)]))
 }
 
 /// The markers a call (or its section) opens with; bare JSON calls open with `{"`.
@@ -469,12 +515,12 @@ struct Call {
 /// Calls separated by `separator` (whitespace around it optional), one or many, inside a section.
 fn calls_list(calls: Vec<Call>, separator: &str, single: bool) -> Json {
     let calls: Vec<Json> = calls.into_iter().map(|c| c.in_section.unwrap_or(c.tag)).collect();
-    let one = json!({"type": "or", "elements": calls});
+    let one = or(calls);
     if single {
         return one;
     }
     let next = seq(vec![regex(WS), cs(separator), regex(WS), one.clone()]);
-    seq(vec![one, json!({"type": "star", "content": next})])
+    seq(vec![one, star(next)])
 }
 
 fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, ConstrainError> {
@@ -559,17 +605,73 @@ fn call_members(fields: &JsonCallFields, name: &str, parameters: &Json) -> Vec<(
     members
 }
 
+/// A sequence whose literal text and whitespace between nodes are merged into one `regex` node:
+/// JSON punctuation, keys and optional whitespace would otherwise be a node each, and a request's
+/// structural tag is built (and compiled) per request. Only for text that holds no special token
+/// (the special-token rewrite reads `const_string` nodes).
+#[derive(Default)]
+struct Syntax {
+    parts: Vec<Json>,
+    pending: String,
+}
+
+impl Syntax {
+    /// Literal text.
+    fn text(mut self, text: &str) -> Self {
+        for c in text.chars() {
+            // Escaped as both regex-syntax (parlance) and ECMAScript (XGrammar) read escapes.
+            if "\\^$.|?*+()[]{}".contains(c) {
+                self.pending.push('\\');
+            }
+            self.pending.push(c);
+        }
+        self
+    }
+
+    /// Optional whitespace, as `WS`.
+    fn ws(mut self) -> Self {
+        self.pending.push_str(WS);
+        self
+    }
+
+    /// A node: merged when it is literal text or a regex, else kept.
+    fn node(mut self, node: Json) -> Self {
+        match node["type"].as_str() {
+            Some("const_string") => self.text(node["value"].as_str().unwrap_or_default()),
+            Some("regex") => {
+                self.pending.push_str(&format!("(?:{})", node["pattern"].as_str().unwrap_or_default()));
+                self
+            }
+            _ => {
+                self.flush();
+                self.parts.push(node);
+                self
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            self.parts.push(regex(&std::mem::take(&mut self.pending)));
+        }
+    }
+
+    fn build(mut self) -> Json {
+        self.flush();
+        seq(self.parts)
+    }
+}
+
 /// `{"KEY": VALUE, …}` with JSON whitespace.
 fn json_object(members: Vec<(String, Json)>) -> Json {
-    let mut parts = vec![cs("{"), regex(WS)];
+    let mut syntax = Syntax::default().text("{").ws();
     for (i, (key, value)) in members.into_iter().enumerate() {
         if i > 0 {
-            parts.extend([regex(WS), cs(","), regex(WS)]);
+            syntax = syntax.ws().text(",").ws();
         }
-        parts.extend([cs(&json!(key).to_string()), regex(WS), cs(":"), regex(WS), value]);
+        syntax = syntax.text(&json!(key).to_string()).ws().text(":").ws().node(value);
     }
-    parts.extend([regex(WS), cs("}")]);
-    seq(parts)
+    syntax.ws().text("}").build()
 }
 
 /// `{"name": "NAME", "arguments": ARGS}` with JSON whitespace, as the fields say.
@@ -591,23 +693,19 @@ fn first_call_key(fields: &JsonCallFields, name: &str) -> String {
 
 /// A bare JSON call after its trigger (`{"name"`): the rest of the object.
 fn json_after_first_key(fields: &JsonCallFields, name: &str, parameters: &Json, inner: Json) -> Json {
-    let colon = [regex(WS), cs(":"), regex(WS)];
-    let mut parts: Vec<Json> = colon.to_vec();
+    let mut syntax = Syntax::default().ws().text(":").ws();
     if fields.function.is_some() {
-        parts.push(inner);
+        syntax = syntax.node(inner);
     } else {
         let mut members = call_members(fields, name, parameters).into_iter();
         if let Some((_, value)) = members.next() {
-            parts.push(value);
+            syntax = syntax.node(value);
         }
         for (key, value) in members {
-            parts.extend([regex(WS), cs(","), regex(WS), cs(&json!(key).to_string())]);
-            parts.extend(colon.clone());
-            parts.push(value);
+            syntax = syntax.ws().text(",").ws().text(&json!(key).to_string()).ws().text(":").ws().node(value);
         }
     }
-    parts.extend([regex(WS), cs("}")]);
-    seq(parts)
+    syntax.ws().text("}").build()
 }
 
 /// Arguments written one marker pair each: in the schema's order, each at most once and the required
@@ -633,7 +731,7 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
             // Raw text up to the value's end marker (automatic end detection).
             json!({"type": "any_text"})
         } else if typ == "string" {
-            seq(vec![cs(quote), json!({"type": "any_text", "excludes": [quote]}), cs(quote)])
+            seq(vec![cs(quote), node("any_text", [("excludes", json!([quote]))]), cs(quote)])
         } else if python {
             python_value(typ, property)
         } else {
@@ -665,7 +763,7 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
         });
     }
     let separator = tools.arg_separator.trim();
-    let alternatives = |variants: Vec<Json>| json!({"type": "or", "elements": variants});
+    let alternatives = or;
     if args.is_empty() {
         // An open schema (no properties, or a tool not held to its schema): any names, each value
         // raw text up to its end marker, in any number.
@@ -682,7 +780,7 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
         ]);
         let one = seq(vec![tag(prefix, name_then_value, value_end.trim_start()), regex(WS)]);
         let next = if separator.is_empty() { one.clone() } else { seq(vec![cs(separator), regex(WS), one.clone()]) };
-        return Ok(optional(seq(vec![one, json!({"type": "star", "content": next})])));
+        return Ok(optional(seq(vec![one, star(next)])));
     }
     if separator.is_empty() {
         // In the schema's order, as templates write them: each once, required ones present.
@@ -698,7 +796,7 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
     // With a separator between arguments: any order, any subset (required ones not enforced).
     let one = alternatives(args.into_iter().flat_map(|(_, variants)| variants).collect());
     let next = seq(vec![regex(WS), cs(separator), regex(WS), one.clone()]);
-    Ok(optional(seq(vec![one, json!({"type": "star", "content": next})])))
+    Ok(optional(seq(vec![one, star(next)])))
 }
 
 /// A non-string value as Python's `str()` writes it: numbers as JSON, `True`/`False`/`None`, and
@@ -706,7 +804,7 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
 fn python_value(typ: &str, property: &Json) -> Json {
     match typ {
         "integer" | "number" => schema(property),
-        "boolean" => json!({"type": "or", "elements": [cs("True"), cs("False")]}),
+        "boolean" => or(vec![cs("True"), cs("False")]),
         "null" => cs("None"),
         _ => json!({"type": "any_text"}),
     }
@@ -740,10 +838,12 @@ fn chosen_tools(request: &ParseOptions) -> Result<Vec<&Json>, ConstrainError> {
 }
 
 /// A tool's name and its parameters' schema (an object of anything when it has none).
-fn name_and_parameters(tool: &Json) -> Result<(&str, Json), ConstrainError> {
+fn name_and_parameters(tool: &Json) -> Result<(&str, std::borrow::Cow<'_, Json>), ConstrainError> {
     let name = tool_name(tool).ok_or_else(|| ConstrainError::Request(format!("a tool without a name: {tool}")))?;
-    let parameters =
-        tool.get("function").unwrap_or(tool).get("parameters").cloned().unwrap_or(json!({"type": "object"}));
+    let parameters = match tool.get("function").unwrap_or(tool).get("parameters") {
+        Some(parameters) => std::borrow::Cow::Borrowed(parameters),
+        None => std::borrow::Cow::Owned(json!({"type": "object"})),
+    };
     Ok((name, parameters))
 }
 
@@ -751,43 +851,55 @@ fn tool_name(tool: &Json) -> Option<&str> {
     tool.get("function").unwrap_or(tool).get("name").and_then(Json::as_str)
 }
 
+/// A structural-tag node `{"type": kind, …fields}`, its parts moved in (`json!` copies every
+/// `Value` it is given, and nodes nest: building a document with it was quadratic in its depth).
+fn node<const N: usize>(kind: &str, fields: [(&str, Json); N]) -> Json {
+    let mut map = serde_json::Map::with_capacity(N + 1);
+    map.insert("type".into(), Json::from(kind));
+    for (key, value) in fields {
+        map.insert(key.into(), value);
+    }
+    Json::Object(map)
+}
+
+fn or(elements: Vec<Json>) -> Json {
+    node("or", [("elements", Json::Array(elements))])
+}
+
+fn star(content: Json) -> Json {
+    node("star", [("content", content)])
+}
+
 fn cs(value: &str) -> Json {
-    json!({"type": "const_string", "value": value})
+    node("const_string", [("value", Json::from(value))])
 }
 
 fn regex(pattern: &str) -> Json {
-    json!({"type": "regex", "pattern": pattern})
+    node("regex", [("pattern", Json::from(pattern))])
 }
 
 fn schema(schema: &Json) -> Json {
-    json!({"type": "json_schema", "json_schema": schema})
+    node("json_schema", [("json_schema", schema.clone())])
 }
 
 fn tag(begin: &str, content: Json, end: &str) -> Json {
-    json!({"type": "tag", "begin": begin, "content": content, "end": end})
+    node("tag", [("begin", Json::from(begin)), ("content", content), ("end", Json::from(end))])
 }
 
 fn optional(content: Json) -> Json {
-    json!({"type": "optional", "content": content})
+    node("optional", [("content", content)])
 }
 
 fn seq(mut parts: Vec<Json>) -> Json {
-    if parts.len() == 1 { parts.remove(0) } else { json!({"type": "sequence", "elements": parts}) }
+    if parts.len() == 1 { parts.remove(0) } else { node("sequence", [("elements", Json::Array(parts))]) }
 }
 
 /// Rewrites a structural tag so that markers holding a tokenizer's special tokens name those
 /// tokens (`{"type": "token"}`, token begins and ends, `token_triggered_tags`) instead of their text:
 /// the model writes a special token as one token, which no text matches.
-fn with_special_tokens(doc: Json, special: &[String]) -> Result<Json, ConstrainError> {
-    let special: Vec<&String> = special.iter().filter(|s| !s.is_empty()).collect();
-    if special.is_empty() {
-        return Ok(doc);
-    }
-    let finder = aho_corasick::AhoCorasick::builder()
-        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
-        .build(&special)
-        .map_err(|e| ConstrainError::Request(format!("special tokens: {e}")))?;
-    Ok(Rewriter { finder, special }.format(doc))
+fn with_special_tokens(doc: Json, special: &SpecialTokens) -> Result<Json, ConstrainError> {
+    let Some(inner) = &special.inner else { return Ok(doc) };
+    Ok(Rewriter { finder: &inner.1, special: &inner.0 }.format(doc))
 }
 
 /// A marker's text cut into text and special-token pieces.
@@ -815,8 +927,8 @@ impl Piece {
 }
 
 struct Rewriter<'a> {
-    finder: aho_corasick::AhoCorasick,
-    special: Vec<&'a String>,
+    finder: &'a aho_corasick::AhoCorasick,
+    special: &'a [String],
 }
 
 impl Rewriter<'_> {
@@ -878,32 +990,41 @@ impl Rewriter<'_> {
     }
 
     /// A tag whose begin and end are one piece each; other pieces move into the content.
-    fn tag(&self, doc: Json) -> Json {
+    fn tag(&self, mut doc: Json) -> Json {
         let begin = self.pieces(doc["begin"].as_str().unwrap_or_default());
         let end = self.pieces(doc["end"].as_str().unwrap_or_default());
-        let content = self.format(doc["content"].clone());
+        let content = self.format(doc["content"].take());
         let mut parts: Vec<Json> = begin[1..].iter().map(Piece::format).collect();
         parts.push(content);
         parts.extend(end[..end.len() - 1].iter().map(Piece::format));
-        json!({"type": "tag", "begin": begin[0].marker(), "content": seq(parts), "end": end[end.len() - 1].marker()})
+        node("tag", [("begin", begin[0].marker()), ("content", seq(parts)), ("end", end[end.len() - 1].marker())])
     }
 
     /// Triggers that are special tokens make `token_triggered_tags`; text triggers stay.
     fn triggered_tags(&self, mut doc: Json) -> Json {
-        let tags: Vec<Json> =
-            doc["tags"].as_array().cloned().unwrap_or_default().into_iter().map(|t| self.tag(t)).collect();
+        let tags: Vec<Json> = match doc["tags"].take() {
+            Json::Array(tags) => tags.into_iter().map(|t| self.tag(t)).collect(),
+            _ => Vec::new(),
+        };
         let triggers: Vec<Vec<Piece>> =
             doc["triggers"].as_array().into_iter().flatten().filter_map(Json::as_str).map(|t| self.pieces(t)).collect();
         let firsts: Vec<&Piece> = triggers.iter().filter_map(|t| t.first()).collect();
         if firsts.iter().all(|p| matches!(p, Piece::Text(_))) {
-            doc["triggers"] = json!(firsts.iter().map(|p| p.marker()).collect::<Vec<_>>());
-            doc["tags"] = json!(tags);
+            doc["triggers"] = Json::Array(firsts.iter().map(|p| p.marker()).collect());
+            doc["tags"] = Json::Array(tags);
             return doc;
         }
         // A token trigger is the whole begin token; the text after it is the tag's content.
         let trigger_tokens: Vec<Json> =
             firsts.iter().filter_map(|p| if let Piece::Token(t) = p { Some(json!(t)) } else { None }).collect();
-        json!({"type": "token_triggered_tags", "trigger_tokens": trigger_tokens, "tags": tags,
-            "at_least_one": doc["at_least_one"], "stop_after_first": doc["stop_after_first"]})
+        node(
+            "token_triggered_tags",
+            [
+                ("trigger_tokens", Json::Array(trigger_tokens)),
+                ("tags", Json::Array(tags)),
+                ("at_least_one", doc["at_least_one"].take()),
+                ("stop_after_first", doc["stop_after_first"].take()),
+            ],
+        )
     }
 }

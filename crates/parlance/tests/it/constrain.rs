@@ -266,7 +266,7 @@ fn markers_that_are_special_tokens_are_matched_as_tokens_only() {
         &format,
         &request,
         &constrain::ConstrainOptions {
-            special_tokens: vec!["<tool_call>".into(), "</tool_call>".into()],
+            special_tokens: constrain::SpecialTokens::new(["<tool_call>", "</tool_call>"]).unwrap(),
             ..Default::default()
         },
     )
