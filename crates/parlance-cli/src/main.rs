@@ -274,7 +274,7 @@ fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
     let mut analyze_options = parlance::AnalyzeOptions::default();
     analyze_options.variables.extend(variables.iter().cloned());
     let format = parlance::analyze(&template, &analyze_options)?;
-    let tokenizer = args.tokenizer.as_ref().map(Tokenizer::from_path).transpose()?;
+    let tokenizer = args.tokenizer.as_ref().map(Tokenizer::from_path).transpose()?.map(std::sync::Arc::new);
     let options = parlance::RoundtripOptions {
         variables: variables.into_iter().collect(),
         sessions: args.sessions,

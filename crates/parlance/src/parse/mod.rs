@@ -299,6 +299,44 @@ pub struct ParsedMessage {
     pub spans: Vec<Span>,
 }
 
+/// How [`ParsedMessage::to_assistant_message`] writes call arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgumentsAs {
+    /// A JSON object (what vLLM hands templates, what transformers documents), when the arguments
+    /// parsed as one; otherwise the text the model wrote.
+    Object,
+    /// The JSON text (OpenAI's wire shape).
+    String,
+}
+
+impl ParsedMessage {
+    /// The assistant message a client sends back in the next request (OpenAI-shaped: `role`,
+    /// `content` — `null` when there was none —, `reasoning_content` when there was reasoning,
+    /// `tool_calls` with their ids), to render or bridge the next turn.
+    pub fn to_assistant_message(&self, arguments: ArgumentsAs) -> Json {
+        let mut message = serde_json::json!({"role": "assistant", "content": self.content});
+        if let Some(reasoning) = &self.reasoning_content {
+            message["reasoning_content"] = Json::from(reasoning.as_str());
+        }
+        if !self.tool_calls.is_empty() {
+            let calls: Vec<Json> = self
+                .tool_calls
+                .iter()
+                .map(|call| {
+                    let value = match (&call.arguments_value, arguments) {
+                        (Some(value @ Json::Object(_)), ArgumentsAs::Object) => value.clone(),
+                        _ => Json::from(call.arguments.as_str()),
+                    };
+                    serde_json::json!({"id": call.id, "type": "function",
+                        "function": {"name": call.name, "arguments": value}})
+                })
+                .collect();
+            message["tool_calls"] = Json::Array(calls);
+        }
+        message
+    }
+}
+
 /// A streamed piece of the message, shaped like an OpenAI chat-completions delta.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]

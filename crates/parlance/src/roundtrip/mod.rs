@@ -6,37 +6,32 @@
 //! checker simulates that chain for named [`Scenario`]s: render prompt N, let the "model" write its
 //! turn exactly as the template renders it (or as real models deviate), parse it with parlance's
 //! parser, build the next request from the parsed structure, render prompt N+1, and report the first
-//! diverging byte and token with a [`Cause`]. The [`Renderer`]'s bridge avoids re-rendering altogether: it
-//! keeps the previous prompt and completion ids and appends only the new messages' tokens, all
-//! derived from the template (no per-model code).
+//! diverging byte and token with a [`Cause`]. The production [`Renderer`](crate::Renderer)'s bridge
+//! avoids re-rendering altogether: it keeps the previous prompt and completion ids and appends only
+//! the new messages' tokens, all derived from the template (no per-model code); the sessions here
+//! check it against full re-renders.
 //!
 //! - `simulate.rs` — one turn of the chain (render, complete, edit, parse, rebuild, re-render).
 //! - `scenarios.rs` — the named scenarios and their verdicts.
 //! - `divergence.rs` — first divergence and its cause.
-//! - `tokens.rs` — [`RenderedTokens`]: ids with the message each token came from.
-//! - `bridge.rs` — [`Renderer`]: attributed token renders, and the prefix-keeping bridge.
 //! - `sessions.rs` — random multi-turn tool sessions, re-render vs bridge.
 
-mod bridge;
 mod divergence;
 mod scenarios;
 mod sessions;
 mod simulate;
-mod tokens;
 
 use indexmap::IndexMap;
 use serde::Serialize;
 use serde_json::Value as Json;
 
 use crate::format::Format;
-use crate::template::{ChatTemplate, TemplateError};
+use crate::template::{ChatTemplate, RenderOptions, TemplateError};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 
-pub use bridge::Renderer;
 pub use divergence::{Cause, Divergence};
 pub use scenarios::Scenario;
 pub use sessions::BridgeSummary;
-pub use tokens::RenderedTokens;
 
 /// Why a roundtrip check or a bridge could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -53,19 +48,6 @@ pub enum RoundtripError {
     /// The tokenizer failed.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
-    /// `new_messages` holds an assistant message: its tokens were sampled by the model and must
-    /// come from `prev_completion_ids`, never from a re-render.
-    #[error("new_messages[{index}] is an assistant message; the bridge appends only messages the model did not write")]
-    AssistantInNewMessages {
-        /// Its position in `new_messages`.
-        index: usize,
-    },
-    /// The template makes a bridge impossible.
-    #[error("no bridge for this template: {reason}")]
-    NoBridge {
-        /// Why.
-        reason: String,
-    },
 }
 
 /// Options of a roundtrip run.
@@ -137,15 +119,28 @@ pub struct Report {
 pub fn run(
     template: &ChatTemplate,
     format: &Format,
-    tokenizer: Option<&Tokenizer>,
+    tokenizer: Option<&std::sync::Arc<Tokenizer>>,
     options: &RoundtripOptions,
 ) -> Report {
-    let sim = simulate::Sim::new(template, format, tokenizer, options);
+    let sim = simulate::Sim::new(template, format, tokenizer.map(|t| &**t), options);
     let scenarios = Scenario::ALL.iter().map(|scenario| scenarios::check(&sim, *scenario)).collect();
     let (bridge, bridge_error) = match tokenizer {
         None => (None, Some("no tokenizer: the bridge works on token ids".to_owned())),
         Some(tokenizer) if options.sessions > 0 => {
-            match Renderer::new(template, format, tokenizer, options.variables.clone()) {
+            // The harness's renders: its variables and its fixed date, as the simulation renders.
+            let render_options = RenderOptions {
+                add_generation_prompt: true,
+                variables: sim.variables.clone(),
+                now: simulate::render_date(),
+                ..RenderOptions::default()
+            };
+            let renderer = crate::turn::Renderer::new(
+                template.clone(),
+                std::sync::Arc::new(format.clone()),
+                tokenizer.clone(),
+                render_options,
+            );
+            match renderer {
                 Ok(renderer) => (Some(sessions::run(&sim, &renderer, options.sessions, options.seed)), None),
                 Err(error) => (None, Some(error.to_string())),
             }

@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Value as Json, json};
 
-use super::bridge::Renderer;
 use super::divergence::{Cause, common_prefix, divergence};
 use super::simulate::{Edit, Sim, Turn, splitmix};
+use crate::message::Conversation;
+use crate::turn::Renderer;
 
 /// Assistant turns per session.
 const TURNS: usize = 3;
@@ -127,7 +128,8 @@ pub(crate) fn run(sim: &Sim, renderer: &Renderer, sessions: usize, seed: u64) ->
     let tools = Some(sim.tools.as_slice());
     for session in 0..sessions {
         let mut history = sim.opening.clone();
-        let Ok(mut bridged) = renderer.render(&history, tools, true) else {
+        let opening = Conversation { messages: history.clone(), tools: tools.map(<[Json]>::to_vec), documents: None };
+        let Ok(mut bridged) = renderer.render(&opening) else {
             summary.skipped += 1;
             continue;
         };

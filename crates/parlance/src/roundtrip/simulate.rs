@@ -11,12 +11,11 @@
 use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
 
-use crate::analyze::diff::bracketed_pieces;
 use crate::analyze::probe::{null_content_beside_calls, split_output};
 use crate::analyze::{WORKAROUND_NULL_CONTENT, wire_message};
 use crate::format::Format;
 use crate::message::Conversation;
-use crate::parse::{ParseOptions, ParsedMessage, Parser};
+use crate::parse::{ArgumentsAs, ParseOptions, ParsedMessage, Parser};
 use crate::template::{ChatTemplate, RenderOptions, TemplateError};
 use crate::tokenizer::Tokenizer;
 
@@ -340,44 +339,9 @@ impl<'a> Sim<'a> {
         self.format.tools.is_some()
     }
 
-    /// Whether `marker` is one a model stops on: the turn end's or the content end's markers, the
-    /// EOS token, or a special-token-shaped marker (`<|…|>`, `<｜…｜>`).
-    pub(crate) fn is_stop_marker(&self, marker: &str) -> bool {
-        let eos = self.template.special_tokens().get("eos_token").map(String::as_str);
-        bracketed_pieces(&self.format.turn_end).contains(&marker)
-            || bracketed_pieces(&self.format.content.end).contains(&marker)
-            || eos == Some(marker)
-            || marker.contains('|')
-            || marker.contains('｜')
-    }
-
-    /// Where the model stops in `text`, as the marker's `(start, end)`: the first marker of the
-    /// turn end, the content end or EOS at or after byte `after` (the end of the turn's last part;
-    /// a template may print more after it, as firefunction prints the next header), else the
-    /// stop-shaped marker that ends the text.
+    /// Where the model stops in `text` (see `turn::stop_in`).
     pub(crate) fn stop_in(&self, text: &str, after: usize) -> Option<(usize, usize)> {
-        let eos = self.template.special_tokens().get("eos_token").map(String::as_str);
-        let mut ends: Vec<&str> = bracketed_pieces(&self.format.turn_end);
-        ends.extend(bracketed_pieces(&self.format.content.end));
-        ends.extend(eos.filter(|e| !e.is_empty()));
-        let first = ends
-            .iter()
-            .filter_map(|m| {
-                text.get(after..).and_then(|rest| rest.find(m)).map(|at| (after + at, after + at + m.len()))
-            })
-            .min();
-        first.or_else(|| self.trailing_stop(text))
-    }
-
-    /// The stop marker that ends `text` (after trailing whitespace), as `(start, end)`.
-    pub(crate) fn trailing_stop(&self, text: &str) -> Option<(usize, usize)> {
-        let end = text.trim_end().len();
-        let body = &text[..end];
-        if !body.ends_with('>') {
-            return None;
-        }
-        let start = body.rfind('<')?;
-        self.is_stop_marker(&body[start..]).then_some((start, end))
+        crate::turn::stop_in(self.template, self.format, text, after)
     }
 
     /// Runs one turn.
@@ -600,24 +564,15 @@ impl<'a> Sim<'a> {
 /// The assistant message a client builds from a parse; `engine_seed`: ids are replaced by
 /// engine-assigned ones.
 pub(crate) fn rebuild(parsed: &ParsedMessage, args: Args, engine_seed: Option<u64>) -> Json {
-    let mut message = json!({"role": "assistant", "content": parsed.content});
-    if let Some(reasoning) = &parsed.reasoning_content {
-        message["reasoning_content"] = json!(reasoning);
-    }
-    if !parsed.tool_calls.is_empty() {
-        let calls: Vec<Json> = parsed
-            .tool_calls
-            .iter()
-            .map(|call| {
-                let id = engine_seed.map_or_else(|| call.id.clone(), |seed| engine_id(seed, call.index));
-                let arguments = match (&call.arguments_value, args) {
-                    (Some(value @ Json::Object(_)), Args::Object) => value.clone(),
-                    _ => json!(call.arguments),
-                };
-                json!({"id": id, "type": "function", "function": {"name": call.name, "arguments": arguments}})
-            })
-            .collect();
-        message["tool_calls"] = json!(calls);
+    let arguments = match args {
+        Args::Object => ArgumentsAs::Object,
+        Args::String => ArgumentsAs::String,
+    };
+    let mut message = parsed.to_assistant_message(arguments);
+    if let (Some(seed), Some(calls)) = (engine_seed, message.get_mut("tool_calls").and_then(Json::as_array_mut)) {
+        for (index, call) in calls.iter_mut().enumerate() {
+            call["id"] = json!(engine_id(seed, index));
+        }
     }
     message
 }

@@ -8,10 +8,11 @@
 
 use std::collections::BTreeMap;
 
-use parlance::roundtrip::{Report, RoundtripError, RoundtripOptions, ScenarioResult, Status, run};
-use parlance::{Renderer, Tokenizer, analyze};
+use parlance::roundtrip::{Report, RoundtripOptions, ScenarioResult, Status, run};
+use parlance::{Conversation, RenderOptions, Renderer, Tokenizer, TurnError, analyze};
 use proptest::prelude::*;
 use serde_json::{Value as Json, json};
+use std::sync::Arc;
 
 use crate::analyze::{corpus_template, manifest_ids};
 use crate::corpus;
@@ -42,7 +43,12 @@ fn verdict(ok: Option<bool>, result: &ScenarioResult) -> String {
     }
 }
 
-fn report_for(corpus: &std::path::Path, id: &str, tokenizer: Option<&Tokenizer>, sessions: usize) -> Option<Report> {
+fn report_for(
+    corpus: &std::path::Path,
+    id: &str,
+    tokenizer: Option<&Arc<Tokenizer>>,
+    sessions: usize,
+) -> Option<Report> {
     let (template, options) = corpus_template(corpus, id);
     let format = analyze(&template, &options).ok()?;
     let roundtrip = RoundtripOptions { variables: options.variables.clone(), sessions, ..RoundtripOptions::default() };
@@ -69,9 +75,10 @@ fn scenario_table_of_every_corpus_template() {
 fn token_level_table_and_bridge_sessions() {
     let (Some(corpus), Some(tokenizers)) = (corpus::corpus(), corpus::tokenizers()) else { return };
     let mut table: BTreeMap<&str, Json> = BTreeMap::new();
-    let mut loaded: BTreeMap<&str, Tokenizer> = BTreeMap::new();
+    let mut loaded: BTreeMap<&str, Arc<Tokenizer>> = BTreeMap::new();
     for (id, family) in TOKEN_LEVEL {
-        let tokenizer = loaded.entry(family).or_insert_with(|| Tokenizer::from_path(tokenizers.join(family)).unwrap());
+        let tokenizer =
+            loaded.entry(family).or_insert_with(|| Arc::new(Tokenizer::from_path(tokenizers.join(family)).unwrap()));
         let report = report_for(&corpus, id, Some(tokenizer), 64).expect("the family's template analyzes");
         let bridge = report.bridge.as_ref().unwrap_or_else(|| panic!("{id}: no bridge: {:?}", report.bridge_error));
         // The bridge keeps every previous prompt and completion, in every session.
@@ -103,14 +110,17 @@ fn bridge_refuses_assistant_messages_and_templates_without_a_token_close() {
     let (Some(corpus), Some(tokenizers)) = (corpus::corpus(), corpus::tokenizers()) else { return };
     let (template, options) = corpus_template(&corpus, "Qwen-Qwen3-0.6B");
     let format = analyze(&template, &options).unwrap();
-    let qwen = Tokenizer::from_path(tokenizers.join("qwen3")).unwrap();
-    let renderer = Renderer::new(&template, &format, &qwen, options.variables.clone()).unwrap();
-    let messages = [json!({"role": "user", "content": "Hi"})];
-    let prompt = renderer.render(&messages, None, true).unwrap();
+    let qwen = Arc::new(Tokenizer::from_path(tokenizers.join("qwen3")).unwrap());
+    let format = Arc::new(format);
+    let render =
+        RenderOptions { add_generation_prompt: true, variables: options.variables.clone(), ..Default::default() };
+    let renderer = Renderer::new(template.clone(), format.clone(), qwen.clone(), render.clone()).unwrap();
+    let messages = vec![json!({"role": "user", "content": "Hi"})];
+    let prompt = renderer.render(&Conversation { messages, tools: None, documents: None }).unwrap();
     let completion = qwen.encode_rendered("<think>\nhm\n</think>\n\nHello.<|im_end|>").unwrap();
     let error =
         renderer.bridge(&prompt, &completion, &[json!({"role": "assistant", "content": "again"})], None).unwrap_err();
-    assert!(matches!(error, RoundtripError::AssistantInNewMessages { index: 0 }), "{error}");
+    assert!(matches!(error, TurnError::AssistantInNewMessages { index: 0 }), "{error}");
     // A cut-off completion is closed with the template's turn close, then the new turn follows.
     let cut = qwen.encode_rendered("<think>\nhm").unwrap();
     let bridged = renderer.bridge(&prompt, &cut, &[json!({"role": "user", "content": "Go on"})], None).unwrap();
@@ -118,8 +128,8 @@ fn bridge_refuses_assistant_messages_and_templates_without_a_token_close() {
     assert_eq!(tail, "<think>\nhm<|im_end|>\n<|im_start|>user\nGo on<|im_end|>\n<|im_start|>assistant\n");
     assert_eq!(bridged.message_count, 3);
     // Llama 3's vocabulary has no `<|im_end|>` token: the join would not be a token boundary.
-    let llama = Tokenizer::from_path(tokenizers.join("llama3_1")).unwrap();
-    let error = Renderer::new(&template, &format, &llama, options.variables).unwrap_err();
+    let llama = Arc::new(Tokenizer::from_path(tokenizers.join("llama3_1")).unwrap());
+    let error = Renderer::new(template, format, llama, render).unwrap_err();
     assert!(error.to_string().contains("not a single token"), "{error}");
 }
 
@@ -146,8 +156,8 @@ struct Fixture {
     id: &'static str,
     close: &'static str,
     template: parlance::ChatTemplate,
-    format: parlance::Format,
-    tokenizer: Tokenizer,
+    format: Arc<parlance::Format>,
+    tokenizer: Arc<Tokenizer>,
     variables: indexmap::IndexMap<String, Json>,
 }
 
@@ -160,8 +170,8 @@ fn fixtures() -> &'static [Fixture] {
             .map(|(id, family, close)| {
                 let (template, options) = corpus_template(&corpus, id);
                 let format = analyze(&template, &options).unwrap();
-                let tokenizer = Tokenizer::from_path(tokenizers.join(family)).unwrap();
-                Fixture { id, close, template, format, tokenizer, variables: options.variables }
+                let tokenizer = Arc::new(Tokenizer::from_path(tokenizers.join(family)).unwrap());
+                Fixture { id, close, template, format: Arc::new(format), tokenizer, variables: options.variables }
             })
             .collect()
     })
@@ -175,8 +185,9 @@ proptest! {
     #[test]
     fn message_indices_agree_with_message_spans(messages in conversation()) {
         for Fixture { id, close, template, format, tokenizer, variables } in fixtures() {
-            let renderer = Renderer::new(template, format, tokenizer, variables.clone()).unwrap();
-            let rendered = renderer.render(&messages, None, true).unwrap();
+            let render = RenderOptions { add_generation_prompt: true, variables: variables.clone(), ..Default::default() };
+            let renderer = Renderer::new(template.clone(), format.clone(), tokenizer.clone(), render).unwrap();
+            let rendered = renderer.render(&Conversation { messages: messages.clone(), tools: None, documents: None }).unwrap();
             prop_assert_eq!(rendered.ids.len(), rendered.message_indices.len());
             for (i, message) in messages.iter().enumerate() {
                 let at: Vec<usize> = (0..rendered.ids.len()).filter(|&k| rendered.message_indices[k] == i as i32).collect();
@@ -222,4 +233,74 @@ fn a_render_limit_is_paid_once_per_roundtrip() {
     assert!(elapsed < budget * 5, "the roundtrip took {elapsed:?} for a {budget:?} budget");
     let limited = report.scenarios.iter().filter(|s| s.status == Status::Break).count();
     assert!(limited > 0, "{:?}", report.scenarios);
+}
+
+/// The turn loop a server runs, through the public API: render → (the model writes) → parse →
+/// `to_assistant_message` + a tool result → bridge. The renderer renders with the caller's options
+/// (gpt-oss prints today's date; no variable is injected) and its ids are the tokenized render.
+#[test]
+fn the_turn_loop_renders_with_the_callers_options_and_bridges() {
+    fn shareable<T: Clone + Send + Sync + 'static>() {}
+    shareable::<Renderer>();
+    let (Some(corpus), Some(tokenizers)) = (corpus::corpus(), corpus::tokenizers()) else { return };
+    let tool = json!({"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}});
+    let today = chrono::Local::now().format("%Y-%m-%d").to_string();
+    for (id, family, completion) in [
+        (
+            "deepseek-ai-DeepSeek-V3.1",
+            "deepseek_v3",
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
+        ),
+        (
+            "openai-gpt-oss-120b",
+            "gptoss",
+            "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>",
+        ),
+    ] {
+        let (template, options) = corpus_template(&corpus, id);
+        let format = Arc::new(analyze(&template, &options).unwrap());
+        let tokenizer = Arc::new(Tokenizer::from_path(tokenizers.join(family)).unwrap());
+        let render = RenderOptions { add_generation_prompt: true, ..Default::default() };
+        let renderer = Renderer::new(template.clone(), format.clone(), tokenizer.clone(), render.clone()).unwrap();
+        let conversation = Conversation {
+            messages: vec![json!({"role": "user", "content": "Weather in Paris?"})],
+            tools: Some(vec![tool.clone()]),
+            documents: None,
+        };
+        let prompt = renderer.render(&conversation).unwrap();
+        let text = template.render(&conversation, &render).unwrap();
+        assert_eq!(prompt.ids, tokenizer.encode_rendered(&text).unwrap(), "{id}: ids are the tokenized render");
+        if id.contains("gpt-oss") {
+            assert!(text.contains(&today), "{id}: the real date is printed: {text}");
+        }
+        // No thinking switch injected: the prompt ends as the template's default does (DeepSeek
+        // V3.1: `<think></think>`, thinking off).
+        assert!(text.ends_with(&format.generation_prompt), "{id}: {text:?}");
+        // The model's completion, parsed back into the message the client sends.
+        let completion_ids = tokenizer.encode_rendered(completion).unwrap();
+        let request = parlance::ParseOptions { tools: vec![tool.clone()], ..Default::default() };
+        let stop =
+            completion_ids.iter().position(|t| renderer.stop_token_ids().contains(t)).unwrap_or(completion_ids.len());
+        let parsed =
+            parlance::Parser::new(&format, &request).parse(&tokenizer.decode(&completion_ids[..stop]).unwrap());
+        assert_eq!(parsed.tool_calls.len(), 1, "{id}: {parsed:?}");
+        let assistant = parsed.to_assistant_message(parlance::ArgumentsAs::Object);
+        assert_eq!(assistant["tool_calls"][0]["function"]["arguments"], json!({"city": "Paris"}));
+        let result = json!({"role": "tool", "tool_call_id": assistant["tool_calls"][0]["id"], "name": "get_weather",
+            "content": "{\"temperature\": 21}"});
+        let next = renderer
+            .bridge(&prompt, &completion_ids, std::slice::from_ref(&result), Some(std::slice::from_ref(&tool)))
+            .unwrap();
+        // The bridge keeps the prompt and the completion, then the tool result as the template writes it.
+        assert_eq!(&next.ids[..prompt.ids.len()], &prompt.ids[..]);
+        assert_eq!(&next.ids[prompt.ids.len()..prompt.ids.len() + completion_ids.len()], &completion_ids[..]);
+        let tail = tokenizer.decode(&next.ids[prompt.ids.len() + completion_ids.len()..]).unwrap();
+        // As a full render of the next request writes it.
+        let mut messages = conversation.messages.clone();
+        messages.extend([assistant.clone(), result.clone()]);
+        let full = template.render(&Conversation { messages, ..conversation.clone() }, &render).unwrap();
+        assert!(tail.contains("temperature") && full.ends_with(&tail), "{id}: {tail:?} vs {full:?}");
+        assert_eq!(next.message_count, 3);
+    }
 }
