@@ -18,7 +18,9 @@
 
 use serde_json::{Value as Json, json};
 
-use crate::format::{Format, JsonCallFields, ToolCallFormat, ToolFamily};
+use crate::format::{
+    ArgumentEncoding, Format, JsonCallFields, ReasoningMode, ToolCallFormat, ToolFamily, ValueEncoding,
+};
 use crate::parse::{ParseOptions, ToolChoice};
 
 /// Why no grammar can be derived for a request.
@@ -196,7 +198,7 @@ fn text_structural_tag(
     let mut parts = Vec::new();
     if let Some(r) = reasoning {
         let (start, end) = (r.start.trim(), r.end.trim());
-        let mode = format.reasoning_details.as_ref().map_or("tag", |d| d.mode.as_str());
+        let mode = format.reasoning_details.as_ref().map_or(ReasoningMode::Tag, |d| d.mode);
         let block = |begin: &str| {
             let content = reasoning_text(&[start], budget);
             seq(vec![tag(begin, content, end), regex(WS)])
@@ -212,13 +214,13 @@ fn text_structural_tag(
         parts.push(regex(WS));
         if crate::parse::prompt_opens_reasoning(format, request) {
             // Reasoning that may start implicitly may also start with its opener.
-            if mode == "implicit" && !start.is_empty() {
+            if mode == ReasoningMode::Implicit && !start.is_empty() {
                 parts.push(optional(cs(start)));
             }
             parts.push(block(""));
         } else if off {
             parts.extend(empty_block.map(optional));
-        } else if mode == "delimiter" || start.is_empty() {
+        } else if mode == ReasoningMode::Delimiter || start.is_empty() {
             parts.push(optional(block("")));
         } else {
             let open = block(start);
@@ -579,10 +581,9 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
         content.push(cs(tools.call_id_suffix.trim_end()));
     }
     content.push(regex(WS));
-    match tools.arguments.as_str() {
-        "json" => content.push(schema(&parameters)),
-        "tagged" => content.push(tagged_arguments(format, tools, &parameters)?),
-        other => return Err(unsupported(format!("arguments written as `{other}`"))),
+    match tools.arguments {
+        ArgumentEncoding::Json => content.push(schema(&parameters)),
+        ArgumentEncoding::Tagged => content.push(tagged_arguments(format, tools, &parameters)?),
     }
     content.push(regex(WS));
     Ok(Call { trigger, tag: tag(&begin, seq(content), call_end), in_section: None })
@@ -713,7 +714,7 @@ fn json_after_first_key(fields: &JsonCallFields, name: &str, parameters: &Json, 
 fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) -> Result<Json, ConstrainError> {
     let properties = parameters.get("properties").and_then(Json::as_object).cloned().unwrap_or_default();
     let quote = tools.string_quote.as_str();
-    let python = tools.value_encoding == "python";
+    let python = tools.value_encoding == ValueEncoding::Python;
     let prefix = tools.arg_name_prefix.trim_start();
     let value_end = tools.arg_value_suffix.trim_end();
     let required: Vec<&str> =

@@ -39,10 +39,64 @@ pub struct Format {
     /// Features the template does not support or the analysis could not establish, with the reason.
     pub unsupported: Vec<String>,
     /// Named workarounds the analysis applied (few, each documented and tested).
-    pub workarounds: Vec<String>,
+    pub workarounds: Vec<Workaround>,
     /// How the analysis knows each finding: the probe renders that showed it and a confidence.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<Evidence>,
+}
+
+/// A named workaround the analysis applied to read a template (kebab-case in JSON). Each changes
+/// how the template is rendered or read, so renders made for it (probes, the self-check, the
+/// roundtrip simulation) apply the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workaround {
+    /// Nothing renders unless the request declares tools (`tools | length` on an undefined
+    /// `tools`); every probe render declares them.
+    ToolsInEveryRender,
+    /// Nothing renders unless message content is a list of parts (`message['content'][0]['text']`);
+    /// probe contents are passed as one text part.
+    ContentAsTextParts,
+    /// A message with a tool call renders only when `list.append` is ignored (Kimi-K2 queues call
+    /// ids for the tool responses); probes render through `ChatTemplate::with_list_append_ignored`.
+    ListAppendIgnored,
+    /// A message's tool calls render only when its content is `null` (DeepSeek V3, the R1-Distill
+    /// templates): transformers drops null keys, so probes, the self-check and the roundtrip
+    /// simulation send the OpenAI wire shape (`RenderOptions::keep_null_keys`).
+    CallsWithNullContent,
+    /// Nothing renders until variables the caller must pass (firefunction's `functions`) are set;
+    /// they are set to `""`.
+    UndeclaredVariablesSetEmpty,
+    /// A generation prompt opens a tag (`<think>\n`) that no render closes, because the template
+    /// cuts content at the closing tag and never renders reasoning: the closing tag is the opener's
+    /// mirror, accepted only if the template demonstrably strips it.
+    ReasoningEndFromStrippedMirrorTag,
+    /// No render shows reasoning and the prompt opens nothing, but the template cuts assistant
+    /// messages at a `</…>` literal of its source (`content.split('</think>')[-1]`), demonstrably:
+    /// reasoning is `implicit`.
+    ReasoningFromStrippedEndTag,
+}
+
+impl Workaround {
+    /// The workaround's name as in JSON (`calls-with-null-content`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Workaround::ToolsInEveryRender => "tools-in-every-render",
+            Workaround::ContentAsTextParts => "content-as-text-parts",
+            Workaround::ListAppendIgnored => "list-append-ignored",
+            Workaround::CallsWithNullContent => "calls-with-null-content",
+            Workaround::UndeclaredVariablesSetEmpty => "undeclared-variables-set-empty",
+            Workaround::ReasoningEndFromStrippedMirrorTag => "reasoning-end-from-stripped-mirror-tag",
+            Workaround::ReasoningFromStrippedEndTag => "reasoning-from-stripped-end-tag",
+        }
+    }
+}
+
+impl Format {
+    /// Whether the analysis applied `workaround`.
+    pub fn has_workaround(&self, workaround: Workaround) -> bool {
+        self.workarounds.contains(&workaround)
+    }
 }
 
 /// How the analysis knows one of its findings.
@@ -104,7 +158,7 @@ pub struct ReasoningDetails {
     /// output, as servers' R1 parsers read it; override with `ParseOptions::in_reasoning` for a
     /// model that does not reason), `delimiter` (no start marker; reasoning ends at the end
     /// marker), `tools-only` (reasoning renders only next to tool calls).
-    pub mode: String,
+    pub mode: ReasoningMode,
     /// The start marker exactly as rendered (with its whitespace).
     pub start_literal: String,
     /// What the template writes between the reasoning and the content.
@@ -119,6 +173,42 @@ pub struct ReasoningDetails {
     pub generation_prompt_thinking_on: Option<String>,
     /// The empty reasoning block the template writes in turns without reasoning, if any.
     pub empty_block: String,
+}
+
+/// How reasoning starts (see [`ReasoningDetails::mode`]); kebab-case in JSON.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReasoningMode {
+    /// Start and end markers in the output.
+    #[default]
+    Tag,
+    /// The generation prompt opens reasoning; the model writes only its end.
+    ForcedOpen,
+    /// The prompt opens nothing, yet output starts inside reasoning (DeepSeek-R1-style).
+    Implicit,
+    /// No start marker; reasoning ends at the end marker.
+    Delimiter,
+    /// Reasoning renders only next to tool calls.
+    ToolsOnly,
+}
+
+impl ReasoningMode {
+    /// The mode's name as in JSON (`forced-open`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningMode::Tag => "tag",
+            ReasoningMode::ForcedOpen => "forced-open",
+            ReasoningMode::Implicit => "implicit",
+            ReasoningMode::Delimiter => "delimiter",
+            ReasoningMode::ToolsOnly => "tools-only",
+        }
+    }
+}
+
+impl std::fmt::Display for ReasoningMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// How content is wrapped.
@@ -184,7 +274,7 @@ pub struct ToolCallFormat {
     /// After the function name (non-JSON families).
     pub name_suffix: String,
     /// Arguments: `json` (an object) or `tagged` (one marker pair per argument).
-    pub arguments: String,
+    pub arguments: ArgumentEncoding,
     /// Tagged arguments: before each argument name.
     pub arg_name_prefix: String,
     /// Tagged arguments: after each argument name.
@@ -207,8 +297,9 @@ pub struct ToolCallFormat {
     /// (`string="false"`, `type="boolean"`); empty when every value uses `arg_name_suffix`.
     pub arg_name_suffixes_typed: Vec<String>,
     /// Tagged arguments: how non-string values are written, `json` (`true`, `null`) or `python`
-    /// (`True`, `None`, `['a']`, as a template printing the value writes them).
-    pub value_encoding: String,
+    /// (`True`, `None`, `['a']`, as a template printing the value writes them); `""` for
+    /// arguments that are not tagged.
+    pub value_encoding: ValueEncoding,
     /// Tagged arguments: the quote around string values when they are written as literals
     /// (`"` in `a="x"`, `'` for Python reprs, `<|"|>` for Gemma 4); non-string values are then bare
     /// literals that end at the next separator. Empty when values are raw text between markers.
@@ -229,6 +320,32 @@ pub struct ToolCallFormat {
     pub json: Option<JsonCallFields>,
     /// Whether two calls in one turn render.
     pub parallel: bool,
+}
+
+/// How a call's arguments are written (see [`ToolCallFormat::arguments`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArgumentEncoding {
+    /// One JSON object.
+    #[default]
+    Json,
+    /// One marker pair per argument.
+    Tagged,
+}
+
+/// How tagged argument values that are not strings are written (see
+/// [`ToolCallFormat::value_encoding`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ValueEncoding {
+    /// Not tagged arguments: no value encoding (`""` in JSON).
+    #[default]
+    #[serde(rename = "")]
+    Unset,
+    /// As JSON: `true`, `null`, `[1]`.
+    Json,
+    /// As Python's `str()`: `True`, `None`, `['a']`.
+    Python,
 }
 
 /// Field names of a JSON tool call.
@@ -286,7 +403,11 @@ impl Format {
         let _ = writeln!(out, "turn end:          {:?}", self.turn_end);
         let _ = writeln!(out, "content:           {:?} ... {:?}", self.content.start, self.content.end);
         if let Some(tools) = &self.tools {
-            let _ = writeln!(out, "tool calls:        arguments {}, parallel {}", tools.arguments, tools.parallel);
+            let arguments = match tools.arguments {
+                ArgumentEncoding::Json => "json",
+                ArgumentEncoding::Tagged => "tagged",
+            };
+            let _ = writeln!(out, "tool calls:        arguments {arguments}, parallel {}", tools.parallel);
             for (name, marker) in [
                 ("section start", &tools.section_start),
                 ("section end", &tools.section_end),
@@ -319,7 +440,7 @@ impl Format {
             let _ = writeln!(out, "unsupported:       {item}");
         }
         for item in &self.workarounds {
-            let _ = writeln!(out, "workaround:        {item}");
+            let _ = writeln!(out, "workaround:        {}", item.as_str());
         }
         for item in &self.evidence {
             let finding = serde_json::to_value(item.finding).ok().and_then(|v| v.as_str().map(str::to_owned));

@@ -62,9 +62,13 @@ pub mod turn;
 
 pub use analyze::{AnalyzeError, AnalyzeOptions, CaseResult, RenderedCase, analyze, rendered_cases, self_check};
 pub use constrain::ConstrainError;
-pub use format::{Confidence, Evidence, Finding, Format, ToolFamily};
+pub use format::{
+    ArgumentEncoding, Confidence, Evidence, Finding, Format, ReasoningMode, ToolFamily, ValueEncoding, Workaround,
+};
 pub use message::{Conversation, FunctionCall, FunctionDefinition, Message, Tool, ToolCall};
-pub use parse::{ArgumentsAs, Delta, ParseOptions, ParsedMessage, ParsedToolCall, Parser, StreamParser, parse};
+pub use parse::{
+    ArgumentsAs, Delta, Issue, IssueKind, ParseOptions, ParsedMessage, ParsedToolCall, Parser, StreamParser, parse,
+};
 pub use response_template::response_template;
 pub use roundtrip::RoundtripOptions;
 pub use template::{ChatTemplate, RenderLimits, RenderOptions, RenderRequest, TemplateError, TemplateSource};

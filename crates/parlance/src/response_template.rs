@@ -16,7 +16,7 @@
 use serde_json::{Value as Json, json};
 
 use crate::constrain::ConstrainError;
-use crate::format::{Format, JsonCallFields, ToolCallFormat, ToolFamily};
+use crate::format::{ArgumentEncoding, Format, JsonCallFields, ReasoningMode, ToolCallFormat, ToolFamily};
 
 /// The response template (version 1) for outputs written under `format`.
 pub fn response_template(format: &Format) -> Result<Json, ConstrainError> {
@@ -49,8 +49,8 @@ pub fn response_template(format: &Format) -> Result<Json, ConstrainError> {
         return Err(unsupported("a reply with no generation prompt to anchor it on"));
     }
     if let Some(reasoning) = &format.reasoning {
-        let mode = format.reasoning_details.as_ref().map_or("tag", |d| d.mode.as_str());
-        if reasoning.start.trim().is_empty() || matches!(mode, "implicit" | "delimiter") {
+        let mode = format.reasoning_details.as_ref().map_or(ReasoningMode::Tag, |d| d.mode);
+        if reasoning.start.trim().is_empty() || matches!(mode, ReasoningMode::Implicit | ReasoningMode::Delimiter) {
             return Err(unsupported("reasoning that starts without a marker"));
         }
         // A reply that starts with the end alone (the prompt opened the block, or a thinking-off
@@ -196,10 +196,11 @@ fn tool_calls(format: &Format, tools: &ToolCallFormat, turn_end: &str) -> Result
     if !id.is_empty() {
         transform["id"] = json!("{id}");
     }
-    let mut content = match tools.arguments.as_str() {
-        "json" => json!({"content": "json"}),
-        "tagged" => json!({"content": "xml-inline", "content_args": {"tag_pattern": tag_pattern(format, tools)?}}),
-        other => return Err(unsupported(format!("arguments written as `{other}`"))),
+    let mut content = match tools.arguments {
+        ArgumentEncoding::Json => json!({"content": "json"}),
+        ArgumentEncoding::Tagged => {
+            json!({"content": "xml-inline", "content_args": {"tag_pattern": tag_pattern(format, tools)?}})
+        }
     };
     content["transform"] = transform;
     Ok(region(open, close(call_end, Some(next)), content))

@@ -19,7 +19,9 @@ pub use verify::{CaseResult, RenderedCase, rendered_cases, self_check};
 use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
 
-use crate::format::{Confidence, Evidence, Finding, Format, ReasoningDetails, ReasoningMarkers, ToolFamily};
+use crate::format::{
+    Confidence, Evidence, Finding, Format, ReasoningDetails, ReasoningMarkers, ReasoningMode, ToolFamily, Workaround,
+};
 use crate::template::ChatTemplate;
 use diff::common_suffix;
 use probe::{CONTENT, CONTENT_2, Output, Probe, REASONING};
@@ -182,21 +184,21 @@ fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, Ana
     let mut format = Format { template: template.label().to_owned(), ..Format::default() };
     let shape = probe.shape();
     if shape.tools_always {
-        format.workarounds.push(WORKAROUND_TOOLS_ALWAYS.to_owned());
+        format.workarounds.push(Workaround::ToolsInEveryRender);
     }
     if shape.content_parts {
-        format.workarounds.push(WORKAROUND_CONTENT_PARTS.to_owned());
+        format.workarounds.push(Workaround::ContentAsTextParts);
     }
     if let Some(lenient) = probe.with_list_append_ignored() {
         probe = lenient;
-        format.workarounds.push(WORKAROUND_LIST_APPEND.to_owned());
+        format.workarounds.push(Workaround::ListAppendIgnored);
     }
     if let Some(lenient) = probe.with_null_content_with_calls() {
         probe = lenient;
-        format.workarounds.push(WORKAROUND_NULL_CONTENT.to_owned());
+        format.workarounds.push(Workaround::CallsWithNullContent);
     }
     if !probe.emptied.is_empty() {
-        format.workarounds.push("undeclared-variables-set-empty".to_owned());
+        format.workarounds.push(Workaround::UndeclaredVariablesSetEmpty);
         format.unsupported.push(format!(
             "rendering without the variables {:?}: nothing renders unless they are passed; analyzed with them empty",
             probe.emptied
@@ -386,7 +388,7 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
             }
         }
         let (mode, start) = if !start_literal.trim().is_empty() {
-            ("tag", start_literal.trim().to_owned())
+            (ReasoningMode::Tag, start_literal.trim().to_owned())
         } else {
             // The marker the turn's output starts after: the end of the part of the generation prompt
             // the turn repeats (a prompt with thinking off may go on to close the block).
@@ -398,8 +400,8 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
             let closes = unrepeated.starts_with("</") || unrepeated == end_literal.trim();
             let opener = (markers_in(unrepeated) == [unrepeated] && !closes).then(|| unrepeated.to_owned());
             match opener.or_else(|| last_marker(&output.generation_prompt[..repeated])) {
-                Some(marker) => ("forced-open", marker),
-                None => ("delimiter", String::new()),
+                Some(marker) => (ReasoningMode::ForcedOpen, marker),
+                None => (ReasoningMode::Delimiter, String::new()),
             }
         };
         let end = end_literal.trim().to_owned();
@@ -411,8 +413,8 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
         let (thinking_off, thinking_on) = thinking_prompts(probe, &format.generation_prompt);
         format.reasoning = Some(ReasoningMarkers { start: start.clone(), end });
         format.reasoning_details = Some(ReasoningDetails {
-            mode: mode.to_owned(),
-            start_literal: if mode == "tag" { start_literal } else { String::new() },
+            mode,
+            start_literal: if mode == ReasoningMode::Tag { start_literal } else { String::new() },
             end_literal,
             kept_in_history,
             generation_prompt_thinking_off: thinking_off,
@@ -424,7 +426,7 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
     }
     // R3: reasoning rendered only next to tool calls.
     if let Some((start, end)) = reasoning_with_calls(probe).or_else(|| reasoning_by_insertion(probe)) {
-        set_reasoning(probe, format, "tools-only", start, end, &[]);
+        set_reasoning(probe, format, ReasoningMode::ToolsOnly, start, end, &[]);
         evidence(format, Finding::Reasoning, "reasoning rendered next to a tool call only", Confidence::Medium);
         return;
     }
@@ -445,8 +447,8 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
         let on = probe.render(&[], false, true, &[(var, json!(true))]);
         let off = probe.render(&[], false, true, &[(var, json!(false))]);
         if let (Some(on), Some(off)) = (on, off) {
-            if let Some(("tag", start, end)) = switched_markers(&on, &off) {
-                set_reasoning(probe, format, "tag", start, end, &[(var, json!(true))]);
+            if let Some((ReasoningMode::Tag, start, end)) = switched_markers(&on, &off) {
+                set_reasoning(probe, format, ReasoningMode::Tag, start, end, &[(var, json!(true))]);
                 let shown_by = format!("whole renders with `{var}` switched on and off (an empty block when off)");
                 evidence(format, Finding::Reasoning, &shown_by, Confidence::Medium);
                 return;
@@ -457,8 +459,8 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
     // thinking-off prompt writes an empty block the thinking-on prompt does not.
     let soft = |flag: &str| probe.with_system(&format!("PLNC system prompt {flag}")).generation_prompt(false, &[]);
     if let (Some(on), Some(off)) = (soft("/think"), soft("/no_think")) {
-        if let Some(("tag", start, end)) = switched_markers(&on, &off) {
-            set_reasoning(probe, format, "tag", start, end, &[]);
+        if let Some((ReasoningMode::Tag, start, end)) = switched_markers(&on, &off) {
+            set_reasoning(probe, format, ReasoningMode::Tag, start, end, &[]);
             let shown_by = "generation prompts after a system prompt saying `/think` and `/no_think`";
             evidence(format, Finding::Reasoning, shown_by, Confidence::Medium);
             return;
@@ -466,23 +468,23 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
     }
     // Guesses confirmed by renders, in order: (finder, workaround, mode, evidence).
     type Finder = fn(&Probe) -> Option<(String, String)>;
-    let guesses: [(Finder, &str, &str, &str); 2] = [
+    let guesses: [(Finder, Workaround, ReasoningMode, &str); 2] = [
         (
             stripped_mirror_tag,
-            WORKAROUND_MIRROR_TAG,
-            "forced-open",
+            Workaround::ReasoningEndFromStrippedMirrorTag,
+            ReasoningMode::ForcedOpen,
             "the prompt's opener, and content cut at its mirror closing tag in renders",
         ),
         (
             stripped_end_tag,
-            WORKAROUND_STRIPPED_END_TAG,
-            "implicit",
+            Workaround::ReasoningFromStrippedEndTag,
+            ReasoningMode::Implicit,
             "content cut at a closing tag of the template's source in renders; no opener shown",
         ),
     ];
     for (find, workaround, mode, shown_by) in guesses {
         if let Some((start, end)) = find(probe) {
-            format.workarounds.push(workaround.to_owned());
+            format.workarounds.push(workaround);
             set_reasoning(probe, format, mode, start, end, &[]);
             evidence(format, Finding::Reasoning, shown_by, Confidence::Low);
             return;
@@ -499,7 +501,7 @@ pub(crate) fn evidence(format: &mut Format, finding: Finding, shown_by: &str, co
 /// thinking switched on and off. `tag` when only the off text holds markers, exactly a start and an
 /// end (an empty block: `<think>\n\n</think>`); `forced-open` when the on text ends with the
 /// opener the off text closes.
-fn switched_markers(on: &str, off: &str) -> Option<(&'static str, String, String)> {
+fn switched_markers(on: &str, off: &str) -> Option<(ReasoningMode, String, String)> {
     if on == off {
         return None;
     }
@@ -507,19 +509,11 @@ fn switched_markers(on: &str, off: &str) -> Option<(&'static str, String, String
     let (on_rest, off_rest) = (&on[shared..], &off[shared..]);
     let off_markers = markers_in(off_rest);
     match (markers_in(on_rest).is_empty(), off_markers.as_slice()) {
-        (true, [start, end]) => Some(("tag", start.clone(), end.clone())),
-        (_, [.., end]) => last_marker(on).map(|start| ("forced-open", start, end.clone())),
+        (true, [start, end]) => Some((ReasoningMode::Tag, start.clone(), end.clone())),
+        (_, [.., end]) => last_marker(on).map(|start| (ReasoningMode::ForcedOpen, start, end.clone())),
         _ => None,
     }
 }
-
-/// Named workaround: no render shows reasoning and the prompt opens nothing, but the template cuts
-/// every assistant message at a closing tag (`content.split('</think>')[-1]`): the model reasons
-/// first and ends with that tag, maybe without writing the opener (DeepSeek-R1-style). The closing
-/// tag is a `</…>` literal of the template's source, accepted only if the renders demonstrably strip
-/// it (content `R</think>C` renders as `C`); the start is its mirror, and the reasoning mode is
-/// `implicit`: output begins inside reasoning unless the prompt closed the block.
-pub(crate) const WORKAROUND_STRIPPED_END_TAG: &str = "reasoning-from-stripped-end-tag";
 
 fn stripped_end_tag(probe: &Probe) -> Option<(String, String)> {
     let source: String = probe.template_sources().join("\n");
@@ -558,30 +552,6 @@ fn stripped_end_tag(probe: &Probe) -> Option<(String, String)> {
         history.then_some((opener, closer.to_owned()))
     })
 }
-
-/// Named workaround: nothing renders unless the request declares tools (`tools | length` on an
-/// undefined `tools`); every probe render declares them.
-pub(crate) const WORKAROUND_TOOLS_ALWAYS: &str = "tools-in-every-render";
-
-/// Named workaround: nothing renders unless message content is a list of parts
-/// (`message['content'][0]['text']`); probe contents are passed as one text part.
-pub(crate) const WORKAROUND_CONTENT_PARTS: &str = "content-as-text-parts";
-
-/// Named workaround: a message with a tool call renders only when `list.append` is ignored
-/// (`Probe::with_list_append_ignored`).
-pub(crate) const WORKAROUND_LIST_APPEND: &str = "list-append-ignored";
-
-/// Named workaround: a message's tool calls render only when its content is `null`
-/// (`Probe::with_null_content_with_calls`).
-pub(crate) const WORKAROUND_NULL_CONTENT: &str = "calls-with-null-content";
-
-/// Named workaround: a generation prompt opens a tag (`<think>\n`) that no render ever closes,
-/// because the template cuts a message's content at the closing tag and never renders reasoning.
-/// The closing tag is guessed as the opener's mirror (`</think>`) and accepted only if the template
-/// demonstrably strips it: content `R</think>C` renders exactly as content `C`, as the last turn or,
-/// for templates that write the last turn as given, as a turn of the history.
-/// See: `analyze::tests` and DeepSeek-R1-Distill templates in the corpus.
-pub(crate) const WORKAROUND_MIRROR_TAG: &str = "reasoning-end-from-stripped-mirror-tag";
 
 fn stripped_mirror_tag(probe: &Probe) -> Option<(String, String)> {
     let output = probe.output(&json!({"role": "assistant", "content": CONTENT}), false, &[])?;
@@ -645,13 +615,20 @@ fn kept_in_history(probe: &Probe, message: &Json, extra: &[(&str, Json)]) -> boo
 }
 
 /// Records reasoning found without a rendered message's reasoning (R2, R3).
-fn set_reasoning(probe: &Probe, format: &mut Format, mode: &str, start: String, end: String, extra: &[(&str, Json)]) {
+fn set_reasoning(
+    probe: &Probe,
+    format: &mut Format,
+    mode: ReasoningMode,
+    start: String,
+    end: String,
+    extra: &[(&str, Json)],
+) {
     let message = json!({"role": "assistant", "reasoning_content": REASONING, "content": CONTENT});
     let kept_in_history = kept_in_history(probe, &message, extra);
     let (thinking_off, thinking_on) = thinking_prompts(probe, &format.generation_prompt);
     format.reasoning = Some(ReasoningMarkers { start, end: end.clone() });
     format.reasoning_details = Some(ReasoningDetails {
-        mode: mode.to_owned(),
+        mode,
         kept_in_history,
         end_literal: end,
         generation_prompt_thinking_off: thinking_off,

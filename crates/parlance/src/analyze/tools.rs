@@ -10,7 +10,9 @@ use serde_json::{Value as Json, json};
 
 use super::diff::{common_prefix, common_suffix, find_from, json_values};
 use super::probe::{ARG_1, ARG_2, FN_1, FN_2, ID_1, ID_2, Output, Probe, VALUE_1, VALUE_2, call};
-use crate::format::{Confidence, Finding, Format, JsonCallFields, ToolCallFormat, ToolFamily};
+use crate::format::{
+    ArgumentEncoding, Confidence, Finding, Format, JsonCallFields, ToolCallFormat, ToolFamily, ValueEncoding,
+};
 
 /// Analyzes tool calls into `format.tools` / `format.tool_format` and sets `format.turn_end` from
 /// `content_tail` (what follows content in a content-only turn).
@@ -262,7 +264,7 @@ fn json_native(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallForm
     let mut tools = ToolCallFormat {
         section_start: one[..start].to_owned(),
         section_end: one[end..].to_owned(),
-        arguments: "json".into(),
+        arguments: ArgumentEncoding::Json,
         json: Some(fields.clone()),
         ..ToolCallFormat::default()
     };
@@ -311,7 +313,7 @@ fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)
         .map(|(s, e, v)| (s + name_at, e + name_at, v))?;
     let mut tools = ToolCallFormat {
         name_suffix: one[name_at + FN_1.len()..args_start].to_owned(),
-        arguments: "json".into(),
+        arguments: ArgumentEncoding::Json,
         ..ToolCallFormat::default()
     };
     // T7: a call id between the name and the arguments.
@@ -375,7 +377,7 @@ fn tag_tagged(probe: &Probe, one: &str, two_calls: Option<&str>) -> Option<(Tool
     let name_at = one.find(FN_1)?;
     let arg_at = find_from(one, ARG_1, name_at + FN_1.len())?;
     let value_at = find_from(one, VALUE_1, arg_at + ARG_1.len())?;
-    let mut tools = ToolCallFormat { arguments: "tagged".into(), ..ToolCallFormat::default() };
+    let mut tools = ToolCallFormat { arguments: ArgumentEncoding::Tagged, ..ToolCallFormat::default() };
     let head = &one[name_at + FN_1.len()..arg_at];
     tools.arg_name_suffix = one[arg_at + ARG_1.len()..value_at].to_owned();
     let tail = &one[value_at + VALUE_1.len()..];
@@ -428,7 +430,7 @@ fn tag_tagged(probe: &Probe, one: &str, two_calls: Option<&str>) -> Option<(Tool
         tools.arg_value_suffix_after_name = Some(after);
     }
     // How non-string values are written, and whether their name suffix differs (typed markers).
-    tools.value_encoding = "json".into();
+    tools.value_encoding = ValueEncoding::Json;
     let typed = |value: Json| {
         let message = vec![call(ID_1, FN_1, json!({ARG_1: value}))];
         let text = probe.output_with_calls(message, &[])?.text;
@@ -437,7 +439,7 @@ fn tag_tagged(probe: &Probe, one: &str, two_calls: Option<&str>) -> Option<(Tool
     };
     if let Some(after) = typed(json!(true)) {
         if after.find("True").is_some_and(|t| after.find("true").is_none_or(|j| t < j)) {
-            tools.value_encoding = "python".into();
+            tools.value_encoding = ValueEncoding::Python;
         }
     }
     let mut typed_suffixes: Vec<String> = Vec::new();
@@ -528,7 +530,7 @@ fn suffix_is_indexed(suffix: &str, two: &str) -> bool {
 /// arguments make a tag-tagged family whatever the markers look like; for JSON arguments the name's
 /// surroundings decide.
 fn family_of(tools: &ToolCallFormat, one: &str, two: Option<&str>) -> ToolFamily {
-    if tools.arguments == "tagged" {
+    if tools.arguments == ArgumentEncoding::Tagged {
         return ToolFamily::TagTagged;
     }
     let markers = [&tools.section_start, &tools.name_prefix, &tools.name_suffix, &tools.call_end];

@@ -10,7 +10,7 @@ use serde_json::{Value as Json, json};
 use super::diff::{find_from, json_values};
 use super::probe::{ARG_1, ARG_2, CONTENT, FN_1, FN_2, ID_1, ID_2, Probe, REASONING, VALUE_1, VALUE_2, call};
 use super::{AnalyzeOptions, Format};
-use crate::format::{ToolCallFormat, ToolFamily};
+use crate::format::{ArgumentEncoding, ReasoningMode, ToolCallFormat, ToolFamily, ValueEncoding, Workaround};
 use crate::template::ChatTemplate;
 
 /// The outcome of one self-roundtrip case.
@@ -71,11 +71,10 @@ fn without_user_turn(mut output: super::probe::Output) -> super::probe::Output {
 /// The probe the analysis of `format` used: with its workarounds.
 fn probe_for(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions) -> Option<Probe> {
     let mut probe = Probe::new(template, options.variables.clone()).ok()?;
-    let applied = |name: &str| format.workarounds.iter().any(|w| w == name);
-    if applied(super::WORKAROUND_LIST_APPEND) {
+    if format.has_workaround(Workaround::ListAppendIgnored) {
         probe = probe.with_list_append_ignored().unwrap_or(probe);
     }
-    if applied(super::WORKAROUND_NULL_CONTENT) {
+    if format.has_workaround(Workaround::CallsWithNullContent) {
         probe = probe.with_null_content_with_calls().unwrap_or(probe);
     }
     Some(probe)
@@ -106,7 +105,7 @@ fn cases(format: &Format) -> Vec<(String, Json, Expected)> {
         json!({"role": "assistant", "content": unicode}),
         Expected::content(unicode),
     ));
-    if format.reasoning_details.as_ref().is_some_and(|d| d.mode != "tools-only") {
+    if format.reasoning_details.as_ref().is_some_and(|d| d.mode != ReasoningMode::ToolsOnly) {
         let message = json!({"role": "assistant", "reasoning": REASONING, "content": CONTENT});
         cases.push((
             "reasoning".into(),
@@ -228,7 +227,7 @@ fn check(format: &Format, text: &str, expected: &Expected) -> Result<(), String>
     let mut reasoning = None;
     if let (Some(markers), Some(details)) = (&format.reasoning, &format.reasoning_details) {
         let trimmed = text.trim_start();
-        if details.mode == "forced-open" || details.mode == "implicit" {
+        if matches!(details.mode, ReasoningMode::ForcedOpen | ReasoningMode::Implicit) {
             if let Some(end) = text.find(markers.end.as_str()) {
                 reasoning = Some(text[..end].to_owned());
                 text = &text[end + markers.end.len()..];
@@ -397,7 +396,7 @@ fn read_calls(family: ToolFamily, tools: &ToolCallFormat, text: &str) -> Result<
             let id_end = find_from(text, tools.call_id_suffix.trim(), body_start).ok_or("call id suffix missing")?;
             body_start = id_end + tools.call_id_suffix.trim().len();
         }
-        let (args, body_end) = if tools.arguments == "json" {
+        let (args, body_end) = if tools.arguments == ArgumentEncoding::Json {
             let (_, e, value) = json_values(&text[body_start..]).into_iter().next().ok_or("arguments JSON missing")?;
             (value, body_start + e)
         } else {
@@ -535,13 +534,13 @@ fn tagged_arguments(tools: &ToolCallFormat, text: &str) -> Result<(Json, usize),
                     close: &tools.arg_value_suffix,
                     close_end: close_end.trim_end(),
                     item,
-                    python: tools.value_encoding == "python",
+                    python: tools.value_encoding == ValueEncoding::Python,
                 };
                 crate::parse::nested(raw, &tags, None, 0)
             }
             _ => None,
         };
-        args.insert(key, nested.unwrap_or_else(|| decode_value(raw, &tools.value_encoding)));
+        args.insert(key, nested.unwrap_or_else(|| decode_value(raw, tools.value_encoding)));
         at = value_end + value_suffix.len();
     }
 }
@@ -606,18 +605,18 @@ fn read_literal(text: &str, quote: &str) -> Option<(Json, usize)> {
     } else {
         crate::parse::requote(raw, quote).unwrap_or_else(|| raw.replace(quote, "\""))
     };
-    Some((decode_value(&raw, "python"), end))
+    Some((decode_value(&raw, ValueEncoding::Python), end))
 }
 
 /// A tagged value: JSON (or, for `python` encoding, a Python literal) when it parses as a non-string,
 /// else the raw text.
-fn decode_value(raw: &str, encoding: &str) -> Json {
+fn decode_value(raw: &str, encoding: ValueEncoding) -> Json {
     if let Ok(value) = serde_json::from_str::<Json>(raw) {
         if !value.is_string() {
             return value;
         }
     }
-    if encoding == "python" {
+    if encoding == ValueEncoding::Python {
         match raw.trim() {
             "True" => return json!(true),
             "False" => return json!(false),

@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value as Json, json};
 
-use super::{ParseOptions, Parser, ToolChoice};
+use super::{IssueKind, ParseOptions, Parser, ToolChoice};
 use crate::analyze::{AnalyzeOptions, analyze};
 use crate::format::Format;
 use crate::template::{ChatTemplate, RenderLimits, TemplateSource};
@@ -306,7 +306,7 @@ fn reasoning_parser_starts_inside(case: &Json) -> bool {
 }
 
 /// Issue kinds that report a failed tool-call attempt (compared with `invalid_tool_calls`).
-const FAILED_CALL_ISSUES: [&str; 2] = ["malformed-arguments", "unparsed-call"];
+const FAILED_CALL_ISSUES: [IssueKind; 2] = [IssueKind::MalformedArguments, IssueKind::UnparsedCall];
 
 /// What a case asserts about content (see the module docs).
 #[derive(Debug, Clone, PartialEq, Default)]

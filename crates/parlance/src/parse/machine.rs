@@ -15,8 +15,8 @@ use super::channel::{Body, ChannelSyntax, MAX_HEADER};
 use super::scan::{JsonEnd, JsonScan, find_marker, leading_ws, marker_hold, starts_with_marker};
 use super::syntax::{Syntax, ToolSyntax};
 use super::values::{Converted, NestedTags, convert, nested, requote};
-use super::{Delta, Issue, ParseOptions, ParsedMessage, ParsedToolCall, Span, SpanKind, ToolChoice};
-use crate::format::Format;
+use super::{Delta, Issue, IssueKind, ParseOptions, ParsedMessage, ParsedToolCall, Span, SpanKind, ToolChoice};
+use crate::format::{Format, ReasoningMode};
 
 /// XML CDATA delimiters: tagged values may wrap text in them.
 const CDATA_OPEN: &str = "<![CDATA[";
@@ -109,7 +109,7 @@ impl Setup {
         };
         // Reasoning that may start without its opener (`implicit`): open unless the prompt closed
         // a block (a thinking-off prompt's `<think>\n\n</think>`).
-        let implicit = format.reasoning_details.as_ref().is_some_and(|d| d.mode == "implicit")
+        let implicit = format.reasoning_details.as_ref().is_some_and(|d| d.mode == ReasoningMode::Implicit)
             && !syntax.reasoning.as_ref().is_some_and(|r| super::prompt_closes_block(prompt, &r.start, &r.end));
         let in_reasoning = options.in_reasoning.unwrap_or(opener.is_some() || implicit);
         let opener = if implicit && opener.is_none() {
@@ -404,7 +404,7 @@ impl Machine {
         self.message.spans.push(Span { kind, start, end });
     }
 
-    fn issue(&mut self, kind: &'static str, at: usize, message: impl Into<String>) {
+    fn issue(&mut self, kind: IssueKind, at: usize, message: impl Into<String>) {
         self.message.issues.push(Issue { kind, at, message: message.into() });
     }
 
@@ -670,7 +670,7 @@ impl Machine {
             }
             (_, Some(call_at)) => {
                 self.emit_text(true, call_at, true);
-                self.issue("unclosed-reasoning", call_at, "a tool call ends reasoning that was not closed");
+                self.issue(IssueKind::UnclosedReasoning, call_at, "a tool call ends reasoning that was not closed");
                 self.state = State::Content;
                 return Step::Again;
             }
@@ -680,7 +680,7 @@ impl Machine {
             let end = self.buf.len();
             self.emit_text(true, end, true);
             self.message.truncated_reasoning = true;
-            self.issue("truncated-reasoning", end, "the output ended inside reasoning");
+            self.issue(IssueKind::TruncatedReasoning, end, "the output ended inside reasoning");
             self.state = State::Reasoning;
             return Step::Wait;
         }
@@ -880,7 +880,11 @@ impl Machine {
                 // Text around a stray marker is one piece of content, as written.
                 let had_text = self.content_up_to_marker(at);
                 self.span(SpanKind::Marker, at, marker_end);
-                self.issue("stray-reasoning-end", at, "a reasoning end marker outside reasoning, left out of content");
+                self.issue(
+                    IssueKind::StrayReasoningEnd,
+                    at,
+                    "a reasoning end marker outside reasoning, left out of content",
+                );
                 self.pos = marker_end;
                 self.seg_text = had_text;
                 self.state = State::Content;
@@ -923,7 +927,11 @@ impl Machine {
                 if self.eof {
                     let mut end = self.buf.len();
                     if self.after_turn_end && !self.buf[self.pos..end].trim().is_empty() {
-                        self.issue("text-after-turn-end", self.pos, "text after the turn-end marker kept as content");
+                        self.issue(
+                            IssueKind::TextAfterTurnEnd,
+                            self.pos,
+                            "text after the turn-end marker kept as content",
+                        );
                     }
                     // The output stopped inside the turn end (an engine cuts at a stop token the
                     // turn end ends with): its whole leading markers are the turn end, not content.
@@ -977,14 +985,22 @@ impl Machine {
         let Some(at) = rest.find(channel.message.as_str()) else {
             // Undecided until a marker starting within the bound would have arrived whole.
             if self.eof || rest.len() >= MAX_HEADER + channel.message.len() {
-                self.issue("unparsed-call", self.pos, "a channel header without its message marker within the bound");
+                self.issue(
+                    IssueKind::UnparsedCall,
+                    self.pos,
+                    "a channel header without its message marker within the bound",
+                );
                 self.state = State::Content;
                 return Step::Again;
             }
             return Step::Wait;
         };
         if at > MAX_HEADER {
-            self.issue("unparsed-call", self.pos, "a channel header without its message marker within the bound");
+            self.issue(
+                IssueKind::UnparsedCall,
+                self.pos,
+                "a channel header without its message marker within the bound",
+            );
             self.state = State::Content;
             return Step::Again;
         }
@@ -1009,13 +1025,13 @@ impl Machine {
                     return Step::Again;
                 }
                 if !self.message.tool_calls.is_empty() && !setup.parallel {
-                    self.issue("parallel-calls", self.pos, "a second call although parallel_tool_calls is off");
+                    self.issue(IssueKind::ParallelCalls, self.pos, "a second call although parallel_tool_calls is off");
                 }
                 self.begin_call(name.clone(), None);
             }
             Body::Other(target) => {
                 let message = format!("a message to {target:?}, not a function: kept as content");
-                self.issue("unknown-recipient", self.pos, message);
+                self.issue(IssueKind::UnknownRecipient, self.pos, message);
             }
             _ => {}
         }
@@ -1078,7 +1094,7 @@ impl Machine {
             self.span(SpanKind::Whitespace, self.pos, upto);
             self.pos = upto;
             if found.is_none() {
-                self.issue("truncated-call", upto, "the output ends inside a tool call");
+                self.issue(IssueKind::TruncatedCall, upto, "the output ends inside a tool call");
             }
             self.close_call();
         } else {
@@ -1088,7 +1104,7 @@ impl Machine {
                     self.emit_text(reasoning, self.buf.len(), true);
                     if reasoning {
                         self.message.truncated_reasoning = true;
-                        self.issue("truncated-reasoning", self.buf.len(), "the output ended inside reasoning");
+                        self.issue(IssueKind::TruncatedReasoning, self.buf.len(), "the output ended inside reasoning");
                     }
                 }
                 None => {
@@ -1146,11 +1162,11 @@ impl Machine {
             };
             let text = &self.buf[section.call_from..];
             let at = section.call_from + leading_ws(text);
-            self.issue("unparsed-call", at, why);
+            self.issue(IssueKind::UnparsedCall, at, why);
             self.revert_to(section.call_from, marker_end);
             return;
         }
-        self.issue("unparsed-call", section.trigger_at, why);
+        self.issue(IssueKind::UnparsedCall, section.trigger_at, why);
         // The trigger is content; markers are searched after it.
         let tools = self.setup.tools();
         let trigger_len = match (tools.bare_json, section.implicit) {
@@ -1261,7 +1277,7 @@ impl Machine {
                             };
                             let end = self.buf.len();
                             self.commit_json_calls(section, start, end, calls);
-                            self.issue("truncated-call", end, "the output ends inside a JSON tool call");
+                            self.issue(IssueKind::TruncatedCall, end, "the output ends inside a JSON tool call");
                             return Ok(Step::Again);
                         }
                         section.phase = Phase::JsonCall { from, scan };
@@ -1322,7 +1338,7 @@ impl Machine {
                     let end = self.buf.len();
                     self.span(SpanKind::Marker, self.pos, end);
                     self.pos = end;
-                    self.issue("truncated-call", end, "the output ends inside a tool call object");
+                    self.issue(IssueKind::TruncatedCall, end, "the output ends inside a tool call object");
                     self.close_call();
                     self.state = State::Content;
                     Ok(Step::Again)
@@ -1460,7 +1476,7 @@ impl Machine {
             return Ok(Step::Again);
         }
         if section.calls >= 1 && !self.setup.parallel {
-            self.issue("parallel-calls", self.pos, "a second call although parallel_tool_calls is off");
+            self.issue(IssueKind::ParallelCalls, self.pos, "a second call although parallel_tool_calls is off");
         }
         (section.separated, section.started) = (false, false);
         section.phase = if tools.json.is_some() {
@@ -1613,7 +1629,7 @@ impl Machine {
         if call.arguments_value.is_none() {
             let at = self.pos;
             let name = call.name.clone();
-            self.issue("malformed-arguments", at, format!("the arguments of {name:?} are not valid JSON"));
+            self.issue(IssueKind::MalformedArguments, at, format!("the arguments of {name:?} are not valid JSON"));
         }
         self.message.tool_calls[index].index = index;
     }
@@ -1631,7 +1647,7 @@ impl Machine {
                 let trimmed = rest.trim_start();
                 if trimmed.is_empty() {
                     if self.eof {
-                        self.issue("truncated-call", self.pos, "the output ends before the call's arguments");
+                        self.issue(IssueKind::TruncatedCall, self.pos, "the output ends before the call's arguments");
                         self.close_call();
                         self.state = State::Content;
                         return Ok(Step::Again);
@@ -1666,7 +1682,7 @@ impl Machine {
                 if self.eof {
                     self.span(SpanKind::ToolArguments, from, end);
                     self.pos = end;
-                    self.issue("truncated-call", end, "the output ends inside the call's arguments");
+                    self.issue(IssueKind::TruncatedCall, end, "the output ends inside the call's arguments");
                     self.close_call();
                     self.state = State::Content;
                     return Ok(Step::Again);
@@ -1780,7 +1796,7 @@ impl Machine {
                     }
                 }
                 // Neither an argument nor the call's end: the call ends here, malformed.
-                self.issue("malformed-arguments", self.pos, "unexpected text inside a tool call");
+                self.issue(IssueKind::MalformedArguments, self.pos, "unexpected text inside a tool call");
                 let at = self.pos;
                 Ok(self.finish_tagged(section, tagged, Some(at)))
             }
@@ -1814,7 +1830,11 @@ impl Machine {
                         Ok(Step::Again)
                     }
                     Some(_) => {
-                        self.issue("malformed-arguments", from, "an argument name that does not end where a name can");
+                        self.issue(
+                            IssueKind::MalformedArguments,
+                            from,
+                            "an argument name that does not end where a name can",
+                        );
                         Ok(self.finish_tagged(section, tagged, Some(from)))
                     }
                     None if rest.len() > MAX_NAME
@@ -1824,11 +1844,15 @@ impl Machine {
                             .all(|s| marker_hold(rest, s) == 0 || rest.len() - marker_hold(rest, s) > MAX_NAME) =>
                     {
                         // Decided the same way however the text arrived: no name within the bound.
-                        self.issue("malformed-arguments", from, "an argument name that does not end where a name can");
+                        self.issue(
+                            IssueKind::MalformedArguments,
+                            from,
+                            "an argument name that does not end where a name can",
+                        );
                         Ok(self.finish_tagged(section, tagged, Some(from)))
                     }
                     None if self.eof => {
-                        self.issue("truncated-call", from, "the output ends inside an argument name");
+                        self.issue(IssueKind::TruncatedCall, from, "the output ends inside an argument name");
                         let end = self.buf.len();
                         self.span(SpanKind::ToolArguments, from, end);
                         self.pos = end;
@@ -1859,7 +1883,7 @@ impl Machine {
                         tagged.count += 1;
                         tagged.separated = false;
                         if truncated && !self.buf[from..end].contains(value_suffix.as_ref()) {
-                            self.issue("truncated-call", end, "the output ends inside an argument value");
+                            self.issue(IssueKind::TruncatedCall, end, "the output ends inside an argument value");
                             return Ok(self.finish_tagged(section, tagged, Some(end)));
                         }
                         tagged.step = TaggedStep::BeforeArg;
@@ -2064,7 +2088,7 @@ impl Machine {
         let schema = self.setup.schemas.get(&call_name).cloned().flatten();
         let param_schema = schema.as_ref().and_then(|s| s.get(name));
         if schema.is_some() && param_schema.is_none() {
-            self.issue("unknown-parameter", at, format!("{call_name:?} has no parameter {name:?}"));
+            self.issue(IssueKind::UnknownParameter, at, format!("{call_name:?} has no parameter {name:?}"));
         }
         let types = super::values::allowed_types(param_schema);
         let may_nest = types.is_empty() || types.iter().any(|t| t == "array" || t == "object");
@@ -2103,7 +2127,7 @@ impl Machine {
             Converted::Fits(value) => value,
             Converted::Misfit(value) => {
                 self.issue(
-                    "value-misfit",
+                    IssueKind::ValueMisfit,
                     at,
                     format!("{name:?} of {call_name:?} does not fit its schema; kept as text"),
                 );
@@ -2120,8 +2144,11 @@ impl Machine {
         self.push_arguments(if tagged.count == 0 { "{}" } else { "}" });
         section.calls += 1;
         if let Some(at) = truncated_at {
-            if self.eof && at == self.buf.len() && !self.message.issues.iter().any(|i| i.kind == "truncated-call") {
-                self.issue("truncated-call", at, "the output ends inside a tool call");
+            if self.eof
+                && at == self.buf.len()
+                && !self.message.issues.iter().any(|i| i.kind == IssueKind::TruncatedCall)
+            {
+                self.issue(IssueKind::TruncatedCall, at, "the output ends inside a tool call");
             }
             self.close_call();
             self.state = State::Content;
@@ -2169,9 +2196,9 @@ impl Machine {
     /// Reports a call to a tool the request does not hold, or one its `tool_choice` does not allow.
     fn check_tool(&mut self, name: &str, at: usize) {
         if self.setup.has_tools && !self.setup.schemas.contains_key(name) {
-            self.issue("unknown-tool", at, format!("tool {name:?} is not among the request's tools"));
+            self.issue(IssueKind::UnknownTool, at, format!("tool {name:?} is not among the request's tools"));
         } else if !self.setup.choice.allows(name) {
-            self.issue("disallowed-tool", at, format!("tool_choice does not allow calling {name:?}"));
+            self.issue(IssueKind::DisallowedTool, at, format!("tool_choice does not allow calling {name:?}"));
         }
     }
 
@@ -2188,11 +2215,11 @@ impl Machine {
             ToolChoice::Required | ToolChoice::AllowedTools { required: true, .. }
                 if self.message.tool_calls.is_empty() =>
             {
-                self.issue("missing-call", self.buf.len(), "tool_choice is required but no call was made");
+                self.issue(IssueKind::MissingCall, self.buf.len(), "tool_choice is required but no call was made");
             }
             ToolChoice::Function(ref name) if !self.message.tool_calls.iter().any(|c| &c.name == name) => {
                 let message = format!("tool_choice names {name:?} but it was not called");
-                self.issue("missing-call", self.buf.len(), message);
+                self.issue(IssueKind::MissingCall, self.buf.len(), message);
             }
             _ => {}
         }

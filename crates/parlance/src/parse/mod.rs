@@ -26,7 +26,8 @@
 //!   none); cut before any name, it is unparsed (content, `unparsed-call`). Calls of a format with
 //!   no marker (bare JSON, Llama 3.x) are calls only as whole call objects: anything else is content;
 //! - output cut inside reasoning: what arrived is `reasoning_content`, `truncated_reasoning` set;
-//! - a call marker inside reasoning: it stays reasoning, issue `call-in-reasoning`;
+//! - a call marker inside reasoning the model did not close: the call ends reasoning (as llama.cpp
+//!   reads it) and is parsed, issue `unclosed-reasoning`;
 //! - a tool name not among the request's tools, a parameter not in its schema, a value that does
 //!   not fit its schema: kept, reported (`unknown-tool`, `unknown-parameter`, `value-misfit`);
 //! - a second call when `parallel_tool_calls` is off: kept, reported (`parallel-calls`);
@@ -269,13 +270,81 @@ pub struct Span {
     pub end: usize,
 }
 
+/// What kind of [`Issue`] the parser reports (kebab-case in JSON). Every byte is still in the
+/// message: an issue says where the output left the Format or the request, not that text was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IssueKind {
+    /// A call opener whose call could not be read (its name or object broken): the text is content.
+    UnparsedCall,
+    /// A call whose arguments are not valid in the Format's encoding: kept as written.
+    MalformedArguments,
+    /// The output ended inside a call: the call is kept with what was written.
+    TruncatedCall,
+    /// The output ended inside reasoning.
+    TruncatedReasoning,
+    /// A call began while reasoning was open: reasoning ends there.
+    UnclosedReasoning,
+    /// A reasoning end marker outside reasoning: left out of content.
+    StrayReasoningEnd,
+    /// A call to a function the request does not declare: kept.
+    UnknownTool,
+    /// A call the request's `tool_choice` does not allow (another function, or one outside
+    /// `allowed_tools`): kept.
+    DisallowedTool,
+    /// An argument the tool's schema does not name: kept.
+    UnknownParameter,
+    /// A tagged value that does not fit its parameter's schema: kept as text.
+    ValueMisfit,
+    /// More than one call where the request or the template allows one: kept.
+    ParallelCalls,
+    /// `tool_choice` required a call (or a named one) and none came.
+    MissingCall,
+    /// A message addressed to a recipient that is not a function (channel family): kept as content.
+    UnknownRecipient,
+    /// Text after the turn's end marker: kept as content.
+    TextAfterTurnEnd,
+}
+
+impl IssueKind {
+    /// The kind's name as in JSON (`malformed-arguments`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IssueKind::UnparsedCall => "unparsed-call",
+            IssueKind::MalformedArguments => "malformed-arguments",
+            IssueKind::TruncatedCall => "truncated-call",
+            IssueKind::TruncatedReasoning => "truncated-reasoning",
+            IssueKind::UnclosedReasoning => "unclosed-reasoning",
+            IssueKind::StrayReasoningEnd => "stray-reasoning-end",
+            IssueKind::UnknownTool => "unknown-tool",
+            IssueKind::DisallowedTool => "disallowed-tool",
+            IssueKind::UnknownParameter => "unknown-parameter",
+            IssueKind::ValueMisfit => "value-misfit",
+            IssueKind::ParallelCalls => "parallel-calls",
+            IssueKind::MissingCall => "missing-call",
+            IssueKind::UnknownRecipient => "unknown-recipient",
+            IssueKind::TextAfterTurnEnd => "text-after-turn-end",
+        }
+    }
+}
+
+impl std::fmt::Display for IssueKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for IssueKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// Something about the output that did not go as the format and request say.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Issue {
-    /// `unparsed-call`, `malformed-arguments`, `truncated-call`, `truncated-reasoning`,
-    /// `call-in-reasoning`, `unknown-tool`, `unknown-parameter`, `value-misfit`, `parallel-calls`,
-    /// `disallowed-tool`, `missing-call`, `text-after-turn-end`.
-    pub kind: &'static str,
+    /// What went wrong.
+    pub kind: IssueKind,
     /// Byte offset in the input where it was found.
     pub at: usize,
     /// Details.

@@ -2,7 +2,7 @@
 //! template puts around them (matched loosely: a model may or may not write it), with that
 //! whitespace kept where it must be taken off values (`>\n` before a Qwen3-Coder parameter value).
 
-use crate::format::{Format, JsonCallFields};
+use crate::format::{ArgumentEncoding, Format, JsonCallFields, ValueEncoding};
 
 /// The parser's view of a `Format`.
 #[derive(Debug, Clone, Default)]
@@ -114,11 +114,11 @@ impl Syntax {
             let mut arg_name_suffixes = vec![loose(&t.arg_name_suffix)];
             arg_name_suffixes.extend(t.arg_name_suffixes_typed.iter().map(|s| loose(s)));
             arg_name_suffixes.retain(|s| !s.is_empty());
-            let tagged = t.arguments == "tagged";
+            let tagged = t.arguments == ArgumentEncoding::Tagged;
             let mut syntax = ToolSyntax {
                 json: t.json.clone(),
                 tagged,
-                python: t.value_encoding == "python",
+                python: t.value_encoding == ValueEncoding::Python,
                 section_start: loose(&t.section_start),
                 section_end: loose(&t.section_end),
                 call_start: loose(&t.call_start),

@@ -12,8 +12,8 @@ use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
 
 use crate::analyze::probe::{null_content_beside_calls, split_output};
-use crate::analyze::{WORKAROUND_NULL_CONTENT, wire_message};
-use crate::format::Format;
+use crate::analyze::wire_message;
+use crate::format::{Format, Workaround};
 use crate::message::Conversation;
 use crate::parse::{ArgumentsAs, ParseOptions, ParsedMessage, Parser};
 use crate::template::{ChatTemplate, RenderOptions, TemplateError};
@@ -234,11 +234,9 @@ impl<'a> Sim<'a> {
         options: &RoundtripOptions,
     ) -> Sim<'a> {
         let mut variables = options.variables.clone();
-        for name in &format.workarounds {
-            if name == "undeclared-variables-set-empty" {
-                for var in template.undeclared_variables() {
-                    variables.entry(var).or_insert(json!(""));
-                }
+        if format.has_workaround(Workaround::UndeclaredVariablesSetEmpty) {
+            for var in template.undeclared_variables() {
+                variables.entry(var).or_insert(json!(""));
             }
         }
         let tools = tools();
@@ -299,7 +297,7 @@ impl<'a> Sim<'a> {
         let mut messages = messages.to_vec();
         // The template renders calls only beside `content: null`, which transformers drops: the
         // simulation sends the OpenAI wire shape, with the null kept, or no call would render.
-        let keep_null_keys = self.format.workarounds.iter().any(|w| w == WORKAROUND_NULL_CONTENT);
+        let keep_null_keys = self.format.has_workaround(Workaround::CallsWithNullContent);
         if keep_null_keys {
             null_content_beside_calls(&mut messages);
         }

@@ -30,8 +30,8 @@ use serde_json::{Value as Json, json};
 
 use crate::analyze::diff::{bracketed_pieces, common_prefix_angle};
 use crate::analyze::probe::{null_content_beside_calls, split_output};
-use crate::analyze::{WORKAROUND_NULL_CONTENT, wire_message};
-use crate::format::Format;
+use crate::analyze::wire_message;
+use crate::format::{Format, Workaround};
 use crate::message::Conversation;
 use crate::parse::{ArgumentsAs, ParseOptions, Parser};
 use crate::template::{ChatTemplate, RenderOptions, TemplateError};
@@ -248,7 +248,7 @@ impl Renderer {
     ) -> Result<String, TurnError> {
         let mut messages = messages.to_vec();
         let keep_null_keys =
-            self.options.keep_null_keys || self.format.workarounds.iter().any(|w| w == WORKAROUND_NULL_CONTENT);
+            self.options.keep_null_keys || self.format.has_workaround(Workaround::CallsWithNullContent);
         if keep_null_keys && !self.options.keep_null_keys {
             null_content_beside_calls(&mut messages);
         }

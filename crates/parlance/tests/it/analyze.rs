@@ -193,7 +193,7 @@ fn stripped_mirror_tag_workaround_finds_a_reasoning_end_no_render_shows() {
     let format = parlance::Format::from_template(&template).unwrap();
     let reasoning = format.reasoning.as_ref().expect("reasoning found");
     assert_eq!((reasoning.start.as_str(), reasoning.end.as_str()), ("<think>", "</think>"));
-    assert_eq!(format.workarounds, ["reasoning-end-from-stripped-mirror-tag"]);
+    assert_eq!(format.workarounds, [parlance::Workaround::ReasoningEndFromStrippedMirrorTag]);
     // Without the stripping, the guess is not confirmed and nothing is claimed.
     let text = text.replace(".split('</think>')[-1]", "");
     let format = parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap()).unwrap();
@@ -211,7 +211,7 @@ fn stripped_mirror_tag_workaround_reads_the_stripping_off_history_turns() {
     let format = parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap()).unwrap();
     let reasoning = format.reasoning.as_ref().expect("reasoning found");
     assert_eq!((reasoning.start.as_str(), reasoning.end.as_str()), ("<think>", "</think>"));
-    assert_eq!(format.workarounds, ["reasoning-end-from-stripped-mirror-tag"]);
+    assert_eq!(format.workarounds, [parlance::Workaround::ReasoningEndFromStrippedMirrorTag]);
     let parsed = parlance::Parser::new(&format, &parlance::ParseOptions::default()).parse("R\n</think>\n\nC");
     assert_eq!((parsed.reasoning_content.as_deref(), parsed.content.as_deref()), (Some("R"), Some("C")));
     // History kept as written: no stripping shown, nothing claimed.
@@ -259,7 +259,7 @@ fn null_content_workaround_finds_calls_that_render_only_beside_null_content() {
                 {% if add_generation_prompt %}<A>{% endif %}";
     let template = ChatTemplate::from_text(text).unwrap();
     let format = parlance::Format::from_template(&template).unwrap();
-    assert_eq!(format.workarounds, ["calls-with-null-content"], "{format:?}");
+    assert_eq!(format.workarounds, [parlance::Workaround::CallsWithNullContent], "{format:?}");
     assert_eq!(format.turn_end, "</s>");
     let tools = format.tools.as_ref().expect("calls found");
     assert!(tools.arguments_from_string && tools.parallel, "{tools:?}");
@@ -291,7 +291,7 @@ fn undeclared_variables_workaround_analyzes_a_template_that_needs_caller_variabl
     let template = ChatTemplate::from_text(text).unwrap();
     assert_eq!(template.undeclared_variables(), ["functions"]);
     let format = parlance::Format::from_template(&template).unwrap();
-    assert_eq!(format.workarounds, ["undeclared-variables-set-empty"]);
+    assert_eq!(format.workarounds, [parlance::Workaround::UndeclaredVariablesSetEmpty]);
     assert!(format.unsupported.iter().any(|u| u.contains("\"functions\"")), "{:?}", format.unsupported);
     assert_eq!(format.tool_format, parlance::ToolFamily::JsonNative);
     // A caller who passes the variable gets the same format, without the workaround.
@@ -323,7 +323,7 @@ fn list_append_workaround_analyzes_calls_of_a_template_that_appends() {
     let err = template.render(&conversation, &parlance::RenderOptions::default()).unwrap_err();
     assert!(err.to_string().contains("append"), "{err}");
     let format = parlance::Format::from_template(&template).unwrap();
-    assert_eq!(format.workarounds, ["list-append-ignored"]);
+    assert_eq!(format.workarounds, [parlance::Workaround::ListAppendIgnored]);
     assert_eq!(format.tool_format, parlance::ToolFamily::TagJson);
     let tools = format.tools.as_ref().expect("tool calls found");
     assert_eq!((tools.name_prefix.as_str(), tools.name_suffix.as_str()), ("<call>", "|"));
@@ -339,7 +339,7 @@ fn list_append_workaround_analyzes_calls_of_a_template_that_appends() {
 fn reasoning_is_found_from_thinking_switches_and_stripped_history() {
     let reasoning = |text: &str| {
         let format = parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap()).unwrap();
-        let mode = format.reasoning_details.as_ref().map(|d| d.mode.clone());
+        let mode = format.reasoning_details.as_ref().map(|d| d.mode.as_str().to_owned());
         (format.reasoning.map(|r| (r.start, r.end)), mode)
     };
     let turns = "{% for m in messages %}<{{ m.role }}>{{ m.content }}</s>{% endfor %}";
@@ -371,13 +371,13 @@ fn templates_that_need_tools_or_content_parts_are_probed_in_that_shape() {
                 {% for c in m.tool_calls or [] %}<call>{{ c.function | tojson }}</call>{% endfor %}</s>{% endfor %}\
                 {% if add_generation_prompt %}<assistant>{% endif %}";
     let format = analyze(text).unwrap();
-    assert_eq!(format.workarounds, ["tools-in-every-render"]);
+    assert_eq!(format.workarounds, [parlance::Workaround::ToolsInEveryRender]);
     assert_eq!(format.tool_format, parlance::ToolFamily::JsonNative);
     // Content read as a list of parts.
     let text = "{% for m in messages %}<{{ m.role }}>{{ m['content'][0]['text'] }}</s>{% endfor %}\
                 {% if add_generation_prompt %}<assistant>{% endif %}";
     let format = analyze(text).unwrap();
-    assert_eq!(format.workarounds, ["content-as-text-parts"]);
+    assert_eq!(format.workarounds, [parlance::Workaround::ContentAsTextParts]);
     assert_eq!(format.turn_end, "</s>");
     // Nothing fits: the error names every shape tried and what the template said.
     let err = analyze("{{ raise_exception('no ' ~ (messages | length)) }}").unwrap_err().to_string();

@@ -639,7 +639,7 @@ fn a_broken_call_between_rendered_calls_loses_no_text() {
         } else {
             names(&got) == names(&good)
         };
-        let issues: Vec<&str> = got.issues.iter().map(|i| i.kind).collect();
+        let issues: Vec<&str> = got.issues.iter().map(|i| i.kind.as_str()).collect();
         let reported = issues == ["unparsed-call"]
             || later_calls_content && !issues.is_empty() && issues.iter().all(|k| *k == "unparsed-call");
         if !calls_kept || !content.contains(broken.trim()) || !reported {
@@ -845,7 +845,7 @@ fn tool_choice_reads_openai_shapes_and_the_parser_reports_calls_it_does_not_allo
         ..Default::default()
     };
     let kinds = |choice: ToolChoice, text: &str| -> Vec<&'static str> {
-        parlance::Parser::new(&format, &request(choice)).parse(text).issues.iter().map(|i| i.kind).collect()
+        parlance::Parser::new(&format, &request(choice)).parse(text).issues.iter().map(|i| i.kind.as_str()).collect()
     };
     let only_g = ToolChoice::AllowedTools { names: vec!["g".into()], required: true };
     assert_eq!(kinds(only_g.clone(), &call("g")), Vec::<&str>::new());
@@ -853,4 +853,19 @@ fn tool_choice_reads_openai_shapes_and_the_parser_reports_calls_it_does_not_allo
     assert_eq!(kinds(only_g, "no call"), vec!["missing-call"]);
     assert_eq!(kinds(ToolChoice::Function("g".into()), &call("f")), vec!["disallowed-tool", "missing-call"]);
     assert_eq!(kinds(ToolChoice::Auto, &call("h")), vec!["unknown-tool"]);
+}
+
+#[test]
+fn a_call_inside_unclosed_reasoning_ends_it_and_is_reported() {
+    let Some(corpus) = crate::corpus::corpus() else { return };
+    let (template, options) = crate::analyze::corpus_template(&corpus, "Qwen-Qwen3-0.6B");
+    let format = parlance::analyze(&template, &options).unwrap();
+    let tools = vec![json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}})];
+    let request = parlance::ParseOptions { tools, ..Default::default() };
+    let text = "<think>\nI should call f.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+    let message = parlance::Parser::new(&format, &request).parse(text);
+    assert_eq!(message.reasoning_content.as_deref(), Some("I should call f."));
+    assert_eq!(message.tool_calls.len(), 1);
+    assert_eq!(message.issues.iter().map(|i| i.kind).collect::<Vec<_>>(), [parlance::IssueKind::UnclosedReasoning]);
+    assert_eq!(serde_json::to_value(&message.issues[0]).unwrap()["kind"], "unclosed-reasoning");
 }
