@@ -13,6 +13,8 @@ fn corpus() -> Option<PathBuf> {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"));
     if dir.is_dir() {
         Some(dir)
+    } else if std::env::var_os("PARLANCE_CORPUS").is_some() {
+        panic!("PARLANCE_CORPUS is set to {}, which is not a folder", dir.display());
     } else {
         eprintln!("skipping: corpus not found at {}", dir.display());
         None

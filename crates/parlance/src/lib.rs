@@ -65,7 +65,7 @@ pub use constrain::ConstrainError;
 pub use format::{
     ArgumentEncoding, Confidence, Evidence, Finding, Format, ReasoningMode, ToolFamily, ValueEncoding, Workaround,
 };
-pub use message::{Conversation, FunctionCall, FunctionDefinition, Message, Tool, ToolCall};
+pub use message::Conversation;
 pub use parse::{
     ArgumentsAs, Delta, Issue, IssueKind, ParseOptions, ParsedMessage, ParsedToolCall, Parser, StreamParser, parse,
 };

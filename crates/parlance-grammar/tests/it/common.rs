@@ -61,6 +61,8 @@ pub fn tokenizers_dir() -> Option<PathBuf> {
         .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tokenizers"));
     if dir.is_dir() {
         Some(dir)
+    } else if std::env::var_os("PARLANCE_TOKENIZERS").is_some() {
+        panic!("PARLANCE_TOKENIZERS is set to {}, which is not a folder", dir.display());
     } else {
         eprintln!("skipping: tokenizers not found at {}", dir.display());
         None

@@ -13,7 +13,6 @@ pub(crate) mod probe;
 mod tools;
 mod verify;
 
-pub(crate) use verify::wire_message;
 pub use verify::{CaseResult, RenderedCase, rendered_cases, self_check};
 
 use indexmap::IndexMap;

@@ -13,6 +13,7 @@ use serde_json::{Value as Json, json};
 
 use super::diff::{common_prefix, common_prefix_angle, common_suffix};
 use crate::message::Conversation;
+use crate::message::null_content_beside_calls;
 use crate::template::{ChatTemplate, RenderOptions};
 
 pub(crate) const USER: &str = "PLNC user question";
@@ -480,18 +481,6 @@ fn repeats_modulo_whitespace(text: &str, prompt: &str) -> Option<usize> {
     let repeated: usize =
         text[end..].chars().zip(trailing.chars()).take_while(|(a, b)| a == b).map(|(a, _)| a.len_utf8()).sum();
     Some(end + repeated)
-}
-
-/// Sets an absent or empty `content` to `null` in messages with tool calls, for templates that
-/// render calls only then (workaround `calls-with-null-content`; render with
-/// `RenderOptions::keep_null_keys`).
-pub(crate) fn null_content_beside_calls(messages: &mut [Json]) {
-    for message in messages {
-        let empty = message.get("content").is_none_or(|c| c.as_str() == Some(""));
-        if message.get("tool_calls").is_some() && empty {
-            message["content"] = Json::Null;
-        }
-    }
 }
 
 /// The output of an assistant turn from three renders of one conversation: without the turn

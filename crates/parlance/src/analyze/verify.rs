@@ -11,6 +11,7 @@ use super::diff::{find_from, json_values};
 use super::probe::{ARG_1, ARG_2, CONTENT, FN_1, FN_2, ID_1, ID_2, Probe, REASONING, VALUE_1, VALUE_2, call};
 use super::{AnalyzeOptions, Format};
 use crate::format::{ArgumentEncoding, ReasoningMode, ToolCallFormat, ToolFamily, ValueEncoding, Workaround};
+use crate::message::wire_message;
 use crate::template::ChatTemplate;
 
 /// The outcome of one self-roundtrip case.
@@ -143,22 +144,6 @@ fn cases(format: &Format) -> Vec<(String, Json, Expected)> {
         ));
     }
     cases
-}
-
-/// `message` as a caller renders it for `format`: arguments as JSON strings where the template
-/// needs them so (`ToolCallFormat::arguments_from_string`).
-pub(crate) fn wire_message(format: &Format, message: &Json) -> Json {
-    let mut message = message.clone();
-    if format.tools.as_ref().is_some_and(|t| t.arguments_from_string) {
-        for call in message.get_mut("tool_calls").and_then(Json::as_array_mut).into_iter().flatten() {
-            if let Some(arguments) = call.pointer_mut("/function/arguments") {
-                if !arguments.is_string() {
-                    *arguments = json!(arguments.to_string());
-                }
-            }
-        }
-    }
-    message
 }
 
 fn run_case(probe: &Probe, format: &Format, case: String, message: Json, expected: Expected) -> CaseResult {

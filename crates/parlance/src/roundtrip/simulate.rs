@@ -11,10 +11,10 @@
 use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
 
-use crate::analyze::probe::{null_content_beside_calls, split_output};
-use crate::analyze::wire_message;
+use crate::analyze::probe::split_output;
 use crate::format::{Format, Workaround};
 use crate::message::Conversation;
+use crate::message::{null_content_beside_calls, wire_message};
 use crate::parse::{ArgumentsAs, ParseOptions, ParsedMessage, Parser};
 use crate::template::{ChatTemplate, RenderOptions, TemplateError};
 use crate::tokenizer::Tokenizer;

@@ -1,15 +1,19 @@
-//! Where the shared corpus and tokenizers are: `PARLANCE_CORPUS` / `PARLANCE_TOKENIZERS`, else
-//! `../shared/...` beside the project.
+//! Where the shared corpus and tokenizers are: `PARLANCE_CORPUS` / `PARLANCE_TOKENIZERS` (a
+//! missing folder named there fails the test), else `../shared/...` beside the project (tests skip,
+//! saying so, when it is absent).
 
 use std::path::PathBuf;
 
 fn shared(var: &str, leaf: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os(var) {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared").join(leaf),
+    let (dir, explicit) = match std::env::var_os(var) {
+        Some(dir) => (PathBuf::from(dir), true),
+        None => (PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared").join(leaf), false),
     };
     if dir.is_dir() {
         Some(dir)
+    } else if explicit {
+        // A folder someone named (CI names both) that is not there is an error, not a skip.
+        panic!("{var} is set to {}, which is not a folder", dir.display());
     } else {
         eprintln!("skipping: {leaf} not found at {} (set {var})", dir.display());
         None
