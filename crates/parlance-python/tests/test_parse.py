@@ -1,0 +1,65 @@
+"""Parsing from Python: the Format round-trips through JSON, streaming adds up to the whole parse."""
+
+import json
+import random
+
+import parlance
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+OUTPUT = '<think>\nThe user wants Paris.\n</think>\n\nChecking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+def qwen(corpus):
+    return parlance.ChatTemplate.from_pretrained(corpus / "templates" / "Qwen-Qwen3-0.6B.jinja")
+
+
+def test_format_round_trips_and_names_bad_words(corpus):
+    fmt = parlance.analyze(qwen(corpus))
+    data = fmt.to_dict()
+    assert data["tool_format"] == "json-native" and data["reasoning"] == {"start": "<think>", "end": "</think>"}
+    again = parlance.Format.from_json(fmt.to_json())
+    assert again.to_dict() == data
+    data["reasoning_details"]["mode"] = "forced_open"  # a typo: refused, not silently different
+    try:
+        parlance.Format.from_json(json.dumps(data))
+    except ValueError as error:
+        assert "forced_open" in str(error)
+    else:
+        raise AssertionError("an unknown reasoning mode was accepted")
+
+
+def test_parse_gives_an_openai_message(corpus):
+    parser = parlance.Parser(qwen(corpus), tools=TOOLS)
+    message = parser.parse(OUTPUT)
+    assert message["role"] == "assistant"
+    assert message["reasoning_content"] == "The user wants Paris."
+    assert message["content"] == "Checking."
+    call = message["tool_calls"][0]
+    assert call["function"]["name"] == "get_weather"
+    assert json.loads(call["function"]["arguments"]) == {"city": "Paris"}
+    assert message["issues"] == []
+    # tool_choice as OpenAI writes it: a call the request does not allow is reported.
+    only_other = {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [{"type": "function", "function": {"name": "other"}}]}}
+    kinds = [i["kind"] for i in parlance.Parser(qwen(corpus), tools=TOOLS, tool_choice=only_other).parse(OUTPUT)["issues"]]
+    assert kinds == ["disallowed-tool"]
+
+
+def test_stream_adds_up_to_the_whole_parse(corpus):
+    fmt = parlance.analyze(qwen(corpus))
+    parser = parlance.Parser(fmt, tools=TOOLS)
+    whole = parser.parse(OUTPUT)
+    rng = random.Random(7)
+    for _ in range(20):
+        stream = parser.stream()
+        deltas, at = [], 0
+        while at < len(OUTPUT):
+            step = rng.randint(1, 9)
+            deltas += stream.push(OUTPUT[at : at + step])
+            at += step
+        last, message = stream.finish()
+        deltas += last
+        assert message == whole
+        content = "".join(d.get("content") or "" for d in deltas)
+        reasoning = "".join(d.get("reasoning_content") or "" for d in deltas)
+        assert content == whole["content"] and reasoning == whole["reasoning_content"], deltas

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Every test: the Rust workspace's (`cargo test`), then the Python package's (pytest against the
+# package built from source into a venv under target/, with maturin and pytest from PyPI).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo test
+
+venv="${PARLANCE_VENV:-$PWD/target/pyenv}"
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+# The build backend runs the `maturin` command: the venv's own, first on the path.
+export PATH="$venv/bin:$PATH"
+"$venv/bin/pip" install --quiet --disable-pip-version-check maturin pytest
+"$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps crates/parlance-python
+"$venv/bin/python" -m pytest -q crates/parlance-python/tests
