@@ -26,29 +26,12 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use crate::format::Format;
-use crate::template::{ChatTemplate, RenderOptions, TemplateError};
-use crate::tokenizer::{Tokenizer, TokenizerError};
+use crate::template::{ChatTemplate, RenderOptions};
+use crate::tokenizer::Tokenizer;
 
 pub use divergence::{Cause, Divergence};
 pub use scenarios::Scenario;
 pub use sessions::BridgeSummary;
-
-/// Why a roundtrip check or a bridge could not be made.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RoundtripError {
-    /// The template raised (or exceeded a limit) on a conversation the check needed.
-    #[error("rendering {what}: {source}")]
-    Render {
-        /// Which conversation.
-        what: String,
-        /// The template's error.
-        source: TemplateError,
-    },
-    /// The tokenizer failed.
-    #[error(transparent)]
-    Tokenizer(#[from] TokenizerError),
-}
 
 /// Options of a roundtrip run.
 #[derive(Debug, Clone)]
