@@ -12,6 +12,6 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 # The build backend runs the `maturin` command: the venv's own, first on the path.
 export PATH="$venv/bin:$PATH"
-"$venv/bin/pip" install --quiet --disable-pip-version-check maturin pytest
+"$venv/bin/pip" install --quiet --disable-pip-version-check maturin pytest tokenizers
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps crates/parlance-python
 "$venv/bin/python" -m pytest -q crates/parlance-python/tests

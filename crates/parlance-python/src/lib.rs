@@ -1,6 +1,7 @@
 //! Python bindings of parlance (`import parlance`), built with maturin: chat templates rendered as
 //! transformers renders them (`ChatTemplate.apply_chat_template`), their output syntax
-//! (`analyze` → `Format`), and model output parsed whole or streamed (`Parser`).
+//! (`analyze` → `Format`), model output parsed whole or streamed (`Parser`), and conversations
+//! rendered to attributed token ids with the turn bridge (`Renderer`).
 //!
 //! JSON crosses the boundary through Python's own `json` module, so dictionaries keep their key
 //! order (templates see it) and Python values that are not JSON are refused with a clear error.
@@ -59,6 +60,22 @@ fn datetime(value: &Bound<'_, PyAny>) -> PyResult<chrono::NaiveDateTime> {
         .ok_or_else(|| PyValueError::new_err(format!("strftime_now: a naive datetime, not {text}")))
 }
 
+/// Render options from keyword arguments: template variables, except `strftime_now=datetime(...)`,
+/// which pins the clock the template's `strftime_now` reads (as transformers users patch it).
+fn render_options(py: Python<'_>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<parlance::RenderOptions> {
+    let mut options = parlance::RenderOptions::default();
+    for (key, value) in kwargs.into_iter().flat_map(|k| k.iter()) {
+        let key: String = key.extract()?;
+        if key == "strftime_now" {
+            options.now = Some(datetime(&value)?);
+            continue;
+        }
+        let value = to_json(py, &value, &format!("keyword argument {key:?}"))?;
+        options.variables.insert(key, value);
+    }
+    Ok(options)
+}
+
 /// A compiled chat template with its special tokens: load once, render many times.
 #[pyclass(frozen, module = "parlance")]
 struct ChatTemplate {
@@ -105,24 +122,9 @@ impl ChatTemplate {
             tools: json_list(py, tools, "tools")?,
             documents: json_list(py, documents, "documents")?,
         };
-        let mut options = parlance::RenderOptions {
-            add_generation_prompt,
-            continue_final_message: continue_final_message.then(|| "content".to_owned()),
-            ..Default::default()
-        };
-        if let Some(kwargs) = kwargs {
-            for (key, value) in kwargs.iter() {
-                let key: String = key.extract()?;
-                if key == "strftime_now" {
-                    // A `datetime` here pins the clock the template's `strftime_now` reads (tests,
-                    // reproducible renders), as transformers users patch it.
-                    options.now = Some(datetime(&value)?);
-                    continue;
-                }
-                let value = to_json(py, &value, &format!("keyword argument {key:?}"))?;
-                options.variables.insert(key, value);
-            }
-        }
+        let mut options = render_options(py, kwargs)?;
+        options.add_generation_prompt = add_generation_prompt;
+        options.continue_final_message = continue_final_message.then(|| "content".to_owned());
         let template = &self.inner;
         py.detach(|| template.render(&conversation, &options)).map_err(|e| TemplateError::new_err(e.to_string()))
     }
@@ -314,6 +316,123 @@ impl Stream {
     }
 }
 
+/// Renders conversations to token ids attributed to their messages and bridges turns without
+/// re-tokenizing what the model generated (`parlance::Renderer`), for one template and tokenizer.
+#[pyclass(frozen, module = "parlance")]
+struct Renderer {
+    inner: parlance::Renderer,
+}
+
+#[pymethods]
+impl Renderer {
+    /// `tokenizer`: a `tokenizer.json` or the model folder holding it. `format`: the template's
+    /// `Format` when it is already known (else analyzed here). Keyword arguments are the template
+    /// variables of every render (`enable_thinking=True`, `strftime_now=datetime(...)`).
+    #[new]
+    #[pyo3(signature = (template, tokenizer, format=None, **kwargs))]
+    fn new(
+        py: Python<'_>,
+        template: &ChatTemplate,
+        tokenizer: PathBuf,
+        format: Option<&Format>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Renderer> {
+        let format = match format {
+            Some(format) => format.inner.clone(),
+            None => analyze(py, template)?.inner,
+        };
+        let tokenizer = parlance::Tokenizer::from_path(&tokenizer).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let options = render_options(py, kwargs)?;
+        let chat = template.inner.clone();
+        let inner = py
+            .detach(|| parlance::Renderer::new(chat, format, Arc::new(tokenizer), options))
+            .map_err(|e| TemplateError::new_err(e.to_string()))?;
+        Ok(Renderer { inner })
+    }
+
+    /// `(ids, message_indices)`: the tokenized render (ids equal the tokenizer's encoding of
+    /// `apply_chat_template`'s text) and, per id, the index of the message it came from (`-1` for
+    /// the template's own text).
+    #[pyo3(signature = (conversation, tools=None, add_generation_prompt=true))]
+    fn render(
+        &self,
+        py: Python<'_>,
+        conversation: &Bound<'_, PyAny>,
+        tools: Option<&Bound<'_, PyAny>>,
+        add_generation_prompt: bool,
+    ) -> PyResult<(Vec<u32>, Vec<i32>)> {
+        let conversation = parlance::Conversation {
+            messages: json_list(py, Some(conversation), "conversation")?.unwrap_or_default(),
+            tools: json_list(py, tools, "tools")?,
+            documents: None,
+        };
+        let renderer = self.inner.with_generation_prompt(add_generation_prompt);
+        let rendered =
+            py.detach(|| renderer.render(&conversation)).map_err(|e| TemplateError::new_err(e.to_string()))?;
+        Ok((rendered.ids, rendered.message_indices))
+    }
+
+    /// The loss mask of a training sample: per id of `render(conversation, tools, False)`, whether
+    /// it belongs to an assistant message (what the model generated).
+    #[pyo3(signature = (conversation, tools=None))]
+    fn loss_mask(
+        &self,
+        py: Python<'_>,
+        conversation: &Bound<'_, PyAny>,
+        tools: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<bool>> {
+        let messages = json_list(py, Some(conversation), "conversation")?.unwrap_or_default();
+        let conversation = parlance::Conversation { messages, tools: json_list(py, tools, "tools")?, documents: None };
+        let renderer = self.inner.with_generation_prompt(false);
+        let rendered =
+            py.detach(|| renderer.render(&conversation)).map_err(|e| TemplateError::new_err(e.to_string()))?;
+        Ok(rendered.assistant_mask(&conversation.messages))
+    }
+
+    /// The next prompt's ids: `prev_prompt_ids` and `prev_completion_ids` kept as they are (cut
+    /// after the first stop token, or closed with the template's turn close), then `new_messages`
+    /// (tool results, a user message; never an assistant message) and the generation prompt, as the
+    /// template writes them.
+    #[pyo3(signature = (prev_prompt_ids, prev_completion_ids, new_messages, tools=None))]
+    fn bridge(
+        &self,
+        py: Python<'_>,
+        prev_prompt_ids: Vec<u32>,
+        prev_completion_ids: Vec<u32>,
+        new_messages: &Bound<'_, PyAny>,
+        tools: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<u32>> {
+        let new_messages = json_list(py, Some(new_messages), "new_messages")?.unwrap_or_default();
+        let tools = json_list(py, tools, "tools")?;
+        let prompt = parlance::RenderedTokens::unattributed(prev_prompt_ids, 0);
+        let renderer = &self.inner;
+        let next = py
+            .detach(|| renderer.bridge(&prompt, &prev_completion_ids, &new_messages, tools.as_deref()))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(next.ids)
+    }
+
+    /// The ids the model stops on.
+    #[getter]
+    fn stop_token_ids(&self) -> Vec<u32> {
+        self.inner.stop_token_ids().to_vec()
+    }
+
+    /// The assistant message a client sends back, from a `Parser.parse` result (its `issues` left
+    /// out).
+    #[staticmethod]
+    fn to_assistant_message(py: Python<'_>, parsed: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let mut message = to_json(py, parsed, "parsed")?;
+        if let Some(object) = message.as_object_mut() {
+            object.remove("issues");
+            if object.get("reasoning_content").is_some_and(Json::is_null) {
+                object.remove("reasoning_content");
+            }
+        }
+        from_json(py, &message)
+    }
+}
+
 /// The extension module, re-exported by `parlance/__init__.py`.
 #[pymodule]
 fn _parlance(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -321,6 +440,7 @@ fn _parlance(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Format>()?;
     m.add_class::<Parser>()?;
     m.add_class::<Stream>()?;
+    m.add_class::<Renderer>()?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add("TemplateError", m.py().get_type::<TemplateError>())?;
     m.add("AnalyzeError", m.py().get_type::<AnalyzeError>())?;

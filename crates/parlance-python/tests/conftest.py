@@ -20,3 +20,8 @@ def shared(var: str, leaf: str) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def corpus() -> pathlib.Path:
     return shared("PARLANCE_CORPUS", "corpus")
+
+
+@pytest.fixture(scope="session")
+def tokenizers() -> pathlib.Path:
+    return shared("PARLANCE_TOKENIZERS", "tokenizers")

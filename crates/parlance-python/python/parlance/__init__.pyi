@@ -63,3 +63,36 @@ class Parser:
     def parse(self, text: str) -> dict[str, Any]:
         """`content`, `reasoning_content`, `tool_calls` (arguments as JSON text) and `issues`."""
     def stream(self) -> Stream: ...
+
+class Renderer:
+    """Renders conversations to attributed token ids and bridges turns, for one template and tokenizer."""
+
+    def __init__(
+        self,
+        template: ChatTemplate,
+        tokenizer: Union[str, PathLike[str]],
+        format: Optional[Format] = None,
+        **kwargs: Any,
+    ) -> None: ...
+    def render(
+        self,
+        conversation: list[dict[str, Any]],
+        tools: Optional[list[dict[str, Any]]] = None,
+        add_generation_prompt: bool = True,
+    ) -> tuple[list[int], list[int]]:
+        """`(ids, message_indices)`; `-1` marks the template's own tokens."""
+    def loss_mask(
+        self, conversation: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]] = None
+    ) -> list[bool]: ...
+    def bridge(
+        self,
+        prev_prompt_ids: list[int],
+        prev_completion_ids: list[int],
+        new_messages: list[dict[str, Any]],
+        tools: Optional[list[dict[str, Any]]] = None,
+    ) -> list[int]:
+        """The next prompt's ids, the previous prompt and completion kept as they are."""
+    @property
+    def stop_token_ids(self) -> list[int]: ...
+    @staticmethod
+    def to_assistant_message(parsed: dict[str, Any]) -> dict[str, Any]: ...

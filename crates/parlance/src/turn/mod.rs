@@ -233,6 +233,14 @@ impl Renderer {
         &self.options
     }
 
+    /// The same renderer with `add_generation_prompt` set for [`Renderer::render`] (nothing it
+    /// learned depends on it).
+    pub fn with_generation_prompt(&self, add_generation_prompt: bool) -> Renderer {
+        let mut renderer = self.clone();
+        renderer.options.add_generation_prompt = add_generation_prompt;
+        renderer
+    }
+
     /// The template's `Format`.
     pub fn format(&self) -> &Format {
         &self.format
