@@ -1,17 +1,7 @@
 #!/usr/bin/env bash
-# Every test: the Rust workspace's (`cargo test`), then the Python package's (pytest against the
-# package built from source into a venv under target/, with maturin and pytest from PyPI).
+# Every test (the README's test command): the Rust workspace's, then the Python package's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo test
-
-venv="${PARLANCE_VENV:-$PWD/target/pyenv}"
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-fi
-# The build backend runs the `maturin` command: the venv's own, first on the path.
-export PATH="$venv/bin:$PATH"
-"$venv/bin/pip" install --quiet --disable-pip-version-check maturin pytest tokenizers
-"$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps crates/parlance-python
-"$venv/bin/python" -m pytest -q crates/parlance-python/tests
+bash scripts/test-python.sh

@@ -376,10 +376,7 @@ pub(crate) fn request_options(
         let value: serde_json::Value = serde_json::from_str(choice).context("--tool-choice: not JSON")?;
         parlance::parse::ToolChoice::from_openai(&value).map_err(anyhow::Error::msg)?
     } else {
-        match parlance::parse::ToolChoice::from_openai(&serde_json::Value::from(choice)) {
-            Ok(keyword) => keyword,
-            Err(_) => parlance::parse::ToolChoice::Function(choice.to_owned()),
-        }
+        parlance::parse::ToolChoice::from_name(choice)
     };
     if let Some(path) = tools {
         let text = read_input(path)?;
@@ -389,16 +386,7 @@ pub(crate) fn request_options(
         let Some(tools) = tools.as_array() else { bail!("{}: expected a JSON array of tools", path.display()) };
         options.tools = tools.clone();
     }
-    let details = format.reasoning_details.as_ref();
-    options.generation_prompt = match thinking {
-        Some("on") => details.and_then(|d| d.generation_prompt_thinking_on.clone()),
-        Some("off") => details.and_then(|d| d.generation_prompt_thinking_off.clone()),
-        _ => None,
-    };
-    if thinking == Some("off") && options.generation_prompt.is_none() {
-        options.in_reasoning = Some(false);
-    }
-    Ok(options)
+    Ok(options.with_thinking(format, thinking.map(|t| t == "on")))
 }
 
 fn parse(args: ParseArgs) -> anyhow::Result<()> {

@@ -200,28 +200,17 @@ fn parse_options(
     parallel_tool_calls: bool,
     thinking: Option<bool>,
 ) -> PyResult<parlance::ParseOptions> {
-    let choice = to_json(py, tool_choice, "tool_choice")?;
-    let tool_choice = match &choice {
-        Json::String(name) if !["auto", "none", "required"].contains(&name.as_str()) => {
-            parlance::parse::ToolChoice::Function(name.clone())
-        }
-        other => parlance::parse::ToolChoice::from_openai(other).map_err(PyValueError::new_err)?,
+    let tool_choice = match to_json(py, tool_choice, "tool_choice")? {
+        Json::String(name) => parlance::parse::ToolChoice::from_name(&name),
+        other => parlance::parse::ToolChoice::from_openai(&other).map_err(PyValueError::new_err)?,
     };
-    let details = format.reasoning_details.as_ref();
-    let generation_prompt = match thinking {
-        Some(true) => details.and_then(|d| d.generation_prompt_thinking_on.clone()),
-        Some(false) => details.and_then(|d| d.generation_prompt_thinking_off.clone()),
-        None => None,
-    };
-    let in_reasoning = (thinking == Some(false) && generation_prompt.is_none()).then_some(false);
-    Ok(parlance::ParseOptions {
+    let options = parlance::ParseOptions {
         tools: json_list(py, tools, "tools")?.unwrap_or_default(),
         tool_choice,
         parallel_tool_calls: Some(parallel_tool_calls),
-        generation_prompt,
-        in_reasoning,
         ..Default::default()
-    })
+    };
+    Ok(options.with_thinking(format, thinking))
 }
 
 /// An OpenAI assistant message dict from a parse: `content`, `reasoning_content`, `tool_calls`

@@ -606,6 +606,19 @@ fn call_members(fields: &JsonCallFields, name: &str, parameters: &Json) -> Vec<(
     members
 }
 
+/// `text` as a regular expression matching it literally: the syntax characters backslashed, which
+/// regex-syntax (parlance), ECMAScript (XGrammar) and Python's `re` (transformers) all read alike.
+pub(crate) fn escape_regex(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\^$.|?*+()[]{}".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A sequence whose literal text and whitespace between nodes are merged into one `regex` node:
 /// JSON punctuation, keys and optional whitespace would otherwise be a node each, and a request's
 /// structural tag is built (and compiled) per request. Only for text that holds no special token
@@ -619,13 +632,7 @@ struct Syntax {
 impl Syntax {
     /// Literal text.
     fn text(mut self, text: &str) -> Self {
-        for c in text.chars() {
-            // Escaped as both regex-syntax (parlance) and ECMAScript (XGrammar) read escapes.
-            if "\\^$.|?*+()[]{}".contains(c) {
-                self.pending.push('\\');
-            }
-            self.pending.push(c);
-        }
+        self.pending.push_str(&escape_regex(text));
         self
     }
 

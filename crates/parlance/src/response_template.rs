@@ -15,7 +15,7 @@
 
 use serde_json::{Value as Json, json};
 
-use crate::constrain::ConstrainError;
+use crate::constrain::{ConstrainError, escape_regex as escape};
 use crate::format::{ArgumentEncoding, Format, JsonCallFields, ReasoningMode, ToolCallFormat, ToolFamily};
 
 /// The response template (version 1) for outputs written under `format`.
@@ -270,17 +270,4 @@ fn first_key(fields: &JsonCallFields) -> String {
         return wrapper.clone();
     }
     fields.key_order.first().cloned().unwrap_or_else(|| fields.name.clone())
-}
-
-/// `text` as a regular expression matching it literally, in the syntax Python's `regex` reads
-/// (the meta characters backslashed; other characters stand for themselves).
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if "\\.+*?()|[]{}^$#&-~".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }

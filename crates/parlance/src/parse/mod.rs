@@ -158,6 +158,16 @@ impl ToolChoice {
         }
     }
 
+    /// The short form (a command line's, Python's): `auto`, `none`, `required`, else a function's name.
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "auto" => Self::Auto,
+            "none" => Self::None,
+            "required" => Self::Required,
+            function => Self::Function(function.to_owned()),
+        }
+    }
+
     /// Whether the request expects at least one call.
     pub fn requires_call(&self) -> bool {
         match self {
@@ -219,6 +229,24 @@ pub struct ParseOptions {
     /// Seed of generated call ids (used when the model writes none): ids are a function of the
     /// seed and the call index, so a re-render is reproducible.
     pub id_seed: u64,
+}
+
+impl ParseOptions {
+    /// The reasoning state a request's thinking switch gives under `format` (`None`: the template's
+    /// default prompt): the generation prompt the template writes with thinking on or off, and, for
+    /// thinking off where the prompt does not change, output that does not start inside reasoning.
+    pub fn with_thinking(mut self, format: &Format, thinking: Option<bool>) -> Self {
+        let details = format.reasoning_details.as_ref();
+        self.generation_prompt = match thinking {
+            Some(true) => details.and_then(|d| d.generation_prompt_thinking_on.clone()),
+            Some(false) => details.and_then(|d| d.generation_prompt_thinking_off.clone()),
+            None => None,
+        };
+        if thinking == Some(false) && self.generation_prompt.is_none() {
+            self.in_reasoning = Some(false);
+        }
+        self
+    }
 }
 
 /// One tool call of a parsed message.
