@@ -6,7 +6,8 @@
 //!
 //! Input: byte 0 picks the Format, byte 1 the chunk size (1–16 bytes, 0 for one chunk), byte 2
 //! flags (bit 0: prompt ended inside reasoning; bit 1: reasoning not separated; bit 2: the Format
-//! decides whether the prompt ended inside reasoning, bit 0 ignored), the rest is the
+//! decides whether the prompt ended inside reasoning, bit 0 ignored; bit 3: the output starts
+//! with one of the Format's hostile outputs, `parlance::parse::hostile`), the rest is the
 //! output (UTF-8, else ignored). Checked: no panic; spans cover every byte in order; streaming
 //! gives the whole parse; the deltas add up to it.
 
@@ -45,8 +46,21 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 3 {
         return;
     }
-    let Ok(text) = std::str::from_utf8(&data[3..]) else { return };
     let format = &formats()[data[0] as usize % FORMATS.len()];
+    let Ok(rest) = std::str::from_utf8(&data[3..]) else { return };
+    // Bit 3: a hostile output of the Format (its markers repeated, cut short, nested) before the
+    // rest; the rest's first char picks the generator, its second the size in KiB (up to 64).
+    let hostile: String;
+    let text = if data[2] & 8 == 8 {
+        let mut chars = rest.chars();
+        let (Some(pick), Some(size)) = (chars.next(), chars.next()) else { return };
+        let generators = parlance::parse::hostile::hostile_outputs(format);
+        let Some(generator) = generators.get(pick as usize % generators.len().max(1)) else { return };
+        hostile = generator.text((size as usize % 64 + 1) * 1024) + chars.as_str();
+        hostile.as_str()
+    } else {
+        rest
+    };
     let options = ParseOptions {
         in_reasoning: if data[2] & 4 == 4 { None } else { Some(data[2] & 1 == 1) },
         separate_reasoning: Some(data[2] & 2 == 0),

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 
 mod bench_grammar;
+mod bench_parse;
 mod bench_tools;
 mod constrain;
 use clap::{Parser, Subcommand};
@@ -73,6 +74,34 @@ enum Command {
 enum BenchCommand {
     /// Constrained decoding on W1 (JSON Schemas), W2 or W3 (tool calls), measured as the peers' runner does.
     Grammar(BenchGrammarArgs),
+    /// Whole and streamed parsing of hostile outputs made from a template's markers, at sizes
+    /// growing tenfold: throughput and growth (1 = linear).
+    Parse(BenchParseArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchParseArgs {
+    /// A `.jinja` file, a `tokenizer_config.json` / `chat_template.json`, or a model folder.
+    #[arg(long)]
+    template: PathBuf,
+    /// Smallest output, in bytes.
+    #[arg(long, default_value_t = 1_000)]
+    min_bytes: usize,
+    /// Largest output, in bytes.
+    #[arg(long, default_value_t = 10_000_000)]
+    max_bytes: usize,
+    /// Streamed parsing pushes chunks of this many bytes.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    chunk: u32,
+    /// A generator stops growing once one parse takes longer than this many seconds.
+    #[arg(long, default_value_t = 10.0)]
+    budget_seconds: f64,
+    /// Only generators whose name contains this.
+    #[arg(long)]
+    only: Option<String>,
+    /// One JSON object per generator instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -224,6 +253,7 @@ fn main() -> ExitCode {
         Command::Roundtrip(args) => roundtrip(args),
         Command::Eval(EvalCommand::Parse(args)) => eval_parse(args),
         Command::Bench(BenchCommand::Grammar(args)) => bench_grammar(args),
+        Command::Bench(BenchCommand::Parse(args)) => bench_parse(args),
         Command::Constrain(args) => constrain::run(args),
     };
     match result {
@@ -461,6 +491,63 @@ fn eval_parse(args: EvalParseArgs) -> anyhow::Result<()> {
     // The summary is the last line; cases marked `quirk` (a peer's deliberate deviation) are counted apart.
     writeln!(stdout, "quirk cases (apart): {quirk_passed} passed, {quirk_failed} failed")?;
     writeln!(stdout, "{passed} passed, {failed} failed, {skipped} skipped")?;
+    Ok(())
+}
+
+fn bench_parse(args: BenchParseArgs) -> anyhow::Result<()> {
+    let (_, format) = analyzed(&args.template, &[])?;
+    let request = bench_parse::Request {
+        format: &format,
+        min_bytes: args.min_bytes,
+        max_bytes: args.max_bytes,
+        chunk: args.chunk as usize,
+        budget: std::time::Duration::from_secs_f64(args.budget_seconds.max(0.0)),
+        only: args.only.as_deref(),
+    };
+    let mut stdout = std::io::stdout().lock();
+    if !args.json {
+        writeln!(
+            stdout,
+            "{:<48} {:>10} {:>12} {:>12} {:>7}",
+            "generator", "bytes", "whole MB/s", "stream MB/s", "growth"
+        )?;
+    }
+    let mut failed = None;
+    let rows = bench_parse::run(&request, |row| {
+        let line = if args.json {
+            row.to_json().to_string()
+        } else {
+            let last = row.points.last();
+            format!(
+                "{:<48} {:>10} {:>12.1} {:>12.1} {:>7.2}{}",
+                row.generator.escape_debug().to_string(),
+                last.map_or(0, |p| p.bytes),
+                last.map_or(0.0, |p| p.whole_mb_s),
+                last.map_or(0.0, |p| p.stream_mb_s),
+                row.growth,
+                if row.stopped_at.is_some() { "  (over budget: stopped)" } else { "" },
+            )
+        };
+        if let Err(e) = writeln!(stdout, "{line}") {
+            failed.get_or_insert(e);
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    if !args.json {
+        let slowest = rows
+            .iter()
+            .filter_map(|r| r.points.last())
+            .map(|p| p.whole_mb_s.min(p.stream_mb_s))
+            .fold(f64::INFINITY, f64::min);
+        let growth = rows.iter().map(|r| r.growth).fold(1.0, f64::max);
+        writeln!(
+            stdout,
+            "{} generators; slowest at its largest size: {slowest:.1} MB/s; worst growth: {growth:.2}",
+            rows.len()
+        )?;
+    }
     Ok(())
 }
 

@@ -12,7 +12,9 @@ use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
 use super::channel::{Body, ChannelSyntax, MAX_HEADER};
-use super::scan::{JsonEnd, JsonScan, find_marker, leading_ws, marker_hold, starts_with_marker};
+use super::scan::{
+    JsonEnd, JsonScan, MarkerSearch, find_marker, hold_window, leading_ws, marker_hold, starts_with_marker,
+};
 use super::syntax::{Syntax, ToolSyntax};
 use super::values::{Converted, NestedTags, convert, nested, requote};
 use super::{Delta, Issue, IssueKind, ParseOptions, ParsedMessage, ParsedToolCall, Span, SpanKind, ToolChoice};
@@ -73,6 +75,10 @@ pub(crate) struct Setup {
     /// its first bytes, though they are not the output's (spans and offsets leave them out).
     output_prefix: String,
     id_seed: u64,
+    /// The markers content looks for, with what each is, for each state content may be in:
+    /// before the turn end without calls, the same with calls, after a section end that ended the
+    /// turn, after the turn end.
+    content_markers: [Vec<(String, ContentMarker)>; 4],
 }
 
 impl Setup {
@@ -120,15 +126,22 @@ impl Setup {
         } else {
             String::new()
         };
+        let calls_enabled = options.tool_choice != ToolChoice::None && syntax.tools.is_some();
+        let separate_reasoning = options.separate_reasoning.unwrap_or(true);
+        let content_markers =
+            [(TurnEnded::No, false), (TurnEnded::No, true), (TurnEnded::BySectionEnd, true), (TurnEnded::Yes, true)]
+                .map(|(ended, has_calls)| {
+                    content_markers(&syntax, calls_enabled, separate_reasoning, ended, has_calls)
+                });
         Setup {
             has_tools: !options.tools.is_empty(),
-            calls_enabled: options.tool_choice != ToolChoice::None && syntax.tools.is_some(),
+            calls_enabled,
             choice: options.tool_choice.clone(),
             parallel: options.parallel_tool_calls.unwrap_or(true),
             syntax,
             schemas,
             in_reasoning,
-            separate_reasoning: options.separate_reasoning.unwrap_or(true),
+            separate_reasoning,
             header: format.generation_prompt.trim().to_owned(),
             channel: ChannelSyntax::from_format(format),
             opener,
@@ -139,6 +152,7 @@ impl Setup {
                 String::new()
             },
             id_seed: options.id_seed,
+            content_markers,
         }
     }
 
@@ -150,6 +164,83 @@ impl Setup {
     fn tools(&self) -> &ToolSyntax {
         self.syntax.tools.as_ref().expect("only reached with tool syntax")
     }
+}
+
+/// Whether the turn has ended, and how: text after it is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TurnEnded {
+    No,
+    /// By a section end that ends the turn; the turn end itself may still follow, as a marker.
+    BySectionEnd,
+    Yes,
+}
+
+/// What a marker found in content is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ContentMarker {
+    /// Opens a tool-call section.
+    Trigger,
+    /// A call's own opener, the markers before it left out (`call_trigger`).
+    CallTrigger,
+    /// A new message header before the calls (`header_trigger`).
+    HeaderTrigger,
+    TurnEnd,
+    /// A section end written after content that follows the calls (`turn_ending_section_end`).
+    SectionTurnEnd,
+    ContentEnd,
+    /// Reasoning again after content (interleaved thinking).
+    ReasoningStart,
+    /// A reasoning end outside reasoning.
+    StrayReasoningEnd,
+}
+
+/// The markers content looks for, each with what it is.
+fn content_markers(
+    syntax: &Syntax,
+    calls_enabled: bool,
+    separate_reasoning: bool,
+    ended: TurnEnded,
+    has_calls: bool,
+) -> Vec<(String, ContentMarker)> {
+    use ContentMarker::*;
+    let mut markers: Vec<(&str, ContentMarker)> = Vec::new();
+    if let Some(tools) = syntax.tools.as_ref().filter(|t| calls_enabled && !t.trigger.is_empty()) {
+        markers.push((tools.trigger.as_str(), Trigger));
+        if !tools.call_trigger.is_empty() {
+            markers.push((tools.call_trigger.as_str(), CallTrigger));
+        }
+        if !tools.header_trigger.is_empty() {
+            markers.push((tools.header_trigger.as_str(), HeaderTrigger));
+        }
+    }
+    if ended != TurnEnded::Yes {
+        markers.extend(syntax.turn_end.iter().map(|m| (m.as_str(), TurnEnd)));
+    }
+    // A section end written after the content that follows the calls ends the turn there
+    // (Gemma 4 ends every call turn with `<|tool_response>`); a turn end may still follow it.
+    if let Some(tools) = syntax.tools.as_ref().filter(|_| has_calls && ended == TurnEnded::No) {
+        if !tools.turn_ending_section_end.is_empty() {
+            markers.push((tools.turn_ending_section_end.as_str(), SectionTurnEnd));
+        }
+    }
+    if !syntax.content_end.is_empty() {
+        markers.push((syntax.content_end.as_str(), ContentEnd));
+    }
+    // Reasoning again after content (interleaved thinking), when reasoning is separated.
+    if let Some(reasoning) = syntax.reasoning.as_ref().filter(|_| separate_reasoning) {
+        for reopen in [&reasoning.start, &reasoning.start_token] {
+            if !reopen.is_empty() {
+                markers.push((reopen.as_str(), ReasoningStart));
+            }
+        }
+        // A reasoning end (a bracketed token) outside reasoning is a stray marker, not content.
+        let end = reasoning.end.as_str();
+        let token = end.starts_with(['<', '[']) && !crate::analyze::bracketed_pieces(end).is_empty();
+        if token && markers.iter().all(|(m, _)| !m.starts_with(end) && !end.starts_with(m)) {
+            markers.push((end, StrayReasoningEnd));
+        }
+    }
+    markers.into_iter().map(|(m, what)| (m.to_owned(), what)).collect()
 }
 
 #[derive(Debug)]
@@ -274,6 +365,12 @@ pub(crate) struct Machine {
     pos: usize,
     /// Markers are searched from here (after a reverted trigger).
     scan_from: usize,
+    /// Where the markers were last searched for, so none is searched twice over the same bytes.
+    search: MarkerSearch,
+    /// Deltas are made (a stream); a whole parse only needs the message.
+    streaming: bool,
+    /// Content after the turn end was reported.
+    text_after_turn_end: bool,
     eof: bool,
     state: State,
     /// The current reasoning or content segment has had non-whitespace text.
@@ -284,7 +381,7 @@ pub(crate) struct Machine {
     content: String,
     /// The call being read: index into `message.tool_calls`.
     call: Option<usize>,
-    after_turn_end: bool,
+    turn_ended: TurnEnded,
     /// Reasoning just ended: content may open with a repeated message header (gpt-oss:
     /// `<|end|><|start|>assistant<|channel|>final<|message|>`), which is a marker.
     header_pending: bool,
@@ -311,6 +408,9 @@ impl Machine {
             buf,
             pos: 0,
             scan_from: 0,
+            search: MarkerSearch::default(),
+            streaming: true,
+            text_after_turn_end: false,
             eof: false,
             state: State::Start,
             seg_text: false,
@@ -319,7 +419,7 @@ impl Machine {
             reasoning: String::new(),
             content: String::new(),
             call: None,
-            after_turn_end: false,
+            turn_ended: TurnEnded::No,
             header_pending: false,
             opener_pending: false,
             resume_content: false,
@@ -332,6 +432,15 @@ impl Machine {
         }
         self.buf.push_str(chunk);
         self.run();
+    }
+
+    /// Parses a whole output: read knowing it is all there, without deltas.
+    pub(crate) fn parse_whole(setup: Arc<Setup>, text: &str) -> ParsedMessage {
+        let mut machine = Machine::new(setup);
+        machine.streaming = false;
+        machine.buf.push_str(text);
+        machine.finish();
+        machine.into_message()
     }
 
     pub(crate) fn finish(&mut self) {
@@ -348,7 +457,17 @@ impl Machine {
     }
 
     pub(crate) fn message(&self) -> ParsedMessage {
-        let mut message = self.message.clone();
+        Machine {
+            message: self.message.clone(),
+            reasoning: self.reasoning.clone(),
+            content: self.content.clone(),
+            ..Machine::new(self.setup.clone())
+        }
+        .into_message()
+    }
+
+    pub(crate) fn into_message(self) -> ParsedMessage {
+        let mut message = self.message;
         if self.prefix_len > 0 {
             // Offsets in the output itself: the prefix's bytes were never the model's.
             let shift = |at: usize| at.saturating_sub(self.prefix_len);
@@ -360,13 +479,9 @@ impl Machine {
                 issue.at = shift(issue.at);
             }
         }
-        message.reasoning_content = (!self.reasoning.is_empty()).then(|| self.reasoning.clone());
-        message.content = (!self.content.is_empty()).then(|| self.content.clone());
+        message.reasoning_content = (!self.reasoning.is_empty()).then_some(self.reasoning);
+        message.content = (!self.content.is_empty()).then_some(self.content);
         message
-    }
-
-    pub(crate) fn into_message(self) -> ParsedMessage {
-        self.message()
     }
 
     fn run(&mut self) {
@@ -404,7 +519,7 @@ impl Machine {
         self.message.spans.push(Span { kind, start, end });
     }
 
-    fn issue(&mut self, kind: IssueKind, at: usize, message: impl Into<String>) {
+    fn issue(&mut self, kind: IssueKind, at: usize, message: impl Into<std::borrow::Cow<'static, str>>) {
         self.message.issues.push(Issue { kind, at, message: message.into() });
     }
 
@@ -422,16 +537,9 @@ impl Machine {
         let text = &self.buf[text_start..upto];
         let text_end = text_start + text.trim_end().len();
         if text_end > text_start {
-            let piece = self.buf[text_start..text_end].to_owned();
             self.span(kind, text_start, text_end);
             self.seg_text = true;
-            if reasoning {
-                self.reasoning.push_str(&piece);
-                self.deltas.push(Delta::Reasoning { reasoning_content: piece });
-            } else {
-                self.content.push_str(&piece);
-                self.deltas.push(Delta::Content { content: piece });
-            }
+            self.text_piece(reasoning, text_start, text_end);
         }
         if last {
             self.span(SpanKind::Whitespace, text_end, upto);
@@ -439,6 +547,31 @@ impl Machine {
             self.seg_text = false;
         } else {
             self.pos = text_end.max(text_start);
+        }
+    }
+
+    /// Reasoning or content text `start..end` of the buffer, as written; a delta when streaming.
+    fn text_piece(&mut self, reasoning: bool, start: usize, end: usize) {
+        let piece = &self.buf[start..end];
+        if !reasoning && self.turn_ended != TurnEnded::No && !self.text_after_turn_end && !piece.trim().is_empty() {
+            // Said once, where the first text after the turn end starts, however it streams in.
+            self.text_after_turn_end = true;
+            let at = start + leading_ws(piece);
+            self.issue(IssueKind::TextAfterTurnEnd, at, "text after the turn-end marker kept as content");
+        }
+        let piece = &self.buf[start..end];
+        if reasoning {
+            self.reasoning.push_str(piece)
+        } else {
+            self.content.push_str(piece)
+        }
+        if self.streaming {
+            let piece = piece.to_owned();
+            self.deltas.push(if reasoning {
+                Delta::Reasoning { reasoning_content: piece }
+            } else {
+                Delta::Content { content: piece }
+            });
         }
     }
 
@@ -456,10 +589,8 @@ impl Machine {
     fn emit_raw(&mut self, upto: usize) {
         self.skip_output_prefix(upto);
         if upto > self.pos {
-            let piece = self.buf[self.pos..upto].to_owned();
             self.span(SpanKind::Content, self.pos, upto);
-            self.content.push_str(&piece);
-            self.deltas.push(Delta::Content { content: piece });
+            self.text_piece(false, self.pos, upto);
             self.pos = upto;
             self.seg_text = true;
         }
@@ -471,10 +602,8 @@ impl Machine {
         let had_text = self.seg_text || !self.buf[self.pos..at].trim().is_empty();
         self.emit_text(false, at, !had_text);
         if self.pos < at {
-            let piece = self.buf[self.pos..at].to_owned();
             self.span(SpanKind::Content, self.pos, at);
-            self.content.push_str(&piece);
-            self.deltas.push(Delta::Content { content: piece });
+            self.text_piece(false, self.pos, at);
         }
         had_text
     }
@@ -656,9 +785,9 @@ impl Machine {
             Some(tools) if !tools.trigger.is_empty() => tools.trigger.as_str(),
             _ => "",
         };
-        let end_found = find_marker(&self.buf[from..], end_marker).map(|(a, e)| (from + a, from + e));
-        let call_found = if trigger.is_empty() { None } else { find_marker(&self.buf[from..], trigger) };
-        match (end_found, call_found.map(|(a, _)| from + a)) {
+        let end_found = self.search.find(&self.buf, from, end_marker);
+        let call_found = if trigger.is_empty() { None } else { self.search.find(&self.buf, from, trigger) };
+        match (end_found, call_found.map(|(a, _)| a)) {
             (Some((at, end)), call) if call.is_none_or(|c| at < c) => {
                 self.emit_text(true, at, true);
                 self.marker(end);
@@ -693,17 +822,15 @@ impl Machine {
     fn in_raw_reasoning(&mut self) -> Step {
         let setup = self.setup.clone();
         let end_marker = &setup.syntax.reasoning.as_ref().expect("reasoning state needs markers").end;
-        let found = find_marker(&self.buf[self.pos..], end_marker).map(|(_, e)| self.pos + e);
+        let found = self.search.find(&self.buf, self.pos, end_marker).map(|(_, e)| e);
         let upto = match found {
             Some(end) => end,
             None if self.eof => self.buf.len(),
             None => self.buf.len() - marker_hold(&self.buf[self.pos..], end_marker),
         };
         if upto > self.pos {
-            let piece = self.buf[self.pos..upto].to_owned();
             self.span(SpanKind::Content, self.pos, upto);
-            self.content.push_str(&piece);
-            self.deltas.push(Delta::Content { content: piece });
+            self.text_piece(false, self.pos, upto);
             self.pos = upto;
         }
         self.opener_pending = found.is_some();
@@ -714,8 +841,13 @@ impl Machine {
     fn in_content(&mut self) -> Step {
         let setup = self.setup.clone();
         let syntax = &setup.syntax;
-        let from = self.pos.max(self.scan_from);
         self.state = State::Content;
+        if self.pos < self.prefix_len && self.scan_from >= self.prefix_len {
+            // The prompt's output prefix was tried as a call and is none: content's own opening
+            // markers are looked for after it (`>>>` then `>>>all\n`), as a stream does.
+            self.skip_output_prefix(self.prefix_len);
+        }
+        let from = self.pos.max(self.scan_from);
         if self.header_pending {
             match self.opening_marker(&setup.header) {
                 Some(Step::Wait) => return Step::Wait,
@@ -775,50 +907,22 @@ impl Machine {
                 }
             }
         }
-        let mut markers: Vec<(&str, u8)> = Vec::with_capacity(3);
-        if setup.calls_enabled && !setup.tools().trigger.is_empty() {
-            markers.push((setup.tools().trigger.as_str(), 0));
-            if !setup.tools().call_trigger.is_empty() {
-                markers.push((setup.tools().call_trigger.as_str(), 5));
-            }
-            if !setup.tools().header_trigger.is_empty() {
-                markers.push((setup.tools().header_trigger.as_str(), 6));
-            }
-        }
-        if !self.after_turn_end {
-            markers.extend(syntax.turn_end.iter().map(|m| (m.as_str(), 1)));
-            // A section end written after the content that follows the calls ends the turn there
-            // (Gemma 4 ends every call turn with `<|tool_response>`).
-            if let Some(tools) = syntax.tools.as_ref().filter(|_| !self.message.tool_calls.is_empty()) {
-                if !tools.turn_ending_section_end.is_empty() {
-                    markers.push((tools.turn_ending_section_end.as_str(), 1));
-                }
-            }
-        }
-        if !syntax.content_end.is_empty() {
-            markers.push((syntax.content_end.as_str(), 2));
-        }
-        // Reasoning again after content (interleaved thinking), when reasoning is separated.
-        if let Some(reasoning) = syntax.reasoning.as_ref().filter(|_| setup.separate_reasoning) {
-            for reopen in [&reasoning.start, &reasoning.start_token] {
-                if !reopen.is_empty() {
-                    markers.push((reopen.as_str(), 3));
-                }
-            }
-            // A reasoning end (a bracketed token) outside reasoning is a stray marker, not content.
-            let end = reasoning.end.as_str();
-            let token = end.starts_with(['<', '[']) && !crate::analyze::bracketed_pieces(end).is_empty();
-            if token && markers.iter().all(|(m, _)| !m.starts_with(end) && !end.starts_with(m)) {
-                markers.push((end, 4));
-            }
-        }
+        let markers = &setup.content_markers[match self.turn_ended {
+            TurnEnded::No => usize::from(!self.message.tool_calls.is_empty()),
+            TurnEnded::BySectionEnd => 2,
+            TurnEnded::Yes => 3,
+        }];
         // The earliest marker wins, the longest at one position; a marker that may still be
         // completing at or before it (a longer one sharing its start) must be decided first.
         let found = markers
             .iter()
-            .filter_map(|(m, what)| find_marker(&self.buf[from..], m).map(|(a, e)| (from + a, from + e, *what)))
+            .filter_map(|(m, what)| self.search.find(&self.buf, from, m).map(|(a, e)| (a, e, *what)))
             .min_by_key(|(at, end, _)| (*at, usize::MAX - *end));
-        let undecided = if self.eof {
+        // A marker cut off at the end of the buffer decides only when it starts at or before the
+        // one found: far from the end, nothing is undecided.
+        let reach = markers.iter().map(|(m, _)| hold_window(m)).max().unwrap_or(0);
+        let far = |at: usize| at + reach < self.buf.len();
+        let undecided = if self.eof || found.is_some_and(|(at, _, _)| far(at)) {
             None
         } else {
             markers
@@ -836,7 +940,7 @@ impl Machine {
             }
         }
         match found {
-            Some((at, _, what @ (0 | 5))) => {
+            Some((at, _, what @ (ContentMarker::Trigger | ContentMarker::CallTrigger))) => {
                 // Content up to the trigger; whitespace before it stays undecided until the call is.
                 self.emit_text(false, at, false);
                 let section = Section {
@@ -848,13 +952,13 @@ impl Machine {
                     calls: 0,
                     separated: false,
                     started: false,
-                    implicit: what == 5,
+                    implicit: what == ContentMarker::CallTrigger,
                     phase: Phase::Open,
                 };
                 self.state = State::Section(Box::new(section));
                 Step::Again
             }
-            Some((at, marker_end, 6)) => {
+            Some((at, marker_end, ContentMarker::HeaderTrigger)) => {
                 // A new message header before the calls: a marker; the section opens at its trigger.
                 let trigger = setup.tools().trigger.as_str();
                 let trigger_at = self.buf[at..marker_end].rfind(trigger).map_or(at, |i| at + i);
@@ -876,7 +980,7 @@ impl Machine {
                 self.state = State::Section(Box::new(section));
                 Step::Again
             }
-            Some((at, marker_end, 4)) => {
+            Some((at, marker_end, ContentMarker::StrayReasoningEnd)) => {
                 // Text around a stray marker is one piece of content, as written.
                 let had_text = self.content_up_to_marker(at);
                 self.span(SpanKind::Marker, at, marker_end);
@@ -890,7 +994,7 @@ impl Machine {
                 self.state = State::Content;
                 Step::Again
             }
-            Some((at, marker_end, 3)) => {
+            Some((at, marker_end, ContentMarker::ReasoningStart)) => {
                 // Content goes on after this reasoning: the whitespace around it is content's.
                 let had_text = self.content_up_to_marker(at);
                 self.span(SpanKind::Marker, at, marker_end);
@@ -901,8 +1005,9 @@ impl Machine {
                 Step::Again
             }
             Some((at, marker_end, what)) => {
-                self.emit_text(false, at, what == 1);
-                if what == 2 {
+                let ends_turn = matches!(what, ContentMarker::TurnEnd | ContentMarker::SectionTurnEnd);
+                self.emit_text(false, at, ends_turn);
+                if what == ContentMarker::ContentEnd {
                     // Content end: whitespace before it is trimmed, text after it is more content.
                     let text = &self.buf[self.pos..at];
                     if text.trim().is_empty() {
@@ -918,7 +1023,11 @@ impl Machine {
                 self.span(SpanKind::Marker, at, marker_end);
                 self.pos = marker_end;
                 // Text after the turn end is reported when the output ends (it may still come).
-                self.after_turn_end |= what == 1;
+                match what {
+                    ContentMarker::TurnEnd => self.turn_ended = TurnEnded::Yes,
+                    ContentMarker::SectionTurnEnd => self.turn_ended = TurnEnded::BySectionEnd,
+                    _ => {}
+                }
                 self.seg_text = false;
                 self.state = State::Content;
                 Step::Again
@@ -926,21 +1035,18 @@ impl Machine {
             None => {
                 if self.eof {
                     let mut end = self.buf.len();
-                    if self.after_turn_end && !self.buf[self.pos..end].trim().is_empty() {
-                        self.issue(
-                            IssueKind::TextAfterTurnEnd,
-                            self.pos,
-                            "text after the turn-end marker kept as content",
-                        );
-                    }
                     // The output stopped inside the turn end (an engine cuts at a stop token the
                     // turn end ends with): its whole leading markers are the turn end, not content.
-                    let cut = if self.after_turn_end { 0 } else { cut_turn_end(&self.buf[from..], &syntax.turn_end) };
+                    let cut = if self.turn_ended == TurnEnded::Yes {
+                        0
+                    } else {
+                        cut_turn_end(&self.buf[from..], &syntax.turn_end)
+                    };
                     end -= cut;
                     self.emit_text(false, end, true);
                     if cut > 0 {
                         self.marker(self.buf.len());
-                        self.after_turn_end = true;
+                        self.turn_ended = TurnEnded::Yes;
                     }
                     self.state = State::Content;
                     return Step::Wait;
@@ -1042,11 +1148,7 @@ impl Machine {
     fn channel_body(&mut self, body: Body) -> Step {
         let setup = self.setup.clone();
         let channel = setup.channel.as_ref().expect("channel state needs channel syntax");
-        let found = channel
-            .ends
-            .iter()
-            .filter_map(|m| self.buf[self.pos..].find(m.as_str()).map(|i| (self.pos + i, self.pos + i + m.len())))
-            .min();
+        let found = channel.ends.iter().filter_map(|m| self.search.find(&self.buf, self.pos, m)).min();
         let reasoning = body == Body::Reasoning;
         if body == Body::RawReasoning {
             let upto = match found {
@@ -1182,7 +1284,10 @@ impl Machine {
     fn revert_to(&mut self, from: usize, scan_from: usize) {
         self.pos = from;
         self.scan_from = self.scan_from.max(scan_from);
-        self.message.spans.retain(|s| s.start < from);
+        // Spans are in order: only the last few can reach `from`.
+        while self.message.spans.last().is_some_and(|s| s.start >= from) {
+            self.message.spans.pop();
+        }
         if let Some(last) = self.message.spans.last_mut() {
             last.end = last.end.min(from);
         }
@@ -1599,7 +1704,9 @@ impl Machine {
         let id_generated = id.as_deref().is_none_or(str::is_empty);
         let id = id.filter(|i| !i.is_empty()).unwrap_or_else(|| generated_id(self.setup.id_seed, index));
         self.check_tool(&name, self.pos);
-        self.deltas.push(Delta::ToolCallStart { index, id: id.clone(), name: name.clone() });
+        if self.streaming {
+            self.deltas.push(Delta::ToolCallStart { index, id: id.clone(), name: name.clone() });
+        }
         self.message.tool_calls.push(ParsedToolCall {
             index,
             id,
@@ -1617,7 +1724,9 @@ impl Machine {
         }
         if let Some(index) = self.call {
             self.message.tool_calls[index].arguments.push_str(fragment);
-            self.deltas.push(Delta::ToolCallArguments { index, arguments: fragment.to_owned() });
+            if self.streaming {
+                self.deltas.push(Delta::ToolCallArguments { index, arguments: fragment.to_owned() });
+            }
         }
     }
 
@@ -1708,8 +1817,7 @@ impl Machine {
             [tools.call_end.as_str(), tools.section_end.as_str()].into_iter().filter(|m| !m.is_empty()).collect();
         let search_from = from + emitted;
         let look_from = search.max(search_from);
-        let found =
-            ends.iter().filter_map(|m| find_marker(&self.buf[look_from..], m).map(|(a, _)| look_from + a)).min();
+        let found = ends.iter().filter_map(|m| self.search.find(&self.buf, look_from, m).map(|(a, _)| a)).min();
         let end = match found {
             Some(at) => at,
             None if self.eof => self.buf.len(),
@@ -2179,7 +2287,9 @@ impl Machine {
         let id_generated = call.id.is_none();
         let id = call.id.unwrap_or_else(|| generated_id(self.setup.id_seed, index));
         self.check_tool(&call.name, at);
-        self.deltas.push(Delta::ToolCallStart { index, id: id.clone(), name: call.name.clone() });
+        if self.streaming {
+            self.deltas.push(Delta::ToolCallStart { index, id: id.clone(), name: call.name.clone() });
+        }
         self.message.tool_calls.push(ParsedToolCall {
             index,
             id,

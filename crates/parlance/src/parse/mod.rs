@@ -71,6 +71,7 @@
 
 pub(crate) mod channel;
 pub mod eval;
+pub mod hostile;
 mod machine;
 mod scan;
 mod syntax;
@@ -375,8 +376,8 @@ pub struct Issue {
     pub kind: IssueKind,
     /// Byte offset in the input where it was found.
     pub at: usize,
-    /// Details.
-    pub message: String,
+    /// Details (most are fixed texts, borrowed: an output may hold many issues).
+    pub message: std::borrow::Cow<'static, str>,
 }
 
 /// A parsed assistant message.
@@ -497,10 +498,7 @@ impl Parser {
 
     /// Parses a whole output.
     pub fn parse(&self, text: &str) -> ParsedMessage {
-        let mut machine = Machine::new(self.inner.clone());
-        machine.push(text);
-        machine.finish();
-        machine.into_message()
+        Machine::parse_whole(self.inner.clone(), text)
     }
 
     /// A streaming parser for one output.

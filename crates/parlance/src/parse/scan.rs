@@ -103,6 +103,112 @@ pub(crate) fn find_marker(text: &str, marker: &str) -> Option<(usize, usize)> {
     None
 }
 
+/// The longest text one match of `marker` may span (its whitespace runs are loose, each bounded).
+fn match_window(marker: &str) -> usize {
+    let runs = marker.split(|c: char| c.is_ascii_whitespace()).count().saturating_sub(1);
+    marker.len() + MAX_LOOSE_WS * runs
+}
+
+/// Where each marker's next occurrence lies in a buffer that only grows, so that a marker is never
+/// searched twice over the same bytes: a parser that looks for several markers at every step
+/// (the earliest wins) would otherwise rescan the rest of the output for each marker that is not
+/// there, at each step — quadratic in the output.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct MarkerSearch {
+    entries: Vec<Searched>,
+}
+
+#[derive(Debug, Clone)]
+struct Searched {
+    /// The marker's address and length as last asked for: markers mostly live in the parser's
+    /// setup, so this finds the entry without comparing text.
+    key: (usize, usize),
+    marker: String,
+    /// Finds the marker up to its first whitespace (the whole marker when it has none).
+    head: memchr::memmem::Finder<'static>,
+    loose: bool,
+    /// The search started here…
+    from: usize,
+    /// …and read the buffer up to here…
+    upto: usize,
+    /// …and found this first occurrence (`None`: none in `from..upto`).
+    found: Option<(usize, usize)>,
+}
+
+impl Searched {
+    fn new(marker: &str) -> Searched {
+        let head_len = marker.find(|c: char| c.is_ascii_whitespace()).unwrap_or(marker.len());
+        Searched {
+            key: (marker.as_ptr() as usize, marker.len()),
+            marker: marker.to_owned(),
+            head: memchr::memmem::Finder::new(&marker.as_bytes()[..head_len]).into_owned(),
+            loose: head_len < marker.len(),
+            from: usize::MAX,
+            upto: 0,
+            found: None,
+        }
+    }
+
+    /// `find_marker(text, marker)` with the prepared finder.
+    fn search(&self, text: &str) -> Option<(usize, usize)> {
+        if !self.loose {
+            return self.head.find(text.as_bytes()).map(|at| (at, at + self.marker.len()));
+        }
+        // A match of the head (valid UTF-8 in valid UTF-8) starts at a character boundary.
+        self.head.find_iter(text.as_bytes()).find_map(|at| match match_at(&text[at..], &self.marker) {
+            Match::Full(n) => Some((at, at + n)),
+            _ => None,
+        })
+    }
+}
+
+impl MarkerSearch {
+    /// `find_marker(&buf[from..], marker)`, in `buf`'s offsets. `buf` must extend the buffer of
+    /// every earlier call (append only).
+    pub(crate) fn find(&mut self, buf: &str, from: usize, marker: &str) -> Option<(usize, usize)> {
+        if marker.is_empty() {
+            return Some((from, from));
+        }
+        let key = (marker.as_ptr() as usize, marker.len());
+        let index = match self.entries.iter().position(|e| e.key == key) {
+            Some(i) => i,
+            None => match self.entries.iter().position(|e| e.marker == marker) {
+                Some(i) => {
+                    self.entries[i].key = key;
+                    i
+                }
+                None => {
+                    self.entries.push(Searched::new(marker));
+                    self.entries.len() - 1
+                }
+            },
+        };
+        let entry = &mut self.entries[index];
+        let mut start = from;
+        if entry.from <= from {
+            match entry.found {
+                Some((at, end)) if at >= from => return Some((at, end)),
+                // Consumed: nothing lies between, search on past it.
+                Some(_) => {}
+                // Only a match that the end of the buffer cut off may start before `upto`.
+                None => start = entry.upto.saturating_sub(match_window(marker)).max(from),
+            }
+        }
+        while !buf.is_char_boundary(start) {
+            start -= 1;
+        }
+        let found = entry.search(&buf[start..]).map(|(a, e)| (start + a, start + e));
+        (entry.from, entry.upto, entry.found) = (from, buf.len(), found);
+        found
+    }
+}
+
+/// The most bytes `marker_hold` may hold back for `marker`.
+pub(crate) fn hold_window(marker: &str) -> usize {
+    let runs = marker.split(|c: char| c.is_ascii_whitespace()).filter(|p| !p.is_empty()).count();
+    marker.len() + MAX_LOOSE_WS * runs.max(1)
+}
+
 /// Bytes at the end of `text` that may be the start of `marker` (inner whitespace loose): what a
 /// streaming parser holds back until the next chunk decides.
 pub(crate) fn marker_hold(text: &str, marker: &str) -> usize {
@@ -111,8 +217,7 @@ pub(crate) fn marker_hold(text: &str, marker: &str) -> usize {
     }
     let Some(first) = marker.chars().next() else { return 0 };
     // A loose match may be longer than the marker by its whitespace runs, each bounded.
-    let runs = marker.split(|c: char| c.is_ascii_whitespace()).filter(|p| !p.is_empty()).count();
-    let window = marker.len() + MAX_LOOSE_WS * runs.max(1);
+    let window = hold_window(marker);
     let mut start = text.len().saturating_sub(window);
     while !text.is_char_boundary(start) {
         start += 1;
@@ -454,6 +559,32 @@ enum Step {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Remembered searches answer as a fresh search would, however the buffer grows and
+        /// wherever the searches start (forward, and sometimes back).
+        #[test]
+        fn marker_search_answers_as_a_fresh_search(
+            pieces in proptest::collection::vec("(<a>|<a|a>| |\n|x|</b \n c>|</b|c>|é)*", 1..12),
+            froms in proptest::collection::vec(0usize..64, 1..12),
+        ) {
+            let markers = ["<a>", "</b c>", "a", "é<a>"];
+            let mut search = MarkerSearch::default();
+            let mut buf = String::new();
+            for (piece, step) in pieces.iter().zip(froms.iter().cycle()) {
+                buf.push_str(piece);
+                let mut from = (*step * buf.len() / 64).min(buf.len());
+                while !buf.is_char_boundary(from) {
+                    from -= 1;
+                }
+                for marker in markers {
+                    let fresh = find_marker(&buf[from..], marker).map(|(a, e)| (from + a, from + e));
+                    prop_assert_eq!(search.find(&buf, from, marker), fresh, "{} in {:?} from {}", marker, buf, from);
+                }
+            }
+        }
+    }
 
     #[test]
     fn partial_suffix_holds_only_marker_prefixes() {

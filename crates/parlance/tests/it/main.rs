@@ -5,6 +5,7 @@ mod constrain;
 mod corpus;
 mod fuzz_regressions;
 mod golden;
+mod hostile_parse;
 mod limits;
 mod loading;
 mod nesting;

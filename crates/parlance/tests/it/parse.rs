@@ -13,7 +13,7 @@ use serde_json::{Value as Json, json};
 use crate::corpus;
 
 /// Every corpus template the analyzer handles, with its Format.
-fn corpus_formats(corpus: &Path) -> Vec<(String, ChatTemplate, Format, AnalyzeOptions)> {
+pub(crate) fn corpus_formats(corpus: &Path) -> Vec<(String, ChatTemplate, Format, AnalyzeOptions)> {
     crate::analyze::manifest_ids(corpus)
         .into_iter()
         .filter_map(|id| {
@@ -52,7 +52,7 @@ fn stream(parser: &Parser, chunks: &[&str]) -> (ParsedMessage, Vec<Delta>) {
 }
 
 /// Streaming `text` in `chunks` gives the whole parse, and the deltas add up to it.
-fn assert_chunking_invariant(parser: &Parser, text: &str, chunks: &[&str], what: &str) {
+pub(crate) fn assert_chunking_invariant(parser: &Parser, text: &str, chunks: &[&str], what: &str) {
     let whole = parser.parse(text);
     let (streamed, deltas) = stream(parser, chunks);
     if streamed != whole {
