@@ -95,14 +95,19 @@ pub fn hostile_outputs(format: &Format) -> Vec<HostileOutput> {
                 push(format!("open JSON {opener}"), format!("{opener}{head}"), "{\"a\": [".to_owned(), String::new());
             }
             if tools.arguments == ArgumentEncoding::Tagged && !tools.arg_name_prefix.trim().is_empty() {
-                // Argument tags nested in one another, then closed as deep.
-                let item = tools.nested_item_name.as_deref().unwrap_or("a");
-                let open = format!("{}{item}{}", tools.arg_name_prefix, tools.arg_name_suffix);
-                let close = match &tools.arg_value_suffix_after_name {
-                    Some(after) => format!("{}{item}{after}", tools.arg_value_suffix),
+                // An array argument (`a`) whose items nest in one another, then close as deep.
+                let open = |n: &str| format!("{}{n}{}", tools.arg_name_prefix, tools.arg_name_suffix);
+                let close = |n: &str| match &tools.arg_value_suffix_after_name {
+                    Some(after) => format!("{}{n}{after}", tools.arg_value_suffix),
                     None => tools.arg_value_suffix.clone(),
                 };
-                push(format!("nested values {}", open.trim()), format!("{opener}{name}"), open, close);
+                let item = tools.nested_item_name.as_deref().unwrap_or("a");
+                push(
+                    format!("nested values {}", open(item).trim()),
+                    format!("{opener}{name}{}", open("a")),
+                    open(item),
+                    close(item),
+                );
             }
         }
     }

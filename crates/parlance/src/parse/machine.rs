@@ -1977,7 +1977,14 @@ impl Machine {
                 let value_suffix = tools.value_suffix_for(&name);
                 match self.read_value(tools, &value_suffix, from, searched, &mut literal) {
                     None => {
-                        let searched = self.buf.len() - from;
+                        // Waiting for a CDATA section to close, nothing was searched for the
+                        // value's end yet: an unclosed one is no CDATA at the end of the output.
+                        let body = self.buf[from..].strip_prefix(CDATA_OPEN);
+                        let searched = if body.is_some_and(|b| !b.contains(CDATA_CLOSE)) {
+                            searched
+                        } else {
+                            self.buf.len() - from
+                        };
                         tagged.step = TaggedStep::Value { name, from, searched, literal };
                         section.phase = Phase::Tagged(tagged);
                         Ok(Step::Wait)

@@ -320,19 +320,22 @@ pub(crate) fn nested(raw: &str, tags: &NestedTags<'_>, schema: Option<&Json>, de
         let inner_at = raw.len() - body.len() + name_len + tags.open_end.len();
         let opening = format!("{}{name}{}", tags.open, tags.open_end);
         let closing = format!("{}{name}{}", tags.close, tags.close_end);
-        // The matching closing tag: same-name elements may nest.
-        let (mut level, mut at) = (1usize, inner_at);
+        // The matching closing tag: same-name elements may nest. Each tag is searched for once
+        // from where the last one of its kind was found, so the scan is linear in `raw`.
+        let find = |tag: &str, from: usize| raw[from..].find(tag).map(|i| from + i);
+        let mut level = 1usize;
+        let mut next_open = find(&opening, inner_at);
+        let mut next_close = find(&closing, inner_at)?;
         let close_at = loop {
-            let next_close = raw[at..].find(&closing).map(|i| at + i)?;
-            match raw[at..next_close].find(&opening) {
-                Some(i) => {
+            match next_open {
+                Some(open_at) if open_at < next_close => {
                     level += 1;
-                    at += i + opening.len();
+                    next_open = find(&opening, open_at + opening.len());
                 }
-                None if level == 1 => break next_close,
-                None => {
+                _ if level == 1 => break next_close,
+                _ => {
                     level -= 1;
-                    at = next_close + closing.len();
+                    next_close = find(&closing, next_close + closing.len())?;
                 }
             }
         };
