@@ -11,10 +11,12 @@
 //!
 //! Families: JSON-native (wrapped or bare, arrays, name as key, a `function` wrapper, an id field),
 //! name-in-markers with JSON arguments (tag + JSON, bracket-tag with call ids, special-token,
-//! prefixed-indexed), tagged arguments (raw or quoted values, JSON or Python literals), and blocks
-//! whose first opener the prompt already wrote (functionary's `>>>` recipients,
-//! `Format::output_prefix`). Pythonic, channel (gpt-oss) and markdown-block calls are
-//! [`ConstrainError::Unsupported`].
+//! prefixed-indexed), tagged arguments (raw or quoted values, JSON or Python literals; with a
+//! separator between them, in the schema's order, each at most once, the required ones present),
+//! pythonic calls (`[f(a=1, b='x')]`: keyword arguments as literals that end themselves, strings
+//! by `enum` and length), the channel family (gpt-oss), and blocks whose first opener the prompt
+//! already wrote (functionary's `>>>` recipients, `Format::output_prefix`). Markdown-block and
+//! other recipient-based calls are [`ConstrainError::Unsupported`].
 
 use serde_json::{Value as Json, json};
 
@@ -360,11 +362,7 @@ fn body(
     let unsupported =
         |what: &str| ConstrainError::Unsupported { template: format.template.clone(), what: what.to_owned() };
     match format.tool_format {
-        ToolFamily::Pythonic
-        | ToolFamily::Channel
-        | ToolFamily::RecipientBased
-        | ToolFamily::MarkdownBlock
-        | ToolFamily::Unknown => {
+        ToolFamily::Channel | ToolFamily::RecipientBased | ToolFamily::MarkdownBlock | ToolFamily::Unknown => {
             let family = serde_json::to_value(format.tool_format).ok().and_then(|v| v.as_str().map(str::to_owned));
             return Err(unsupported(&format!("the `{}` tool-call family", family.unwrap_or_default())));
         }
@@ -556,7 +554,9 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
     // The name sits in markers; arguments follow.
     let opener = format!("{}{}", tools.call_start, tools.name_prefix);
     let opener = opener.trim_start();
-    if opener.is_empty() {
+    // Calls without a marker of their own open inside a section (pythonic `[f(a=1), g()]`): the
+    // section's start is the trigger, the call begins with its name.
+    if opener.is_empty() && tools.section_start.trim().is_empty() {
         return Err(unsupported("calls without an opening marker".into()));
     }
     let trigger = if tools.call_start.trim().is_empty() {
@@ -738,6 +738,10 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
         let value = if typ == "string" && quote.is_empty() {
             // Raw text up to the value's end marker (automatic end detection).
             json!({"type": "any_text"})
+        } else if python && quote.chars().count() == 1 {
+            // Python literals (`str()` of the value, `repr` inside containers): strings in
+            // either quote with escapes, containers of literals.
+            if typ == "string" { python_string(property) } else { python_literal(typ, property) }
         } else if typ == "string" {
             seq(vec![cs(quote), node("any_text", [("excludes", json!([quote]))]), cs(quote)])
         } else if python {
@@ -751,6 +755,12 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
         }
         for suffix in suffixes {
             let begin = format!("{prefix}{key}{suffix}");
+            // Without an end marker the value ends itself (a literal): no tag to close, and no
+            // whitespace before it (the parser reads a literal from the marker on).
+            if end.is_empty() {
+                variants.push(seq(vec![cs(&begin), value.clone(), regex(WS)]));
+                continue;
+            }
             let content = if typ == "string" && quote.is_empty() {
                 value.clone()
             } else {
@@ -764,14 +774,27 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
     if args.is_empty() && !open {
         return Ok(cs(""));
     }
-    if prefix.is_empty() {
+    let separator = tools.arg_separator.trim();
+    let alternatives = or;
+    if args.is_empty() && prefix.is_empty() && value_end.is_empty() && python && quote.chars().count() == 1 {
+        // An open schema of keyword arguments (`a=1, b='x'`): any names, literal values.
+        let one = seq(vec![
+            regex("[A-Za-z_][A-Za-z0-9_]*"),
+            cs(tools.arg_name_suffix.trim()),
+            regex(WS),
+            python_literal("", &json!({})),
+        ]);
+        let next = seq(vec![regex(WS), cs(separator), regex(WS), one.clone()]);
+        return Ok(optional(seq(vec![one, star(next)])));
+    }
+    // Without a name prefix or a value end, each value must end itself: quoted strings, JSON or
+    // Python literals.
+    if prefix.is_empty() && (args.is_empty() || value_end.is_empty() && quote.is_empty()) {
         return Err(ConstrainError::Unsupported {
             template: format.template.clone(),
             what: "tagged arguments without a name prefix".into(),
         });
     }
-    let separator = tools.arg_separator.trim();
-    let alternatives = or;
     if args.is_empty() {
         // An open schema (no properties, or a tool not held to its schema): any names, each value
         // raw text up to its end marker, in any number.
@@ -801,10 +824,85 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
             .collect();
         return Ok(seq(parts));
     }
-    // With a separator between arguments: any order, any subset (required ones not enforced).
-    let one = alternatives(args.into_iter().flat_map(|(_, variants)| variants).collect());
-    let next = seq(vec![regex(WS), cs(separator), regex(WS), one.clone()]);
-    Ok(optional(seq(vec![one, star(next)])))
+    // With a separator between them: in the schema's order, each at most once, the required ones
+    // present, a separator before every argument but the first written.
+    let args: Vec<(bool, Json)> =
+        args.into_iter().map(|(required, variants)| (required, alternatives(variants))).collect();
+    let sep = seq(vec![regex(WS), cs(separator), regex(WS)]);
+    // After an argument was written: each later one with its separator.
+    let after = |from: usize| {
+        let parts = args[from..]
+            .iter()
+            .map(|(required, arg)| {
+                let part = seq(vec![sep.clone(), arg.clone()]);
+                if *required { part } else { optional(part) }
+            })
+            .collect::<Vec<_>>();
+        if parts.is_empty() { cs("") } else { seq(parts) }
+    };
+    // Before any: the first one written is argument `i`, every optional one before it left out.
+    let mut firsts = Vec::new();
+    for (i, (required, arg)) in args.iter().enumerate() {
+        firsts.push(seq(vec![arg.clone(), after(i + 1)]));
+        if *required {
+            return Ok(or(firsts));
+        }
+    }
+    Ok(optional(or(firsts)))
+}
+
+/// A Python string literal the schema's string keywords allow: one of its `enum` values (in
+/// single quotes, as `repr` writes them), else any string in either quote, its escapes those that
+/// stand for one character (`\\ \' \" \n \r \t`), of `minLength`..`maxLength` characters
+/// (`pattern` and `format` are not enforced).
+fn python_string(property: &Json) -> Json {
+    if let Some(values) = property.get("enum").and_then(Json::as_array) {
+        let quoted: Vec<Json> = values
+            .iter()
+            .filter_map(Json::as_str)
+            .map(|v| cs(&format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'").replace('\n', "\\n"))))
+            .collect();
+        if !quoted.is_empty() {
+            return or(quoted);
+        }
+    }
+    let bound = |key: &str| property.get(key).and_then(Json::as_u64);
+    let count = match (bound("minLength"), bound("maxLength")) {
+        (None, None) => "*".to_owned(),
+        (min, None) => format!("{{{},}}", min.unwrap_or(0)),
+        (min, Some(max)) => format!("{{{},{max}}}", min.unwrap_or(0)),
+    };
+    or(["'", "\""].into_iter().map(|q| regex(&format!(r#"{q}(?:[^{q}\\\n]|\\[\\'"nrt]){count}{q}"#))).collect())
+}
+
+/// A Python literal (a value as the template's `str()`/`repr` writes it) whose JSON reading the
+/// parser checks against `property`: numbers by the schema, `True`/`False`/`None`, strings in
+/// either quote with backslash escapes, lists, tuples and dicts of literals (their items not held
+/// to the schema: a documented narrowing of the check, not of the syntax).
+fn python_literal(typ: &str, property: &Json) -> Json {
+    const LITERAL: &str = r#"root ::= value
+value ::= str | num | "True" | "False" | "None" | list | tuple | dict
+str ::= "'" ([^'\\\n] | "\\" [^\n])* "'" | "\"" ([^"\\\n] | "\\" [^\n])* "\""
+num ::= "-"? [0-9]+ ("." [0-9]+)? ([eE] [+-]? [0-9]+)?
+ws ::= [ \t\n]*
+items ::= value (ws "," ws value)* (ws ",")?
+list ::= "[" ws items? ws "]"
+tuple ::= "(" ws items? ws ")"
+pair ::= value ws ":" ws value
+dict ::= "{" ws (pair (ws "," ws pair)* (ws ",")?)? ws "}"
+"#;
+    let literal = |start: &str| {
+        node("grammar", [("grammar", Json::from(LITERAL.replacen("root ::= value", &format!("root ::= {start}"), 1)))])
+    };
+    match typ {
+        "integer" | "number" => schema(property),
+        "boolean" => or(vec![cs("True"), cs("False")]),
+        "null" => cs("None"),
+        "string" => literal("str"),
+        "array" => or(vec![literal("list"), literal("tuple")]),
+        "object" => literal("dict"),
+        _ => literal("value"),
+    }
 }
 
 /// A non-string value as Python's `str()` writes it: numbers as JSON, `True`/`False`/`None`, and
