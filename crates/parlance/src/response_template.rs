@@ -127,13 +127,21 @@ fn tool_calls(format: &Format, tools: &ToolCallFormat, turn_end: &str) -> Result
         content
     };
     if format.tool_format == ToolFamily::Pythonic {
-        if section_start.is_empty() || section_end.is_empty() {
+        // `python-call-list` reads the list with its brackets: the region opens before the `[`.
+        let (Some(open), Some(end)) = (section_start.strip_suffix('['), section_end.strip_prefix(']')) else {
+            return Err(unsupported("Python calls not written as one list (`[f(), g()]`)".into()));
+        };
+        let open = open.trim_end();
+        if open.is_empty() {
             return Err(unsupported("Python calls without section markers".into()));
         }
         let each = json!({"type": "function", "function": {"name": "{name}", "arguments": "{arguments}"}});
+        // After the list's `]`, which stays in the content.
+        let close =
+            if end.trim().is_empty() { String::new() } else { format!(r"(?<=\])\s*{}\s*", esc(end.trim_start())) };
         return Ok(region(
-            format!(r"\s*{}", esc(section_start)),
-            close(section_end, None),
+            format!(r"\s*{}(?=\s*\[)", esc(open)),
+            close,
             json!({"content": "python-call-list", "transform": each, "transform_each": true}),
         ));
     }
