@@ -746,6 +746,9 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
             seq(vec![cs(quote), node("any_text", [("excludes", json!([quote]))]), cs(quote)])
         } else if python {
             python_value(typ, property)
+        } else if quote.chars().count() > 1 && !matches!(typ, "integer" | "number" | "boolean") {
+            // Gemma 4's literals: strings in its own quote inside containers, keys bare, `None`.
+            quoted_literal(typ, quote)
         } else {
             schema(property)
         };
@@ -873,6 +876,62 @@ fn python_string(property: &Json) -> Json {
         (min, Some(max)) => format!("{{{},{max}}}", min.unwrap_or(0)),
     };
     or(["'", "\""].into_iter().map(|q| regex(&format!(r#"{q}(?:[^{q}\\\n]|\\[\\'"nrt]){count}{q}"#))).collect())
+}
+
+/// A literal whose strings are delimited by a multi-character quote (Gemma 4's
+/// `[1,<|"|>two<|"|>]`, `{k:<|"|>v<|"|>}`, keys bare), as the parser reads it (`requote`): strings
+/// never hold the quote, numbers and booleans as JSON, null as `None` (Jinja's spelling) or
+/// `null`, but only `null` inside a container (the parser reads a container holding `None` as
+/// text); container items are not held to the schema.
+fn quoted_literal(typ: &str, quote: &str) -> Json {
+    if typ == "null" {
+        return or(vec![cs("None"), cs("null")]);
+    }
+    let string = |c: char| match c {
+        '"' | '\\' => format!("\"\\{c}\""),
+        c => format!("\"{c}\""),
+    };
+    let class = |c: char| match c {
+        ']' | '\\' | '^' | '-' | '[' => format!("\\{c}"),
+        '\n' => "\\n".to_owned(),
+        c => c.to_string(),
+    };
+    // Text without the quote: the states of matching it (k of its characters seen), none reaching
+    // the whole; any character outside it returns to the start.
+    let q: Vec<char> = quote.chars().collect();
+    let mut alphabet: Vec<char> = q.clone();
+    alphabet.sort_unstable();
+    alphabet.dedup();
+    let mut rules = String::new();
+    for k in 0..q.len() {
+        let mut alternatives = vec!["\"\"".to_owned()];
+        for &c in &alphabet {
+            let mut seen: Vec<char> = q[..k].to_vec();
+            seen.push(c);
+            let next = (0..=seen.len().min(q.len())).rev().find(|&l| seen.ends_with(&q[..l])).unwrap_or(0);
+            if next < q.len() {
+                alternatives.push(format!("{} b{next}", string(c)));
+            }
+        }
+        let others: String = alphabet.iter().map(|&c| class(c)).collect();
+        alternatives.push(format!("[^{others}] b0"));
+        rules.push_str(&format!("b{k} ::= {}\n", alternatives.join(" | ")));
+    }
+    let quoted: String = q.iter().map(|&c| string(c)).collect::<Vec<_>>().join(" ");
+    let start = match typ {
+        "string" => "str",
+        "array" => "list",
+        "object" => "dict",
+        _ => "value",
+    };
+    let grammar = format!(
+        "root ::= {start}\nvalue ::= str | num | \"true\" | \"false\" | \"null\" | list | dict\n\
+         str ::= {quoted} b0 {quoted}\nnum ::= \"-\"? [0-9]+ (\".\" [0-9]+)? ([eE] [+-]? [0-9]+)?\n\
+         ws ::= [ \\t\\n]*\nlist ::= \"[\" ws (value (ws \",\" ws value)*)? ws \"]\"\n\
+         key ::= [A-Za-z_] [A-Za-z0-9_]* | str\n\
+         dict ::= \"{{\" ws (key ws \":\" ws value (ws \",\" ws key ws \":\" ws value)*)? ws \"}}\"\n{rules}"
+    );
+    node("grammar", [("grammar", Json::from(grammar))])
 }
 
 /// A Python literal (a value as the template's `str()`/`repr` writes it) whose JSON reading the

@@ -2221,9 +2221,10 @@ impl Machine {
             }
             _ => None,
         };
-        // Strings inside a literal in a multi-character quote (Gemma 4's `[<|"|>a<|"|>]`).
+        // Strings inside a literal in a multi-character quote (Gemma 4's `[<|"|>a<|"|>]`), and its
+        // bare keys (`{k:1}`) whether or not a string is there.
         let quote = tools.string_quote.as_str();
-        let requoted = (!quoted && may_nest && quote.chars().count() > 1 && raw.contains(quote))
+        let requoted = (!quoted && may_nest && quote.chars().count() > 1)
             .then(|| requote(raw, quote))
             .flatten()
             .filter(|json| serde_json::from_str::<Json>(json).is_ok());

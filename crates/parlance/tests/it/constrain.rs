@@ -683,3 +683,36 @@ fn pythonic_calls_follow_the_schema() {
     assert_eq!(parsed.tool_calls.len(), 1);
     assert_eq!(parsed.tool_calls[0].arguments_value, Some(json!({"city": "a'b", "tags": ["x", 1]})));
 }
+
+/// Gemma 4's literals (`call:f{a:<|"|>v<|"|>,b:[1,<|"|>two<|"|>],c:{k:None}}`): strings in its
+/// own quote never hold it, containers hold such literals with bare keys, null is `None` (inside a
+/// container `null`, which the parser reads).
+#[test]
+fn gemma_literals_follow_its_quote() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let (template, options) = corpus_template(&corpus, "google-gemma-4-31B-it");
+    let format = analyze(&template, &options).unwrap();
+    let tool = json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+        "properties": {"s": {"type": "string"}, "n": {"type": "null"}, "l": {"type": "array"}, "o": {"type": "object"}}}}});
+    let request = ParseOptions { tools: vec![tool], tool_choice: ToolChoice::Required, ..ParseOptions::default() };
+    let vocab = byte_vocab();
+    let grammar = constrain::grammar_for(&format, &request, &vocab).unwrap();
+    let call = |args: &str| format!("<|tool_call>call:f{{{args}}}<tool_call|>");
+    let q = "<|\"|>";
+    for good in
+        [format!("s:{q}a <| b{q}"), format!("n:None,l:[1,{q}two{q},[true]],o:{{inner:{q}v{q},n:2,{q}k k{q}:null}}")]
+    {
+        assert_eq!(accepts(&vocab, &grammar, &call(&good)), Ok(true), "{good}");
+    }
+    for bad in [
+        format!("s:{q}a{q}b{q}"), // the quote inside a string
+        format!("l:[{q}open]"),   // a string that never closes
+        "n:nil".to_owned(),       // not a null
+        format!("o:[{q}x{q}]"),   // an array for an object
+        "o:{k:None}".to_owned(),  // `None` inside a container
+    ] {
+        assert_eq!(accepts(&vocab, &grammar, &call(&bad)), Ok(false), "{bad}");
+    }
+    let parsed = parlance::parse(&format, &request, &call(&format!("l:[1,{q}two{q}],o:{{k:null}}")));
+    assert_eq!(parsed.tool_calls[0].arguments_value, Some(json!({"l": [1, "two"], "o": {"k": null}})));
+}
