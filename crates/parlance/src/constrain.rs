@@ -745,7 +745,7 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
         } else if typ == "string" {
             seq(vec![cs(quote), node("any_text", [("excludes", json!([quote]))]), cs(quote)])
         } else if python {
-            python_value(typ, property)
+            python_literal(typ, property)
         } else if quote.chars().count() > 1 && !matches!(typ, "integer" | "number" | "boolean") {
             // Gemma 4's literals: strings in its own quote inside containers, keys bare, `None`.
             quoted_literal(typ, quote)
@@ -902,7 +902,8 @@ fn quoted_literal(typ: &str, quote: &str) -> Json {
     let mut alphabet: Vec<char> = q.clone();
     alphabet.sort_unstable();
     alphabet.dedup();
-    let mut rules = String::new();
+    let quoted: String = q.iter().map(|&c| string(c)).collect::<Vec<_>>().join(" ");
+    let mut strings = format!("str ::= {quoted} b0 {quoted}\n");
     for k in 0..q.len() {
         let mut alternatives = vec!["\"\"".to_owned()];
         for &c in &alphabet {
@@ -915,64 +916,50 @@ fn quoted_literal(typ: &str, quote: &str) -> Json {
         }
         let others: String = alphabet.iter().map(|&c| class(c)).collect();
         alternatives.push(format!("[^{others}] b0"));
-        rules.push_str(&format!("b{k} ::= {}\n", alternatives.join(" | ")));
+        strings.push_str(&format!("b{k} ::= {}\n", alternatives.join(" | ")));
     }
-    let quoted: String = q.iter().map(|&c| string(c)).collect::<Vec<_>>().join(" ");
-    let start = match typ {
-        "string" => "str",
-        "array" => "list",
-        "object" => "dict",
-        _ => "value",
-    };
-    let grammar = format!(
-        "root ::= {start}\nvalue ::= str | num | \"true\" | \"false\" | \"null\" | list | dict\n\
-         str ::= {quoted} b0 {quoted}\nnum ::= \"-\"? [0-9]+ (\".\" [0-9]+)? ([eE] [+-]? [0-9]+)?\n\
-         ws ::= [ \\t\\n]*\nlist ::= \"[\" ws (value (ws \",\" ws value)*)? ws \"]\"\n\
-         key ::= [A-Za-z_] [A-Za-z0-9_]* | str\n\
-         dict ::= \"{{\" ws (key ws \":\" ws value (ws \",\" ws key ws \":\" ws value)*)? ws \"}}\"\n{rules}"
-    );
-    node("grammar", [("grammar", Json::from(grammar))])
+    literal_grammar(typ, &strings, r#""true" | "false" | "null""#, false)
 }
 
 /// A Python literal (a value as the template's `str()`/`repr` writes it) whose JSON reading the
 /// parser checks against `property`: numbers by the schema, `True`/`False`/`None`, strings in
-/// either quote with backslash escapes, lists, tuples and dicts of literals (their items not held
-/// to the schema: a documented narrowing of the check, not of the syntax).
+/// either quote with the escapes that stand for one character, lists, tuples and dicts of literals
+/// (their items not held to the schema: a documented narrowing of the check, not of the syntax).
 fn python_literal(typ: &str, property: &Json) -> Json {
-    const LITERAL: &str = r#"root ::= value
-value ::= str | num | "True" | "False" | "None" | list | tuple | dict
-str ::= "'" ([^'\\\n] | "\\" [^\n])* "'" | "\"" ([^"\\\n] | "\\" [^\n])* "\""
-num ::= "-"? [0-9]+ ("." [0-9]+)? ([eE] [+-]? [0-9]+)?
-ws ::= [ \t\n]*
-items ::= value (ws "," ws value)* (ws ",")?
-list ::= "[" ws items? ws "]"
-tuple ::= "(" ws items? ws ")"
-pair ::= value ws ":" ws value
-dict ::= "{" ws (pair (ws "," ws pair)* (ws ",")?)? ws "}"
-"#;
-    let literal = |start: &str| {
-        node("grammar", [("grammar", Json::from(LITERAL.replacen("root ::= value", &format!("root ::= {start}"), 1)))])
-    };
     match typ {
         "integer" | "number" => schema(property),
         "boolean" => or(vec![cs("True"), cs("False")]),
         "null" => cs("None"),
-        "string" => literal("str"),
-        "array" => or(vec![literal("list"), literal("tuple")]),
-        "object" => literal("dict"),
-        _ => literal("value"),
+        _ => {
+            let strings = r#"str ::= "'" ([^'\\\n] | "\\" [\\'"nrt])* "'" | "\"" ([^"\\\n] | "\\" [\\'"nrt])* "\""
+"#;
+            literal_grammar(typ, strings, r#""True" | "False" | "None""#, true)
+        }
     }
 }
 
-/// A non-string value as Python's `str()` writes it: numbers as JSON, `True`/`False`/`None`, and
-/// containers (Python reprs, not JSON) as any text up to the value's end.
-fn python_value(typ: &str, property: &Json) -> Json {
-    match typ {
-        "integer" | "number" => schema(property),
-        "boolean" => or(vec![cs("True"), cs("False")]),
-        "null" => cs("None"),
-        _ => json!({"type": "any_text"}),
-    }
+/// An EBNF `grammar` node for one literal of JSON type `typ` (any literal when untyped): `strings`
+/// defines the rule `str`; `scalars` are the spellings of booleans and null; Python literals
+/// also have tuples and any literal as a dict key, the others bare names or strings as keys.
+fn literal_grammar(typ: &str, strings: &str, scalars: &str, python: bool) -> Json {
+    let start = match typ {
+        "string" => "str",
+        "array" if python => "list | tuple",
+        "array" => "list",
+        "object" => "dict",
+        _ => "value",
+    };
+    // Python allows a trailing comma; JSON, which the others are read as, does not.
+    let (tuple, key, trailing) =
+        if python { (" | tuple", "value", " (ws \",\")?") } else { ("", "[A-Za-z_] [A-Za-z0-9_]* | str", "") };
+    let grammar = format!(
+        "root ::= {start}\nvalue ::= str | num | {scalars} | list | dict{tuple}\n{strings}\
+         num ::= \"-\"? [0-9]+ (\".\" [0-9]+)? ([eE] [+-]? [0-9]+)?\nws ::= [ \\t\\n]*\n\
+         items ::= value (ws \",\" ws value)*{trailing}\nlist ::= \"[\" ws items? ws \"]\"\n\
+         tuple ::= \"(\" ws items? ws \")\"\nkey ::= {key}\n\
+         dict ::= \"{{\" ws (key ws \":\" ws value (ws \",\" ws key ws \":\" ws value)*)? ws \"}}\"\n"
+    );
+    node("grammar", [("grammar", Json::from(grammar))])
 }
 
 /// The tools a call may name: the named one, none under `none`, else all.

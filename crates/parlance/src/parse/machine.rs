@@ -166,6 +166,24 @@ impl Setup {
     }
 }
 
+/// The message as the caller sees it: offsets in the output itself (the prompt's output prefix
+/// was never the model's), reasoning and content set when not empty.
+fn assemble(mut message: ParsedMessage, reasoning: String, content: String, prefix_len: usize) -> ParsedMessage {
+    if prefix_len > 0 {
+        let shift = |at: usize| at.saturating_sub(prefix_len);
+        message.spans.retain_mut(|span| {
+            (span.start, span.end) = (shift(span.start), shift(span.end));
+            span.start < span.end
+        });
+        for issue in &mut message.issues {
+            issue.at = shift(issue.at);
+        }
+    }
+    message.reasoning_content = (!reasoning.is_empty()).then_some(reasoning);
+    message.content = (!content.is_empty()).then_some(content);
+    message
+}
+
 /// Whether the turn has ended, and how: text after it is reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TurnEnded {
@@ -457,31 +475,11 @@ impl Machine {
     }
 
     pub(crate) fn message(&self) -> ParsedMessage {
-        Machine {
-            message: self.message.clone(),
-            reasoning: self.reasoning.clone(),
-            content: self.content.clone(),
-            ..Machine::new(self.setup.clone())
-        }
-        .into_message()
+        assemble(self.message.clone(), self.reasoning.clone(), self.content.clone(), self.prefix_len)
     }
 
     pub(crate) fn into_message(self) -> ParsedMessage {
-        let mut message = self.message;
-        if self.prefix_len > 0 {
-            // Offsets in the output itself: the prefix's bytes were never the model's.
-            let shift = |at: usize| at.saturating_sub(self.prefix_len);
-            message.spans.retain_mut(|span| {
-                (span.start, span.end) = (shift(span.start), shift(span.end));
-                span.start < span.end
-            });
-            for issue in &mut message.issues {
-                issue.at = shift(issue.at);
-            }
-        }
-        message.reasoning_content = (!self.reasoning.is_empty()).then_some(self.reasoning);
-        message.content = (!self.content.is_empty()).then_some(self.content);
-        message
+        assemble(self.message, self.reasoning, self.content, self.prefix_len)
     }
 
     fn run(&mut self) {
@@ -552,12 +550,12 @@ impl Machine {
 
     /// Reasoning or content text `start..end` of the buffer, as written; a delta when streaming.
     fn text_piece(&mut self, reasoning: bool, start: usize, end: usize) {
-        let piece = &self.buf[start..end];
-        if !reasoning && self.turn_ended != TurnEnded::No && !self.text_after_turn_end && !piece.trim().is_empty() {
+        let after_turn_end = !reasoning && self.turn_ended != TurnEnded::No && !self.text_after_turn_end;
+        let text_at = start + leading_ws(&self.buf[start..end]);
+        if after_turn_end && text_at < end {
             // Said once, where the first text after the turn end starts, however it streams in.
             self.text_after_turn_end = true;
-            let at = start + leading_ws(piece);
-            self.issue(IssueKind::TextAfterTurnEnd, at, "text after the turn-end marker kept as content");
+            self.issue(IssueKind::TextAfterTurnEnd, text_at, "text after the turn-end marker kept as content");
         }
         let piece = &self.buf[start..end];
         if reasoning {

@@ -103,12 +103,6 @@ pub(crate) fn find_marker(text: &str, marker: &str) -> Option<(usize, usize)> {
     None
 }
 
-/// The longest text one match of `marker` may span (its whitespace runs are loose, each bounded).
-fn match_window(marker: &str) -> usize {
-    let runs = marker.split(|c: char| c.is_ascii_whitespace()).count().saturating_sub(1);
-    marker.len() + MAX_LOOSE_WS * runs
-}
-
 /// Where each marker's next occurrence lies in a buffer that only grows, so that a marker is never
 /// searched twice over the same bytes: a parser that looks for several markers at every step
 /// (the earliest wins) would otherwise rescan the rest of the output for each marker that is not
@@ -191,7 +185,7 @@ impl MarkerSearch {
                 // Consumed: nothing lies between, search on past it.
                 Some(_) => {}
                 // Only a match that the end of the buffer cut off may start before `upto`.
-                None => start = entry.upto.saturating_sub(match_window(marker)).max(from),
+                None => start = entry.upto.saturating_sub(hold_window(marker)).max(from),
             }
         }
         while !buf.is_char_boundary(start) {
@@ -203,7 +197,8 @@ impl MarkerSearch {
     }
 }
 
-/// The most bytes `marker_hold` may hold back for `marker`.
+/// The longest text one match of `marker` may span, whole or cut off at the end of the text (its
+/// whitespace runs are loose, each bounded): the most bytes `marker_hold` may hold back.
 pub(crate) fn hold_window(marker: &str) -> usize {
     let runs = marker.split(|c: char| c.is_ascii_whitespace()).filter(|p| !p.is_empty()).count();
     marker.len() + MAX_LOOSE_WS * runs.max(1)
