@@ -322,10 +322,12 @@ enum Phase {
         scan: JsonEnd,
         object_from: Option<usize>,
     },
-    /// The rest of a streamed JSON call object after its arguments.
+    /// The rest of a streamed JSON call object after its arguments, scanned from the object's
+    /// start. `broken`: where the object stopped being JSON; the call then ends at its end marker.
     JsonTail {
         from: usize,
         scan: JsonEnd,
+        broken: Option<usize>,
     },
     ArgsRaw {
         from: usize,
@@ -1426,7 +1428,7 @@ impl Machine {
             Phase::ArgsJson { from, emitted, scan, object_from } => {
                 self.args_json(section, (from, emitted, object_from), scan)
             }
-            Phase::JsonTail { from, mut scan } => match scan.scan(&self.buf[from..], self.eof) {
+            Phase::JsonTail { from, mut scan, broken: None } => match scan.scan(&self.buf[from..], self.eof) {
                 JsonScan::End(n) => {
                     self.span(SpanKind::Marker, self.pos, from + n);
                     self.pos = from + n;
@@ -1434,17 +1436,46 @@ impl Machine {
                     Ok(Step::Again)
                 }
                 JsonScan::More if !self.eof => {
-                    section.phase = Phase::JsonTail { from, scan };
+                    section.phase = Phase::JsonTail { from, scan, broken: None };
                     Ok(Step::Wait)
                 }
-                _ => {
+                JsonScan::More => {
+                    // The object never closed. If a call end came after the arguments, the model
+                    // went on past a broken object: the call ends there; else the output ended in it.
+                    match self.first_call_end(tools, self.pos) {
+                        Some(end) => Ok(self.end_broken_call_object(section, self.pos, end)),
+                        None => {
+                            let end = self.buf.len();
+                            self.span(SpanKind::Marker, self.pos, end);
+                            self.pos = end;
+                            self.issue(IssueKind::TruncatedCall, end, "the output ends inside a tool call object");
+                            self.close_call();
+                            self.state = State::Content;
+                            Ok(Step::Again)
+                        }
+                    }
+                }
+                JsonScan::Invalid(at) => {
+                    section.phase = Phase::JsonTail { from, scan, broken: Some(from + at) };
+                    Ok(Step::Again)
+                }
+            },
+            // The first end marker after the arguments ends the call, even one the broken object
+            // read as the inside of a string: past it the object was never closed.
+            Phase::JsonTail { from, scan, broken: Some(at) } => match self.first_call_end(tools, self.pos) {
+                Some(end) => Ok(self.end_broken_call_object(section, at, end)),
+                None if self.eof => {
                     let end = self.buf.len();
                     self.span(SpanKind::Marker, self.pos, end);
                     self.pos = end;
-                    self.issue(IssueKind::TruncatedCall, end, "the output ends inside a tool call object");
+                    self.issue(IssueKind::MalformedCall, at, "the tool call object is not JSON from here");
                     self.close_call();
                     self.state = State::Content;
                     Ok(Step::Again)
+                }
+                None => {
+                    section.phase = Phase::JsonTail { from, scan, broken: Some(at) };
+                    Ok(Step::Wait)
                 }
             },
             Phase::ArgsRaw { from, emitted, search } => self.args_raw(tools, section, (from, emitted, search)),
@@ -1777,7 +1808,7 @@ impl Machine {
                 self.pos = end;
                 section.calls += 1;
                 section.phase = match object_from {
-                    Some(object) => Phase::JsonTail { from: object, scan: JsonEnd::default() },
+                    Some(object) => Phase::JsonTail { from: object, scan: JsonEnd::strict(), broken: None },
                     None => Phase::CallEnd,
                 };
                 Ok(Step::Again)
@@ -1805,22 +1836,40 @@ impl Machine {
         }
     }
 
+    /// Where the first call end or section end marker at or after `from` begins, if one has come.
+    fn first_call_end(&mut self, tools: &ToolSyntax, from: usize) -> Option<usize> {
+        call_ends(tools).filter_map(|m| self.search.find(&self.buf, from, m).map(|(at, _)| at)).min()
+    }
+
+    /// Ends a call whose object broke at `broken` (after its arguments were read) at the end marker
+    /// found at `end`: the broken text is markup, the call is kept, and what follows is read as usual.
+    fn end_broken_call_object(&mut self, section: &mut Section, broken: usize, end: usize) -> Step {
+        let text_end = self.pos + self.buf[self.pos..end].trim_end().len();
+        self.span(SpanKind::Marker, self.pos, text_end);
+        self.span(SpanKind::Whitespace, text_end, end);
+        self.pos = end;
+        self.issue(
+            IssueKind::MalformedCall,
+            broken.min(end),
+            "the tool call object is not JSON from here; it ends at its end marker",
+        );
+        section.phase = Phase::CallEnd;
+        Step::Again
+    }
+
     fn args_raw(
         &mut self,
         tools: &ToolSyntax,
         section: &mut Section,
         (from, emitted, search): (usize, usize, usize),
     ) -> Result<Step, String> {
-        let ends: Vec<&str> =
-            [tools.call_end.as_str(), tools.section_end.as_str()].into_iter().filter(|m| !m.is_empty()).collect();
         let search_from = from + emitted;
         let look_from = search.max(search_from);
-        let found = ends.iter().filter_map(|m| self.search.find(&self.buf, look_from, m).map(|(a, _)| a)).min();
-        let end = match found {
+        let end = match self.first_call_end(tools, look_from) {
             Some(at) => at,
             None if self.eof => self.buf.len(),
             None => {
-                let hold = ends.iter().map(|m| marker_hold(&self.buf[look_from..], m)).max().unwrap_or(0);
+                let hold = call_ends(tools).map(|m| marker_hold(&self.buf[look_from..], m)).max().unwrap_or(0);
                 // Trailing whitespace waits: at the end it is trimmed.
                 let upto = search_from + self.buf[search_from..self.buf.len() - hold].trim_end().len();
                 let fragment = self.buf[search_from..upto].to_owned();
@@ -2386,6 +2435,11 @@ fn generated_id(seed: u64, index: usize) -> String {
 
 /// Whether JSON calls of these fields can stream: a flat object whose name comes first and whose
 /// arguments are an object (ids, nesting and string arguments need the whole object).
+/// The markers that may end a call: its own end, then its section's end.
+fn call_ends(tools: &ToolSyntax) -> impl Iterator<Item = &str> {
+    [tools.call_end.as_str(), tools.section_end.as_str()].into_iter().filter(|m| !m.is_empty())
+}
+
 fn streamable(fields: &crate::format::JsonCallFields) -> bool {
     fields.function.is_none()
         && fields.id.is_none()

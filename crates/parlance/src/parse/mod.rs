@@ -17,6 +17,10 @@
 //!   arguments, they are checked as JSON as they arrive: from the first byte that cannot continue a
 //!   JSON value, the arguments run as raw text to that marker (which they do not swallow);
 //!   without one, to where their brackets close;
+//! - a JSON call object that breaks after its arguments were read (a bracket left open, text
+//!   that is not JSON): the call is kept, the broken text up to the call's end marker is markup,
+//!   issue `malformed-call` where it broke; the content and calls after the marker are read as
+//!   usual; an object that never closes with an end marker after it ends there the same way;
 //! - JSON that breaks before a call's name was read is decided at the breaking byte, not at the
 //!   end of the output, so a stream goes on with the content after it at once;
 //! - output cut inside a call whose name was read (tagged and name-in-marker formats): the call is
@@ -310,6 +314,9 @@ pub enum IssueKind {
     MalformedArguments,
     /// The output ended inside a call: the call is kept with what was written.
     TruncatedCall,
+    /// A call object broken after its arguments were read (a bracket never closed, text that is
+    /// not JSON): the call is kept, the broken text up to the call's end marker is markup.
+    MalformedCall,
     /// The output ended inside reasoning.
     TruncatedReasoning,
     /// A call began while reasoning was open: reasoning ends there.
@@ -342,6 +349,7 @@ impl IssueKind {
             IssueKind::UnparsedCall => "unparsed-call",
             IssueKind::MalformedArguments => "malformed-arguments",
             IssueKind::TruncatedCall => "truncated-call",
+            IssueKind::MalformedCall => "malformed-call",
             IssueKind::TruncatedReasoning => "truncated-reasoning",
             IssueKind::UnclosedReasoning => "unclosed-reasoning",
             IssueKind::StrayReasoningEnd => "stray-reasoning-end",

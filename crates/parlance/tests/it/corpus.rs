@@ -1,4 +1,5 @@
-//! Where the shared corpus and tokenizers are: `PARLANCE_CORPUS` / `PARLANCE_TOKENIZERS` (a
+//! Where the shared corpus, tokenizers and hostile inputs are: `PARLANCE_CORPUS` /
+//! `PARLANCE_TOKENIZERS` / `PARLANCE_REPRO` (a
 //! missing folder named there fails the test), else `../shared/...` beside the project (tests skip,
 //! saying so, when it is absent).
 
@@ -18,6 +19,11 @@ fn shared(var: &str, leaf: &str) -> Option<PathBuf> {
         eprintln!("skipping: {leaf} not found at {} (set {var})", dir.display());
         None
     }
+}
+
+/// The hostile inputs that broke the project's promises (`shared/repro`), or `None` when absent.
+pub fn repro() -> Option<PathBuf> {
+    shared("PARLANCE_REPRO", "repro")
 }
 
 /// The chat-template corpus, or `None` (after saying so) when absent.

@@ -403,6 +403,57 @@ fn broken_json_is_decided_where_it_breaks() {
     }
 }
 
+// See: issue 19, item 5 (`shared/repro/brokentail.txt`, `parse_json_tail_depth_512.txt`).
+#[test]
+fn a_call_object_broken_after_its_arguments_ends_at_its_end_marker() {
+    let (Some(corpus), Some(repro)) = (corpus::corpus(), corpus::repro()) else { return };
+    let good = "<tool_call>\n{\"name\": \"g\", \"arguments\": {\"b\": 2}}\n</tool_call>";
+    // Ways an object can break after its arguments: a bracket left open, a key that is not a
+    // string, text that is not JSON, a string never closed, the repro's 512-deep tail.
+    let deep = std::fs::read_to_string(repro.join("parse_json_tail_depth_512.txt")).unwrap();
+    let deep_tail = deep.split_once("\"arguments\": {}").unwrap().1.split("\n</tool_call>").next().unwrap().to_owned();
+    let tails =
+        [", \"tags\": [\"x\"", ", \"tags\": {\"x\": [1", ", [[[", ", \"id\": 7 oops", ", \"note\": \"open", &deep_tail];
+    for id in ["Qwen-Qwen3-0.6B", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"] {
+        let (template, analyze_options) = crate::analyze::corpus_template(&corpus, id);
+        let format = analyze(&template, &analyze_options).unwrap();
+        let parser = Parser::new(&format, &ParseOptions::default());
+        for tail in &tails {
+            let text = format!(
+                "<tool_call>\n{{\"name\": \"f\", \"arguments\": {{\"a\": 1}}{tail}\n</tool_call>\nLet me also check.\n{good}"
+            );
+            let message = parser.parse(&text);
+            let calls: Vec<(&str, &str)> =
+                message.tool_calls.iter().map(|c| (c.name.as_str(), c.arguments.as_str())).collect();
+            assert_eq!(calls, [("f", "{\"a\": 1}"), ("g", "{\"b\": 2}")], "{id} {tail:.40}: {message:?}");
+            assert_eq!(message.content.as_deref(), Some("Let me also check."), "{id} {tail:.40}");
+            let kinds: Vec<&str> = message.issues.iter().map(|i| i.kind.as_str()).collect();
+            assert_eq!(kinds, ["malformed-call"], "{id} {tail:.40}");
+            // The issue points into the tail, where the object broke.
+            let at = message.issues[0].at;
+            assert!(at > text.find("{\"a\": 1}").unwrap() && at <= text.find("</tool_call>").unwrap(), "{id}: at {at}");
+            let chunkings: Vec<Vec<&str>> = [1, 7, 64]
+                .iter()
+                .map(|&n| text.as_bytes().chunks(n).map(|c| std::str::from_utf8(c).unwrap()).collect())
+                .collect();
+            for chunks in &chunkings {
+                assert_chunking_invariant(&parser, &text, chunks, id);
+            }
+        }
+        // Cut inside the object with no end marker after it, the output did end there.
+        let cut = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"tags\": [\"x\"";
+        let message = parser.parse(cut);
+        assert_eq!(message.tool_calls.len(), 1, "{id}");
+        assert!(message.issues.iter().any(|i| i.kind == "truncated-call"), "{id}: {message:?}");
+    }
+    let text = std::fs::read_to_string(repro.join("brokentail.txt")).unwrap();
+    let (template, analyze_options) = crate::analyze::corpus_template(&corpus, "Qwen-Qwen3-0.6B");
+    let parser = Parser::new(&analyze(&template, &analyze_options).unwrap(), &ParseOptions::default());
+    let message = parser.parse(&text);
+    assert_eq!(message.tool_calls.len(), 2, "{message:?}");
+    assert_eq!(message.content.as_deref(), Some("Let me also check the time."));
+}
+
 #[test]
 fn a_call_opener_without_its_section_start_opens_the_section() {
     // Kimi-K2's calls sit in `<|tool_calls_section_begin|>`…; a model may leave it out.
