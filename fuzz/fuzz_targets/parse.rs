@@ -66,6 +66,7 @@ fuzz_target!(|data: &[u8]| {
         separate_reasoning: Some(data[2] & 2 == 0),
         tools: vec![serde_json::json!({"type": "function", "function": {"name": "get_weather",
             "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}})],
+        id_seed: Some(0),
         ..ParseOptions::default()
     };
     let parser = Parser::new(format, &options);

@@ -159,9 +159,13 @@ struct ParseArgs {
     /// whether output starts inside reasoning); default: the template's default prompt.
     #[arg(long, value_parser = ["on", "off"])]
     thinking: Option<String>,
-    /// Stream the input in chunks of N bytes (at character boundaries) and include the deltas.
-    #[arg(long, value_name = "N")]
-    chunk: Option<usize>,
+    /// Stream the input in chunks of N bytes (at character boundaries) as it arrives on stdin,
+    /// writing each delta out as the parser makes it (the message's `deltas`, first).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    chunk: Option<u32>,
+    /// Seed of the ids of calls the model wrote without one (default: fresh ids on every run).
+    #[arg(long, value_name = "SEED")]
+    id_seed: Option<u64>,
     /// Template variable set on every probe render, `NAME=VALUE`.
     #[arg(long = "var", value_name = "NAME=VALUE")]
     vars: Vec<String>,
@@ -421,43 +425,158 @@ pub(crate) fn request_options(
 
 fn parse(args: ParseArgs) -> anyhow::Result<()> {
     let (_, format) = analyzed(&args.template, &args.vars)?;
-    let options = request_options(&format, args.tools.as_deref(), &args.tool_choice, args.thinking.as_deref())?;
-    let input = String::from_utf8(read_stdin()?).context("stdin is not UTF-8")?;
+    let mut options = request_options(&format, args.tools.as_deref(), &args.tool_choice, args.thinking.as_deref())?;
+    options.id_seed = args.id_seed;
     let parser = parlance::Parser::new(&format, &options);
-    let (message, deltas) = match args.chunk {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let message = match args.chunk {
         Some(n) => {
+            // Deltas go out as they come (a stream of 18 MB in 1-byte chunks makes millions):
+            // the document opens with them and the message follows once the input has ended.
+            write!(out, "{{\n  \"deltas\": [")?;
             let mut stream = parser.stream();
-            let mut deltas = Vec::new();
-            let mut rest = input.as_str();
-            while !rest.is_empty() {
-                let mut cut = n.max(1).min(rest.len());
-                while !rest.is_char_boundary(cut) {
-                    cut += 1;
-                }
-                deltas.extend(stream.push(&rest[..cut]));
-                rest = &rest[cut..];
-            }
-            deltas.extend(stream.finish());
-            (stream.message(), Some(deltas))
+            let mut first = true;
+            let mut write_deltas =
+                |out: &mut std::io::BufWriter<_>, deltas: Vec<parlance::Delta>| -> anyhow::Result<()> {
+                    for delta in deltas {
+                        write!(
+                            out,
+                            "{}\n    {}",
+                            if first { "" } else { "," },
+                            serde_json::to_string(&delta.to_openai())?
+                        )?;
+                        first = false;
+                    }
+                    Ok(())
+                };
+            for_each_stdin_chunk(n as usize, |chunk| write_deltas(&mut out, stream.push(chunk)))?;
+            write_deltas(&mut out, stream.finish())?;
+            write!(out, "\n  ],")?;
+            stream.message()
         }
-        None => (parser.parse(&input), None),
+        None => {
+            let input = String::from_utf8(read_stdin()?).context("stdin is not UTF-8")?;
+            write!(out, "{{")?;
+            parser.parse(&input)
+        }
     };
-    let mut out = serde_json::json!({
-        "role": "assistant",
-        "content": message.content,
-        "reasoning_content": message.reasoning_content,
-        "tool_calls": message.tool_calls.iter().map(|c| serde_json::json!({
-            "index": c.index, "id": c.id, "type": "function",
-            "function": {"name": c.name, "arguments": c.arguments},
-        })).collect::<Vec<_>>(),
-        "truncated_reasoning": message.truncated_reasoning,
-        "issues": message.issues,
-        "spans": message.spans,
-    });
-    if let Some(deltas) = deltas {
-        out["deltas"] = deltas.iter().map(parlance::Delta::to_openai).collect();
+    // The message's fields, pretty, inside the object opened above, written as they serialize
+    // (a Value tree of millions of spans would cost gigabytes).
+    let body = ParseOutput {
+        role: "assistant",
+        content: &message.content,
+        reasoning_content: &message.reasoning_content,
+        tool_calls: message
+            .tool_calls
+            .iter()
+            .map(|c| WireCall {
+                index: c.index,
+                id: &c.id,
+                kind: "function",
+                function: WireFunction { name: &c.name, arguments: &c.arguments },
+            })
+            .collect(),
+        truncated_reasoning: message.truncated_reasoning,
+        issues: &message.issues,
+        spans: &message.spans,
+    };
+    serde_json::to_writer_pretty(SkipFirstByte { inner: &mut out, skipped: false }, &body)?;
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// `parse`'s output: the message in the OpenAI shape, with the parser's issues and spans.
+#[derive(serde::Serialize)]
+struct ParseOutput<'a> {
+    role: &'static str,
+    content: &'a Option<String>,
+    reasoning_content: &'a Option<String>,
+    tool_calls: Vec<WireCall<'a>>,
+    truncated_reasoning: bool,
+    issues: &'a [parlance::parse::Issue],
+    spans: &'a [parlance::parse::Span],
+}
+
+#[derive(serde::Serialize)]
+struct WireCall<'a> {
+    index: usize,
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+/// A writer that drops the first byte written to it: an object's `{` when its fields continue an
+/// object already opened.
+struct SkipFirstByte<W> {
+    inner: W,
+    skipped: bool,
+}
+
+impl<W: std::io::Write> std::io::Write for SkipFirstByte<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !self.skipped && !buf.is_empty() {
+            self.skipped = true;
+            return self.inner.write(&buf[1..]).map(|n| n + 1);
+        }
+        self.inner.write(buf)
     }
-    writeln!(std::io::stdout().lock(), "{}", serde_json::to_string_pretty(&out)?)?;
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Reads stdin as it arrives (within `--max-input-bytes`) and hands it on in pieces of `n` bytes,
+/// each cut at a character boundary.
+fn for_each_stdin_chunk(n: usize, mut push: impl FnMut(&str) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    use std::io::Read as _;
+    let max = parlance::template::max_input_file_bytes();
+    let mut stdin = std::io::stdin().lock();
+    let mut block = vec![0u8; 64 * 1024];
+    let mut pending: Vec<u8> = Vec::new();
+    let mut total: u64 = 0;
+    loop {
+        let read = match stdin.read(&mut block) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err).context("reading stdin"),
+        };
+        total += read as u64;
+        if total > max {
+            bail!("stdin: above the input limit of {max} bytes (raise it with --max-input-bytes)");
+        }
+        pending.extend_from_slice(&block[..read]);
+        // Whole characters go on; a character cut by the read waits for the rest of it.
+        let valid = match std::str::from_utf8(&pending) {
+            Ok(text) => text.len(),
+            Err(err) if err.error_len().is_none() => err.valid_up_to(),
+            Err(err) => bail!("stdin is not UTF-8 at byte {}", total as usize - pending.len() + err.valid_up_to()),
+        };
+        let text = std::str::from_utf8(&pending[..valid]).expect("checked above");
+        let mut rest = text;
+        while !rest.is_empty() {
+            let mut cut = n.min(rest.len());
+            while !rest.is_char_boundary(cut) {
+                cut += 1;
+            }
+            push(&rest[..cut])?;
+            rest = &rest[cut..];
+        }
+        pending.drain(..valid);
+    }
+    if !pending.is_empty() {
+        bail!("stdin is not UTF-8: it ends inside a character");
+    }
     Ok(())
 }
 

@@ -155,19 +155,50 @@ fn parse_reads_stdin_and_streams_the_same_message() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
-    let whole = run(&[]);
+    let whole = run(&["--id-seed", "1"]);
     assert_eq!(whole["reasoning_content"], "weighing it");
     assert_eq!(whole["content"], "Sure.");
     assert_eq!(whole["tool_calls"][0]["function"]["name"], "f");
     assert_eq!(whole["tool_calls"][0]["function"]["arguments"], "{\"a\": 1}");
-    let streamed = run(&["--chunk", "3"]);
-    for key in ["content", "reasoning_content", "tool_calls", "spans"] {
+    let streamed = run(&["--chunk", "3", "--id-seed", "1"]);
+    for key in ["content", "reasoning_content", "tool_calls", "spans", "issues"] {
         assert_eq!(streamed[key], whole[key], "{key}");
     }
+    // Unseeded runs give their calls fresh ids.
+    assert_ne!(run(&[])["tool_calls"][0]["id"], run(&[])["tool_calls"][0]["id"]);
     let deltas = streamed["deltas"].as_array().unwrap();
     let arguments: String =
         deltas.iter().filter_map(|d| d["tool_calls"][0]["function"]["arguments"].as_str()).collect();
     assert_eq!(arguments, "{\"a\": 1}");
+}
+
+// See: issue 19 (item 6, and a bare message array as the conversation).
+#[test]
+fn parse_refuses_chunk_zero_and_render_takes_a_bare_message_array() {
+    let Some(corpus) = corpus() else { return };
+    let template = corpus.join("templates/Qwen-Qwen3-0.6B.jinja");
+    let out = parlance().args(["parse", "--chunk", "0", "--template"]).arg(&template).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--chunk"));
+    let dir = std::env::temp_dir().join(format!("parlance-bare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bare = dir.join("bare.json");
+    std::fs::write(&bare, r#"[{"role": "user", "content": "hi"}]"#).unwrap();
+    let out =
+        parlance().args(["render", "--template"]).arg(&template).arg("--conversation").arg(&bare).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim_end(), "<|im_start|>user\nhi<|im_end|>");
+    let scalar = dir.join("scalar.json");
+    std::fs::write(&scalar, "\"hi\"").unwrap();
+    let out =
+        parlance().args(["render", "--template"]).arg(&template).arg("--conversation").arg(&scalar).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("or an array of messages"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

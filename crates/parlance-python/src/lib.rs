@@ -199,6 +199,7 @@ fn parse_options(
     tool_choice: &Bound<'_, PyAny>,
     parallel_tool_calls: bool,
     thinking: Option<bool>,
+    id_seed: Option<u64>,
 ) -> PyResult<parlance::ParseOptions> {
     let tool_choice = match to_json(py, tool_choice, "tool_choice")? {
         Json::String(name) => parlance::parse::ToolChoice::from_name(&name),
@@ -208,6 +209,7 @@ fn parse_options(
         tools: json_list(py, tools, "tools")?.unwrap_or_default(),
         tool_choice,
         parallel_tool_calls: Some(parallel_tool_calls),
+        id_seed,
         ..Default::default()
     };
     Ok(options.with_thinking(format, thinking))
@@ -235,9 +237,10 @@ impl Parser {
     /// `template_or_format`: a `ChatTemplate` (analyzed here) or a `Format`. `tool_choice`: `"auto"`,
     /// `"none"`, `"required"`, a function name, or an OpenAI `tool_choice` dict (`allowed_tools`
     /// too). `thinking`: whether the request switched thinking on or off (`None`: the template's
-    /// default prompt), which decides whether output starts inside reasoning.
+    /// default prompt), which decides whether output starts inside reasoning. `id_seed`: seed of the
+    /// ids of calls the model wrote without one (`None`: fresh ids for every output).
     #[new]
-    #[pyo3(signature = (template_or_format, tools=None, tool_choice=None, parallel_tool_calls=true, thinking=None))]
+    #[pyo3(signature = (template_or_format, tools=None, tool_choice=None, parallel_tool_calls=true, thinking=None, id_seed=None))]
     fn new(
         py: Python<'_>,
         template_or_format: &Bound<'_, PyAny>,
@@ -245,6 +248,7 @@ impl Parser {
         tool_choice: Option<&Bound<'_, PyAny>>,
         parallel_tool_calls: bool,
         thinking: Option<bool>,
+        id_seed: Option<u64>,
     ) -> PyResult<Parser> {
         let format = if let Ok(format) = template_or_format.cast::<Format>() {
             format.get().inner.clone()
@@ -255,7 +259,7 @@ impl Parser {
         };
         let auto = pyo3::types::PyString::new(py, "auto");
         let choice = tool_choice.cloned().unwrap_or_else(|| auto.into_any());
-        let options = parse_options(py, &format, tools, &choice, parallel_tool_calls, thinking)?;
+        let options = parse_options(py, &format, tools, &choice, parallel_tool_calls, thinking, id_seed)?;
         Ok(Parser { inner: parlance::Parser::new(&format, &options) })
     }
 

@@ -47,7 +47,7 @@ def test_parse_gives_an_openai_message(corpus):
 
 def test_stream_adds_up_to_the_whole_parse(corpus):
     fmt = parlance.analyze(qwen(corpus))
-    parser = parlance.Parser(fmt, tools=TOOLS)
+    parser = parlance.Parser(fmt, tools=TOOLS, id_seed=7)
     whole = parser.parse(OUTPUT)
     rng = random.Random(7)
     for _ in range(20):

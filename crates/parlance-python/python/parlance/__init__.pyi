@@ -59,7 +59,9 @@ class Parser:
         tool_choice: Union[str, dict[str, Any], None] = None,
         parallel_tool_calls: bool = True,
         thinking: Optional[bool] = None,
-    ) -> None: ...
+        id_seed: Optional[int] = None,
+    ) -> None:
+        """`id_seed`: seed of the ids of calls written without one (`None`: fresh ids per output)."""
     def parse(self, text: str) -> dict[str, Any]:
         """`content`, `reasoning_content`, `tool_calls` (arguments as JSON text) and `issues`."""
     def stream(self) -> Stream: ...

@@ -74,7 +74,8 @@ pub(crate) struct Setup {
     /// `Format::output_prefix` when this request's prompt ends with it: read before the output as
     /// its first bytes, though they are not the output's (spans and offsets leave them out).
     output_prefix: String,
-    id_seed: u64,
+    /// The caller's seed of generated call ids; `None`: a fresh one for each output.
+    id_seed: Option<u64>,
     /// The markers content looks for, with what each is, for each state content may be in:
     /// before the turn end without calls, the same with calls, after a section end that ended the
     /// turn, after the turn end.
@@ -410,6 +411,8 @@ pub(crate) struct Machine {
     /// Unseparated reasoning just ended: a content opener right after it is a marker (Command-R7B's
     /// `<|END_THINKING|><|START_RESPONSE|>`), though the reasoning stays in content.
     opener_pending: bool,
+    /// Seed of the call ids generated for this output.
+    id_seed: u64,
 }
 
 enum Step {
@@ -424,6 +427,7 @@ impl Machine {
         let buf = setup.output_prefix.clone();
         Machine {
             prefix_len: buf.len(),
+            id_seed: setup.id_seed.unwrap_or_else(fresh_id_seed),
             setup,
             buf,
             pos: 0,
@@ -1731,7 +1735,7 @@ impl Machine {
     fn begin_call(&mut self, name: String, id: Option<String>) {
         let index = self.message.tool_calls.len();
         let id_generated = id.as_deref().is_none_or(str::is_empty);
-        let id = id.filter(|i| !i.is_empty()).unwrap_or_else(|| generated_id(self.setup.id_seed, index));
+        let id = id.filter(|i| !i.is_empty()).unwrap_or_else(|| generated_id(self.id_seed, index));
         self.check_tool(&name, self.pos);
         if self.streaming {
             self.deltas.push(Delta::ToolCallStart { index, id: id.clone(), name: name.clone() });
@@ -2340,7 +2344,7 @@ impl Machine {
     fn emit_json_call(&mut self, call: JsonCall, at: usize) {
         let index = self.message.tool_calls.len();
         let id_generated = call.id.is_none();
-        let id = call.id.unwrap_or_else(|| generated_id(self.setup.id_seed, index));
+        let id = call.id.unwrap_or_else(|| generated_id(self.id_seed, index));
         self.check_tool(&call.name, at);
         if self.streaming {
             self.deltas.push(Delta::ToolCallStart { index, id: id.clone(), name: call.name.clone() });
@@ -2424,6 +2428,14 @@ fn is_name_char(c: char) -> bool {
     c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | '@' | '$')
 }
 
+/// A seed no other output of this process gets (std's per-instance random hash keys, over a
+/// counter), so unseeded responses do not share call ids.
+fn fresh_id_seed() -> u64 {
+    use std::hash::BuildHasher as _;
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    std::collections::hash_map::RandomState::new().hash_one(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
 /// A deterministic call id: a function of the seed and the call index.
 fn generated_id(seed: u64, index: usize) -> String {
     let mut x = seed ^ 0x5851_F42D_4C95_7F2D ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -2433,13 +2445,13 @@ fn generated_id(seed: u64, index: usize) -> String {
     format!("call_{x:016x}")
 }
 
-/// Whether JSON calls of these fields can stream: a flat object whose name comes first and whose
-/// arguments are an object (ids, nesting and string arguments need the whole object).
 /// The markers that may end a call: its own end, then its section's end.
 fn call_ends(tools: &ToolSyntax) -> impl Iterator<Item = &str> {
     [tools.call_end.as_str(), tools.section_end.as_str()].into_iter().filter(|m| !m.is_empty())
 }
 
+/// Whether JSON calls of these fields can stream: a flat object whose name comes first and whose
+/// arguments are an object (ids, nesting and string arguments need the whole object).
 fn streamable(fields: &crate::format::JsonCallFields) -> bool {
     fields.function.is_none()
         && fields.id.is_none()

@@ -231,9 +231,11 @@ pub struct ParseOptions {
     /// Markers that end the turn besides the Format's turn end (the tokenizer's EOS, e.g. `</s>`,
     /// when the engine returns it): text after one is reported.
     pub stop_markers: Vec<String>,
-    /// Seed of generated call ids (used when the model writes none): ids are a function of the
-    /// seed and the call index, so a re-render is reproducible.
-    pub id_seed: u64,
+    /// Seed of generated call ids (used when the model writes none). `None` (the default): each
+    /// output (each `parse`, each `stream`) draws its own, so responses do not share ids, as
+    /// OpenAI's do not. `Some(seed)`: ids are a function of the seed and the call index, the same
+    /// on every parse (reproducible re-renders, tests that compare two parses).
+    pub id_seed: Option<u64>,
 }
 
 impl ParseOptions {

@@ -279,7 +279,7 @@ impl<'a> Sim<'a> {
         let parse_options = ParseOptions {
             tools: sim.tools.clone(),
             generation_prompt,
-            id_seed: options.seed,
+            id_seed: Some(options.seed),
             ..ParseOptions::default()
         };
         sim.parser = Parser::new(format, &parse_options);

@@ -66,7 +66,7 @@ pub enum TemplateError {
         message: String,
     },
     /// Rendering failed (type error, undefined value on a strict path, unknown filter, ...).
-    #[error("{}:{line}: {}", shown(name), shown(message))]
+    #[error("{}: {}", located(&shown(name), *line), shown(message))]
     Render {
         /// The template's name.
         name: String,
@@ -77,7 +77,7 @@ pub enum TemplateError {
     },
     /// A render limit was reached: the template loops too long, recurses too deep or produces too
     /// much text.
-    #[error("{name}:{line}: {what} limit reached ({limit}); the template is too expensive to render")]
+    #[error("{}: {what} limit reached ({limit}); the template is too expensive to render", located(name, *line))]
     Limit {
         /// The template's name.
         name: String,
@@ -98,6 +98,12 @@ impl TemplateError {
     pub(crate) fn json(path: impl Into<PathBuf>, err: &serde_json::Error) -> TemplateError {
         TemplateError::Json { path: path.into(), line: err.line(), column: err.column(), message: err.to_string() }
     }
+}
+
+/// `name:line`, or the name alone where the line is unknown (0): a limit hit by the allocator or the
+/// clock is not at any line.
+fn located(name: &str, line: usize) -> String {
+    if line == 0 { name.to_owned() } else { format!("{name}:{line}") }
 }
 
 /// Most bytes of a template's (or an input's) own text an error shows.

@@ -43,7 +43,7 @@ use value::{REASONING_FIELDS, message_value, to_value};
 /// Bounds on what rendering one conversation may cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RenderLimits {
-    /// Template instructions per render; default 10,000,000 (a real template needs well under 100,000).
+    /// Template instructions per render; default 20,000,000 (a real template needs well under 100,000).
     pub fuel: u64,
     /// Nesting depth of macro calls, includes and recursive loops; default 128.
     pub recursion: usize,

@@ -1,5 +1,5 @@
 //! The render request file: `{"messages", "tools", "documents", "kwargs", "add_generation_prompt",
-//! "continue_final_message"}`, as in the corpus's conversation fixtures.
+//! "continue_final_message"}`, as in the corpus's conversation fixtures, or a bare array of messages.
 
 use std::path::Path;
 
@@ -34,9 +34,19 @@ pub struct RenderRequest {
 }
 
 impl RenderRequest {
-    /// Parses a request; errors name `label` with the line and column.
+    /// Parses a request, or a bare JSON array of messages (what `apply_chat_template` takes as
+    /// its first argument); errors name `label` with the line and column.
     pub fn from_json(label: &Path, text: &str) -> Result<RenderRequest, TemplateError> {
-        serde_json::from_str(text).map_err(|e| TemplateError::json(label, &e))
+        match text.trim_start().as_bytes().first() {
+            Some(b'[') => serde_json::from_str(text)
+                .map(|messages| RenderRequest { messages, ..RenderRequest::default() })
+                .map_err(|e| TemplateError::json(label, &e)),
+            Some(b'{') => serde_json::from_str(text).map_err(|e| TemplateError::json(label, &e)),
+            _ => Err(TemplateError::Request(format!(
+                "{}: expected a request object ({{\"messages\": [...], \"tools\": ...}}) or an array of messages",
+                label.display()
+            ))),
+        }
     }
 
     /// Reads and parses a request file.

@@ -53,8 +53,14 @@ fn stream(parser: &Parser, chunks: &[&str]) -> (ParsedMessage, Vec<Delta>) {
 
 /// Streaming `text` in `chunks` gives the whole parse, and the deltas add up to it.
 pub(crate) fn assert_chunking_invariant(parser: &Parser, text: &str, chunks: &[&str], what: &str) {
+    // Unseeded parsers give each output its own call ids: compare the rest.
+    let without_ids = |mut message: ParsedMessage| {
+        message.tool_calls.iter_mut().filter(|c| c.id_generated).for_each(|c| c.id.clear());
+        message
+    };
     let whole = parser.parse(text);
     let (streamed, deltas) = stream(parser, chunks);
+    let (whole, streamed) = (without_ids(whole), without_ids(streamed));
     if streamed != whole {
         panic!(
             "{what}: streamed in {chunks:?} differs from the whole parse of {text:?}:\nstreamed {streamed:?}\nwhole    {whole:?}"
@@ -452,6 +458,32 @@ fn a_call_object_broken_after_its_arguments_ends_at_its_end_marker() {
     let message = parser.parse(&text);
     assert_eq!(message.tool_calls.len(), 2, "{message:?}");
     assert_eq!(message.content.as_deref(), Some("Let me also check the time."));
+}
+
+// See: issue 19 (call ids unique per response unless seeded).
+#[test]
+fn generated_call_ids_differ_per_output_unless_seeded() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let (template, analyze_options) = crate::analyze::corpus_template(&corpus, "Qwen-Qwen3-0.6B");
+    let format = analyze(&template, &analyze_options).unwrap();
+    let text = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n\
+                <tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>";
+    let ids = |parser: &Parser| -> Vec<String> { parser.parse(text).tool_calls.into_iter().map(|c| c.id).collect() };
+    let unseeded = Parser::new(&format, &ParseOptions::default());
+    let (first, second) = (ids(&unseeded), ids(&unseeded));
+    assert_eq!(first.len(), 2);
+    assert_ne!(first[0], first[1], "two calls of one output share an id");
+    assert!(first.iter().all(|id| !second.contains(id)), "two outputs share ids: {first:?} {second:?}");
+    let mut streamed = unseeded.stream();
+    streamed.push(text);
+    streamed.finish();
+    assert!(streamed.message().tool_calls.iter().all(|c| !first.contains(&c.id)), "a stream reuses ids");
+    let seeded = Parser::new(&format, &ParseOptions { id_seed: Some(42), ..ParseOptions::default() });
+    assert_eq!(ids(&seeded), ids(&seeded), "a seed gives the same ids every time");
+    assert_ne!(
+        ids(&seeded),
+        ids(&Parser::new(&format, &ParseOptions { id_seed: Some(43), ..ParseOptions::default() }))
+    );
 }
 
 #[test]
