@@ -16,7 +16,7 @@ use super::scan::{
     JsonEnd, JsonScan, MarkerSearch, find_marker, hold_window, leading_ws, marker_hold, starts_with_marker,
 };
 use super::syntax::{Syntax, ToolSyntax};
-use super::values::{Converted, NestedTags, convert, nested, requote};
+use super::values::{Converted, NestedTags, convert, nested, requote, written_json};
 use super::{Delta, Issue, IssueKind, ParseOptions, ParsedMessage, ParsedToolCall, Span, SpanKind, ToolChoice};
 use crate::format::{Format, ReasoningMode};
 
@@ -2302,7 +2302,13 @@ impl Machine {
             }
         };
         let key = Json::String(name.to_owned()).to_string();
-        let fragment = format!("{}{key}: {value}", if count == 0 { "{" } else { ", " });
+        // A value the model wrote as JSON goes into the arguments as written (compacted), so no
+        // digit of a number is lost to f64 (`123456789012345678901234567890`, `1.10`).
+        let written = (!value.is_string()).then(|| written_json(requoted.as_deref().unwrap_or(raw), &value)).flatten();
+        let fragment = match written {
+            Some(text) => format!("{}{key}: {text}", if count == 0 { "{" } else { ", " }),
+            None => format!("{}{key}: {value}", if count == 0 { "{" } else { ", " }),
+        };
         self.push_arguments(&fragment);
     }
 

@@ -121,6 +121,33 @@ pub(crate) fn convert(raw: &str, quoted: bool, schema: Option<&Json>, python: bo
     }
 }
 
+/// `raw` as compact JSON text with every token as written (numbers keep all their digits, strings
+/// their escapes), when `raw` is the JSON text of `value`; `None` when it is not JSON (a Python
+/// literal, nested tags), and the caller serializes `value` instead.
+pub(crate) fn written_json(raw: &str, value: &Json) -> Option<String> {
+    let text = raw.trim();
+    if serde_json::from_str::<Json>(text).ok().as_ref() != Some(value) {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            in_string = c == '"';
+            out.push(c);
+        }
+    }
+    Some(out)
+}
+
 /// Reads a JSON literal, or (when `python`) a Python literal as `str()`/`repr` prints it.
 pub(crate) fn read_literal(text: &str, python: bool) -> Option<Json> {
     if let Ok(value) = serde_json::from_str::<Json>(text) {
@@ -459,6 +486,19 @@ mod tests {
         assert_eq!(convert("true", false, None, false), Converted::Fits(json!(true)));
         assert_eq!(convert("hello", false, None, false), Converted::Fits(json!("hello")));
         assert_eq!(convert("1", true, Some(&int), false), Converted::Fits(json!("1")));
+    }
+
+    #[test]
+    fn values_written_as_json_keep_every_digit() {
+        let big = "123456789012345678901234567890";
+        let value: Json = serde_json::from_str(big).unwrap();
+        assert_eq!(written_json(&format!("  {big}\n"), &value).as_deref(), Some(big));
+        let text = "{ \"a\" : [1.10, 2e3],\n \"s\": \"x \\\" \\u00e9 y\" }";
+        let value: Json = serde_json::from_str(text).unwrap();
+        assert_eq!(written_json(text, &value).as_deref(), Some("{\"a\":[1.10,2e3],\"s\":\"x \\\" \\u00e9 y\"}"));
+        // Not the JSON of the value (a Python literal read as JSON): serialized by the caller.
+        assert_eq!(written_json("[1, 'a']", &json!([1, "a"])), None);
+        assert_eq!(written_json("2", &json!(3)), None);
     }
 
     #[test]

@@ -486,6 +486,47 @@ fn generated_call_ids_differ_per_output_unless_seeded() {
     );
 }
 
+// See: issue 24, item 5 (no lost digits in tagged arguments).
+#[test]
+fn tagged_numbers_keep_every_digit_the_model_wrote() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let tools = vec![json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+        "properties": {"n": {"type": "integer"}, "x": {"type": "number"}, "v": {"type": "array"}}}}})];
+    let big = "123456789012345678901234567890";
+    let outputs = [
+        (
+            "Qwen3-Coder",
+            format!(
+                "<tool_call>\n<function=f>\n<parameter=n>\n{big}\n</parameter>\n<parameter=x>\n1.10\n</parameter>\n\
+                 <parameter=v>\n[{big}, 2e3]\n</parameter>\n</function>\n</tool_call>"
+            ),
+        ),
+        (
+            "GLM-4.6",
+            format!(
+                "<tool_call>f\n<arg_key>n</arg_key>\n<arg_value>{big}</arg_value>\n<arg_key>x</arg_key>\n\
+                 <arg_value>1.10</arg_value>\n<arg_key>v</arg_key>\n<arg_value>[{big}, 2e3]</arg_value>\n</tool_call>"
+            ),
+        ),
+    ];
+    for (id, output) in outputs {
+        let (template, analyze_options) = crate::analyze::corpus_template(&corpus, id);
+        let format = analyze(&template, &analyze_options).unwrap();
+        let parser = Parser::new(&format, &ParseOptions { tools: tools.clone(), ..ParseOptions::default() });
+        let message = parser.parse(&output);
+        assert_eq!(message.tool_calls.len(), 1, "{id}: {message:?}");
+        let arguments = &message.tool_calls[0].arguments;
+        assert_eq!(arguments, &format!("{{\"n\": {big}, \"x\": 1.10, \"v\": [{big},2e3]}}"), "{id}");
+        assert!(message.issues.is_empty(), "{id}: {:?}", message.issues);
+        assert_chunking_invariant(
+            &parser,
+            &output,
+            &output.as_bytes().chunks(5).map(|c| std::str::from_utf8(c).unwrap()).collect::<Vec<_>>(),
+            id,
+        );
+    }
+}
+
 #[test]
 fn a_call_opener_without_its_section_start_opens_the_section() {
     // Kimi-K2's calls sit in `<|tool_calls_section_begin|>`…; a model may leave it out.
