@@ -269,7 +269,7 @@ fn json_native(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallForm
         ..ToolCallFormat::default()
     };
     if let Some(two) = two {
-        let values = json_values(two);
+        let values: Vec<_> = json_values(two).collect();
         let first = values.iter().position(|(_, _, v)| contains_string(v, FN_1));
         let second = values.iter().position(|(_, _, v)| contains_string(v, FN_2));
         if let (Some(a), Some(b)) = (first, second) {

@@ -77,7 +77,7 @@ pub(crate) mod channel;
 pub mod eval;
 pub mod hostile;
 mod machine;
-mod scan;
+pub(crate) mod scan;
 mod syntax;
 mod values;
 pub(crate) use values::{NestedTags, nested, requote};
