@@ -7,7 +7,8 @@
 //! instance passes iff every token and then EOS are allowed; an invalid one is wrongly accepted iff
 //! the same holds. Instances are tokenized by the Hugging Face tokenizer, no special tokens added.
 //! No subprocess per item: an item that exceeds the engine's limits is a compile error, and
-//! `timeouts` / `crashes` stay 0 (a crash would end the run).
+//! `timeouts` / `crashes` stay 0 (a crash would end the run). So is a row whose schema cannot be read
+//! (nested past serde_json's recursion limit): the other rows still run.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -47,8 +48,8 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
         .lines()
         .filter(|l| !l.trim().is_empty())
         .enumerate()
-        .map(|(n, l)| serde_json::from_str(l).with_context(|| format!("{}:{}", request.workload.display(), n + 1)))
-        .collect::<anyhow::Result<_>>()?;
+        .map(|(n, l)| read_row(l, &format!("{}:{}", request.workload.display(), n + 1)))
+        .collect();
     let chosen: Vec<(usize, &Value)> =
         rows.iter().enumerate().step_by(request.stride.max(1)).take(request.limit.unwrap_or(usize::MAX)).collect();
     let progress = indicatif::ProgressBar::new(chosen.len() as u64);
@@ -76,6 +77,37 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
     Ok(result["summary"].clone())
 }
 
+/// One workload line. A row whose schema cannot be read (nested deeper than serde_json's recursion
+/// limit, say) is that row's failure, not the workload's: it becomes a row with `unreadable` (the
+/// reason) in place of `schema`, reported as its compile error, and the other rows still run.
+fn read_row(line: &str, at: &str) -> Value {
+    let error = match serde_json::from_str::<Value>(line) {
+        Ok(row) => return row,
+        Err(error) => error,
+    };
+    // The row again with the schema left as raw text, so that its id and split are kept: skipping a
+    // value has no recursion limit, reading it does.
+    #[derive(serde::Deserialize)]
+    struct RawRow<'a> {
+        #[serde(default)]
+        id: Value,
+        #[serde(default)]
+        split: Value,
+        #[serde(borrow)]
+        schema: Option<&'a serde_json::value::RawValue>,
+    }
+    match serde_json::from_str::<RawRow<'_>>(line) {
+        Ok(raw) => {
+            let reason = match raw.schema.map(|s| serde_json::from_str::<Value>(s.get())) {
+                Some(Err(schema_error)) => format!("{at}: schema: {schema_error}"),
+                _ => format!("{at}: {error}"),
+            };
+            json!({"id": raw.id, "split": raw.split, "unreadable": reason})
+        }
+        Err(_) => json!({"id": at, "split": Value::Null, "unreadable": format!("{at}: {error}")}),
+    }
+}
+
 /// The workload's tokenizer, its EOS (`--eos`, else the config's `eos_token`) and its vocabulary.
 pub(crate) fn load_tokenizer(
     request: &Request<'_>,
@@ -101,6 +133,10 @@ fn run_item(
     mask: &mut [u32],
 ) -> anyhow::Result<Value> {
     let mut item = json!({"id": row["id"], "split": row["split"], "index": index});
+    if let Some(reason) = row.get("unreadable") {
+        item["compile_error"] = reason.clone();
+        return Ok(item);
+    }
     let started = Instant::now();
     let compiled = CompiledGrammar::from_json_schema(vocab.clone(), &row["schema"], options);
     let compiled_at = Instant::now();

@@ -1,7 +1,7 @@
 //! `CompiledGrammar`: a grammar lowered to automata for one vocabulary, shared by all its matchers.
 //!
 //! Compilation inlines non-recursive rules (see `automaton::build`) (so most JSON Schemas become one automaton and their masks
-//! need no context), builds one minimized automaton per remaining rule, drops references to rules
+//! need no context) except those the front end keeps apart (`GrammarBuilder::keep_rule`), builds one minimized automaton per remaining rule, drops references to rules
 //! that can never complete (recursion without a base case), and computes nullable rules. The
 //! token-mask cache entries are filled lazily per `(rule, state)` and shared across grammars through
 //! the vocabulary's pool, keyed by the structural encoding of the rule and every rule it reaches.
@@ -102,6 +102,17 @@ impl CompiledGrammar {
         limits: Limits,
     ) -> Result<CompiledGrammar, CompileError> {
         let deadline = Instant::now() + limits.compile_time;
+        compile(vocab, grammar, limits, deadline)
+    }
+
+    /// Compiles `grammar` under `limits` by `deadline`, a deadline that started before (a JSON Schema's
+    /// lowering counts against the same [`Limits::compile_time`]).
+    pub(crate) fn with_deadline(
+        vocab: Arc<TokenVocab>,
+        grammar: &Grammar,
+        limits: Limits,
+        deadline: Instant,
+    ) -> Result<CompiledGrammar, CompileError> {
         compile(vocab, grammar, limits, deadline)
     }
 
@@ -245,10 +256,12 @@ fn compile(
     let mut total = 0usize;
     let inline_budget = limits.automaton_states.min(INLINE_STATES);
     // Rules with long bounded repetitions (a `maxLength: 4096` string) stay rules: copied into every
-    // use they would make one huge automaton. So do rules with a token budget: the matcher must
-    // see their items.
+    // use they would make one huge automaton. So do rules with a token budget (the matcher must
+    // see their items) and rules the front end asked to keep (`GrammarBuilder::keep_rule`).
     let budgeted = |r: usize| g.token_budgets().binary_search_by_key(&(r as u32), |&(id, _)| id.0).is_ok();
-    let long: Vec<bool> = g.rules().iter().enumerate().map(|(i, r)| has_long_repeat(&r.expr) || budgeted(i)).collect();
+    let kept = |r: usize| g.kept_rules().binary_search(&crate::grammar::RuleId(r as u32)).is_ok();
+    let long: Vec<bool> =
+        g.rules().iter().enumerate().map(|(i, r)| has_long_repeat(&r.expr) || budgeted(i) || kept(i)).collect();
     let inline_body = |r: u32| (!recursive[r as usize] && !long[r as usize]).then(|| &g.rules()[r as usize].expr);
     let no_inline = |_: u32| None;
     let map = |r: u32| {
@@ -516,64 +529,64 @@ const LONG_REPEAT: u32 = 256;
 
 /// Rules with at least one complete derivation.
 fn productive_rules(rules: &[Automaton]) -> Vec<bool> {
-    let mut productive = vec![false; rules.len()];
-    loop {
-        let mut changed = false;
-        for (i, a) in rules.iter().enumerate() {
-            if !productive[i] && reaches_final(a, &|r| productive[r as usize], true) {
-                productive[i] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            return productive;
-        }
-    }
+    rules_reaching_final(rules, true)
 }
 
 /// Rules that match the empty string.
 fn nullable_rules(rules: &[Automaton]) -> Vec<bool> {
-    let mut nullable = vec![false; rules.len()];
-    loop {
-        let mut changed = false;
-        for (i, a) in rules.iter().enumerate() {
-            if !nullable[i] && reaches_final(a, &|r| nullable[r as usize], false) {
-                nullable[i] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            return nullable;
-        }
-    }
+    rules_reaching_final(rules, false)
 }
 
-fn reaches_final(a: &Automaton, rule_ok: &dyn Fn(u32) -> bool, use_bytes: bool) -> bool {
-    let mut seen = vec![false; a.len()];
-    let mut stack = vec![0u32];
-    seen[0] = true;
-    while let Some(s) = stack.pop() {
-        if a.is_final(s) {
-            return true;
+/// Rules whose automaton reaches a final state through byte edges (if `use_bytes`) and edges of
+/// rules already known to qualify. One search per automaton, resumed where a rule edge waited for its
+/// rule: linear in the automata, however the rules are ordered (a chain of rules each needing the
+/// next would otherwise take one pass over every automaton per link).
+fn rules_reaching_final(rules: &[Automaton], use_bytes: bool) -> Vec<bool> {
+    let mut done = vec![false; rules.len()];
+    let mut seen: Vec<Vec<bool>> = rules.iter().map(|a| vec![false; a.len()]).collect();
+    // Per rule, the (caller, target state) edges waiting for it to qualify.
+    let mut waiting: Vec<Vec<(u32, u32)>> = vec![Vec::new(); rules.len()];
+    let mut stack: Vec<(u32, u32)> = Vec::new();
+    for (i, a) in rules.iter().enumerate() {
+        if a.len() > 0 {
+            seen[i][0] = true;
+            stack.push((i as u32, 0));
         }
-        let mut push = |t: u32, stack: &mut Vec<u32>| {
-            if t != DEAD && !seen[t as usize] {
-                seen[t as usize] = true;
-                stack.push(t);
+    }
+    while let Some((i, s)) = stack.pop() {
+        let (iu, a) = (i as usize, &rules[i as usize]);
+        if done[iu] {
+            continue;
+        }
+        if a.is_final(s) {
+            done[iu] = true;
+            for (caller, t) in std::mem::take(&mut waiting[iu]) {
+                if !done[caller as usize] && !std::mem::replace(&mut seen[caller as usize][t as usize], true) {
+                    stack.push((caller, t));
+                }
             }
-        };
+            continue;
+        }
         if use_bytes {
             for &t in a.class_targets(s) {
-                push(t, &mut stack);
+                if t != DEAD && !std::mem::replace(&mut seen[iu][t as usize], true) {
+                    stack.push((i, t));
+                }
             }
         }
         for &(r, t) in a.rule_edges(s) {
-            if rule_ok(r) {
-                push(t, &mut stack);
+            if seen[iu][t as usize] {
+                continue;
+            }
+            if done[r as usize] {
+                seen[iu][t as usize] = true;
+                stack.push((i, t));
+            } else {
+                waiting[r as usize].push((i, t));
             }
         }
     }
-    false
+    done
 }
 
 #[cfg(test)]

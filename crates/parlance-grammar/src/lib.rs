@@ -44,8 +44,11 @@ impl CompiledGrammar {
         schema: &serde_json::Value,
         options: &JsonSchemaOptions,
     ) -> Result<(CompiledGrammar, SchemaReport), CompileError> {
-        let (grammar, report) = json_schema_to_grammar(schema, options)?;
-        let g = CompiledGrammar::with_limits(vocab, &grammar, options.limits.clone()).map_err(|e| match e {
+        // One deadline for lowering and compiling: `Limits::compile_time` bounds the whole compile.
+        let deadline = std::time::Instant::now() + options.limits.compile_time;
+        let lowered = json_schema::lower(schema, options, deadline)?;
+        let limits = options.limits.clone();
+        let g = CompiledGrammar::with_deadline(vocab, &lowered.grammar, limits, deadline).map_err(|e| match e {
             // Said of the schema, not of an internal rule.
             CompileError::EmptyLanguage(_) => CompileError::Schema(SchemaError::Invalid {
                 pointer: "#".into(),
@@ -53,9 +56,19 @@ impl CompiledGrammar {
                           constraints that exclude one another, or a `$ref` recursion with no end)"
                     .into(),
             }),
+            CompileError::Limit { rule, what, got, max } => CompileError::Schema(SchemaError::Limit {
+                pointer: lowered.origin(&rule).unwrap_or("#").to_string(),
+                what,
+                got,
+                max,
+            }),
+            CompileError::Regex { rule, message } => CompileError::Schema(SchemaError::Invalid {
+                pointer: lowered.origin(&rule).unwrap_or("#").to_string(),
+                message,
+            }),
             other => other,
         })?;
-        Ok((g, report))
+        Ok((g, lowered.report))
     }
 
     /// Compiles an XGrammar structural tag (see [`structural_tag_to_grammar`]) for `vocab`.

@@ -8,7 +8,8 @@ use std::time::Duration;
 /// Resource limits for compiling grammars and running matchers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// Wall-clock budget for compiling one grammar or schema. Default: 10 s.
+    /// Wall-clock budget for compiling one grammar or schema, a JSON Schema's lowering to a grammar
+    /// included. Default: 10 s.
     pub compile_time: Duration,
     /// Maximum states of one rule's automaton (before and after determinisation). Default: 200,000.
     pub automaton_states: usize,

@@ -863,17 +863,24 @@ pub(crate) fn build<'a>(
     Ok(a)
 }
 
-/// Whether the rule-free expression `e` matches `text` exactly (`None` if it cannot be built).
-pub(crate) fn matches(e: &Expr, text: &[u8], deadline: Instant) -> Option<bool> {
-    let a = build(e, &|_| None, &|_| None, 100_000, deadline, usize::MAX).ok()?;
-    let mut s = 0;
-    for &b in text {
-        s = a.next(s, b);
-        if s == DEAD {
-            return Some(false);
+/// The automaton of the rule-free expression `e`, to test many texts with [`Automaton::matches`]
+/// (`None` if it cannot be built within the limit and `deadline`).
+pub(crate) fn build_matcher(e: &Expr, deadline: Instant) -> Option<Automaton> {
+    build(e, &|_| None, &|_| None, 100_000, deadline, usize::MAX).ok()
+}
+
+impl Automaton {
+    /// Whether this automaton, built from a rule-free expression, matches `text` exactly.
+    pub(crate) fn matches(&self, text: &[u8]) -> bool {
+        let mut s = 0;
+        for &b in text {
+            s = self.next(s, b);
+            if s == DEAD {
+                return false;
+            }
         }
+        self.is_final(s)
     }
-    Some(a.is_final(s))
 }
 
 /// An automaton whose language is empty (a rule that can never match).

@@ -2,7 +2,9 @@
 //!
 //! Every front end (the EBNF/GBNF text parser in [`parse`], JSON Schema, callers building grammars by
 //! hand with [`GrammarBuilder`]) lowers into [`Grammar`]; the automaton compiler is its only consumer.
-//! [`Grammar`]'s `Display` prints the text syntax back, so that `parse(print(g)) == g`.
+//! [`Grammar`]'s `Display` prints the text syntax back, so that `parse(print(g)) == g` for grammars
+//! without token budgets or kept rules (decoding and compiling hints the text syntax has no form for;
+//! the printer notes them in comments).
 
 mod parse;
 mod print;
@@ -211,6 +213,10 @@ pub struct Grammar {
     /// the `Matcher` at token boundaries, not part of the language: the text syntax does not carry
     /// it (the printer notes it in a comment).
     token_budgets: Vec<(RuleId, u32)>,
+    /// Rules the compiler keeps as rules of their own, never copied into their callers (see
+    /// [`GrammarBuilder::keep_rule`]), sorted. A hint on how to build automata, not part of the
+    /// language: the text syntax does not carry it.
+    kept: Vec<RuleId>,
 }
 
 impl Grammar {
@@ -221,7 +227,12 @@ impl Grammar {
 
     /// A grammar with one rule, `root ::= expr`.
     pub fn from_expr(expr: Expr) -> Grammar {
-        Grammar { rules: vec![Rule { name: "root".into(), expr }], start: RuleId(0), token_budgets: Vec::new() }
+        Grammar {
+            rules: vec![Rule { name: "root".into(), expr }],
+            start: RuleId(0),
+            token_budgets: Vec::new(),
+            kept: Vec::new(),
+        }
     }
 
     /// A grammar matching exactly the regular expression `pattern` (anchored at both ends).
@@ -253,6 +264,11 @@ impl Grammar {
     pub fn token_budgets(&self) -> &[(RuleId, u32)] {
         &self.token_budgets
     }
+
+    /// The rules the compiler keeps apart (see [`GrammarBuilder::keep_rule`]), sorted.
+    pub fn kept_rules(&self) -> &[RuleId] {
+        &self.kept
+    }
 }
 
 /// Builds a [`Grammar`] from rules declared first and defined later (so they may refer to each other).
@@ -265,6 +281,7 @@ pub struct GrammarBuilder {
     /// share a name (every tool schema has a `root`).
     next_suffix: HashMap<String, u32>,
     token_budgets: Vec<(RuleId, u32)>,
+    kept: Vec<RuleId>,
 }
 
 impl GrammarBuilder {
@@ -300,6 +317,9 @@ impl GrammarBuilder {
         for &(rule, max_tokens) in &grammar.token_budgets {
             self.set_token_budget(ids[rule.index()], max_tokens);
         }
+        for &rule in &grammar.kept {
+            self.keep_rule(ids[rule.index()]);
+        }
         ids[grammar.start.index()]
     }
 
@@ -314,6 +334,16 @@ impl GrammarBuilder {
         match self.token_budgets.binary_search_by_key(&rule, |&(r, _)| r) {
             Ok(at) => self.token_budgets[at].1 = max_tokens,
             Err(at) => self.token_budgets.insert(at, (rule, max_tokens)),
+        }
+    }
+
+    /// Keeps `rule` a rule of its own in the compiled grammar: its callers refer to its automaton
+    /// instead of copying it in. The language is unchanged; what changes is where the compiler cuts
+    /// automata. For a front end whose rules, inlined, would be copied into many automata (a long
+    /// chain of optional object members, each link reaching all the links after it).
+    pub fn keep_rule(&mut self, rule: RuleId) {
+        if let Err(at) = self.kept.binary_search(&rule) {
+            self.kept.insert(at, rule);
         }
     }
 
@@ -343,7 +373,7 @@ impl GrammarBuilder {
         if start.index() >= self.rules.len() {
             return Err(GrammarError::Empty);
         }
-        Ok(Grammar { rules: self.rules, start, token_budgets: self.token_budgets })
+        Ok(Grammar { rules: self.rules, start, token_budgets: self.token_budgets, kept: self.kept })
     }
 }
 

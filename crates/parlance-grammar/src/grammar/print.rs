@@ -22,6 +22,10 @@ impl fmt::Display for Grammar {
                     rule.name, self.token_budgets[at].1
                 )?;
             }
+            if self.kept.binary_search(&RuleId(i as u32)).is_ok() {
+                // A hint to the compiler, not part of the language (see `GrammarBuilder::keep_rule`).
+                writeln!(f, "# {} is kept a rule of its own (never inlined)", rule.name)?;
+            }
         }
         Ok(())
     }

@@ -8,6 +8,13 @@
 //! recursion, string `minLength` / `maxLength` / `pattern` / `format`, integer and number bounds
 //! (exact digit automata for integer bounds), `nullable`. Properties come in the order written.
 //!
+//! Numbers are exact: every `i64`/`u64` bound, `const` and `enum` value is enforced as written; a
+//! number serde_json could only give as a rounded float (an integral float of magnitude 2^53 or
+//! more, e.g. a 30-digit integer) is an error naming its keyword and pointer, never a nearby value.
+//! Lowering is linear in the schema (objects with many properties included, see
+//! `Compiler::members_in_blocks`) and counts against [`Limits::compile_time`] with the compile that
+//! follows it.
+//!
 //! A keyword that would constrain the output but is not enforced is an error naming it and its JSON
 //! pointer; [`JsonSchemaOptions::lenient`] turns that into an entry of [`SchemaReport::ignored`].
 //! Annotations (`title`, `description`, `default`, unknown keywords, unknown `format`s, which the
@@ -22,7 +29,7 @@ use crate::grammar::{Expr, Grammar, GrammarBuilder, RuleId};
 use crate::limits::Limits;
 use crate::regex::{RegexMode, regex_to_expr};
 use serde_json::{Map, Value};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 
 /// Why a schema cannot be turned into a grammar.
@@ -166,6 +173,30 @@ pub fn json_schema_to_grammar(
     schema: &Value,
     options: &JsonSchemaOptions,
 ) -> Result<(Grammar, SchemaReport), SchemaError> {
+    let lowered = lower(schema, options, Instant::now() + options.limits.compile_time)?;
+    Ok((lowered.grammar, lowered.report))
+}
+
+/// A schema lowered to a grammar, with where each rule came from.
+pub(crate) struct Lowered {
+    pub(crate) grammar: Grammar,
+    pub(crate) report: SchemaReport,
+    /// Per rule of `grammar`, the JSON pointer of the schema keyword it was made for (`#/pattern`,
+    /// `#/properties`, ...): errors found while compiling a rule are said of the schema, not of the
+    /// rule's internal name.
+    pub(crate) origins: Vec<String>,
+}
+
+impl Lowered {
+    /// The pointer `rule` (a rule name of the grammar) was made for.
+    pub(crate) fn origin(&self, rule: &str) -> Option<&str> {
+        let id = self.grammar.rule_by_name(rule)?;
+        self.origins.get(id.index()).map(String::as_str)
+    }
+}
+
+/// Lowers `schema` by `deadline` (the one deadline of the whole compile).
+pub(crate) fn lower(schema: &Value, options: &JsonSchemaOptions, deadline: Instant) -> Result<Lowered, SchemaError> {
     let mut c = Compiler {
         root: schema,
         opts: options,
@@ -175,11 +206,13 @@ pub fn json_schema_to_grammar(
         any: None,
         report: SchemaReport::default(),
         depth: 0,
-        deadline: Instant::now() + options.limits.compile_time,
+        deadline,
         nodes: 0,
         long_strings: HashMap::new(),
+        origins: Vec::new(),
+        work: 0,
     };
-    let root = c.b.declare("root");
+    let root = c.declare_at("root", "#");
     let body = c.schema(schema, "#")?;
     c.b.define(root, body);
     while let Some((ptr, id)) = c.pending.pop() {
@@ -188,7 +221,9 @@ pub fn json_schema_to_grammar(
         c.b.define(id, body);
     }
     let grammar = c.b.build(root).map_err(|e| SchemaError::Invalid { pointer: "#".into(), message: e.to_string() })?;
-    Ok((grammar, c.report))
+    let mut origins = c.origins;
+    origins.resize(grammar.rules().len(), "#".into());
+    Ok(Lowered { grammar, report: c.report, origins })
 }
 
 struct Compiler<'a> {
@@ -203,7 +238,26 @@ struct Compiler<'a> {
     deadline: Instant,
     nodes: usize,
     long_strings: HashMap<(u64, Option<u64>), RuleId>,
+    /// Per rule id, the pointer it was made for (see [`Lowered::origins`]).
+    origins: Vec<String>,
+    /// Steps of loops that do not visit schema nodes (members, name tries), for deadline checks.
+    work: usize,
 }
+
+/// Objects with more members than this are cut into blocks of [`MEMBERS_BLOCK`] (see
+/// `Compiler::members`); below it (every W1 schema) the member chain is inlined whole.
+const MEMBERS_INLINED: usize = 256;
+
+/// Members per kept rule of a cut object: within a block the automaton is quadratic, across blocks
+/// the parser predicts one rule per block. Below the inlining depth of `automaton::build`.
+const MEMBERS_BLOCK: usize = 32;
+
+/// Trie nodes of excluded property names per automaton (see `Compiler::trie_not`): a few states
+/// each, well below [`Limits::automaton_states`] and the compiler's inlining budget.
+const KEY_TRIE_NODES: usize = 8192;
+
+/// Automaton states per trie node of excluded property names, about (see `Compiler::key_not_in`).
+const KEY_TRIE_STATES: usize = 4;
 
 /// Upper bound on schema nodes visited (after `allOf` merging), so huge schemas end cleanly.
 const MAX_NODES: usize = 200_000;
@@ -213,6 +267,43 @@ fn lit(s: &str) -> Expr {
 }
 
 impl<'a> Compiler<'a> {
+    /// Declares a rule made for the schema keyword at `pointer` (see [`Lowered::origins`]).
+    fn declare_at(&mut self, name: &str, pointer: &str) -> RuleId {
+        let id = self.b.declare(name);
+        if self.origins.len() <= id.index() {
+            self.origins.resize(id.index() + 1, "#".into());
+        }
+        self.origins[id.index()] = pointer.to_string();
+        id
+    }
+
+    /// Declares and defines a rule made for the schema keyword at `pointer`.
+    fn rule_at(&mut self, name: &str, expr: Expr, pointer: &str) -> RuleId {
+        let id = self.declare_at(name, pointer);
+        self.b.define(id, expr);
+        id
+    }
+
+    /// The compile-time error, said of `pointer`.
+    fn timeout(&self, pointer: &str) -> SchemaError {
+        SchemaError::Limit {
+            pointer: pointer.to_string(),
+            what: "compile time (ms)",
+            got: self.opts.limits.compile_time.as_millis() as usize + 1,
+            max: self.opts.limits.compile_time.as_millis() as usize,
+        }
+    }
+
+    /// Counts one step of a loop that visits no schema node, checking the deadline now and then: the
+    /// deadline bounds the whole lowering, not only the walk over schema nodes.
+    fn tick(&mut self, pointer: &str) -> Result<(), SchemaError> {
+        self.work += 1;
+        if self.work % 1024 == 0 && Instant::now() > self.deadline {
+            return Err(self.timeout(pointer));
+        }
+        Ok(())
+    }
+
     fn ws(&self) -> Expr {
         match &self.opts.whitespace {
             Whitespace::Flexible => Expr::repeat(
@@ -411,7 +502,7 @@ impl<'a> Compiler<'a> {
             return Ok(id);
         }
         let name = key.rsplit('/').next().unwrap_or("ref").to_string();
-        let id = self.b.declare(if name.is_empty() || name == "#" { "ref" } else { &name });
+        let id = self.declare_at(if name.is_empty() || name == "#" { "ref" } else { &name }, &key);
         self.refs.insert(key.clone(), id);
         self.pending.push((key, id));
         Ok(id)
@@ -451,12 +542,7 @@ impl<'a> Compiler<'a> {
             });
         }
         if self.nodes % 256 == 0 && Instant::now() > self.deadline {
-            return Err(SchemaError::Limit {
-                pointer: ptr.to_string(),
-                what: "compile time (ms)",
-                got: self.opts.limits.compile_time.as_millis() as usize + 1,
-                max: self.opts.limits.compile_time.as_millis() as usize,
-            });
+            return Err(self.timeout(ptr));
         }
         if self.depth >= self.opts.limits.recursion_depth {
             return Err(SchemaError::Limit {
@@ -599,6 +685,9 @@ impl<'a> Compiler<'a> {
             }
         }
         if let Some(c) = m.get("const") {
+            if let Some((at, v)) = inexact_within(c, &format!("{ptr}/const")) {
+                return Err(inexact(&at, "const", v));
+            }
             self.enforced("const");
             return Ok(lit(&compact_json(c)));
         }
@@ -607,12 +696,20 @@ impl<'a> Compiler<'a> {
             let Some(values) = e.as_array() else {
                 return Err(SchemaError::Invalid { pointer: ptr.to_string(), message: "enum must be an array".into() });
             };
+            if let Some((at, v)) = inexact_within(e, &format!("{ptr}/enum")) {
+                return Err(inexact(&at, "enum", v));
+            }
             self.enforced("enum");
-            let alts: Vec<Expr> = values
-                .iter()
-                .filter(|v| types.iter().any(|t| type_matches(t, v)))
-                .map(|v| lit(&compact_json(v)))
-                .collect();
+            let mut alts: Vec<Expr> = Vec::new();
+            for v in values.iter().filter(|v| types.iter().any(|t| type_matches(t, v))) {
+                self.tick(ptr)?;
+                alts.push(lit(&compact_json(v)));
+            }
+            if alts.len() > 16 {
+                // A rule of its own: a limit reached in its automaton is said of `enum`.
+                let id = self.rule_at("enum", Expr::alt(alts), &format!("{ptr}/enum"));
+                return Ok(Expr::Rule(id));
+            }
             return Ok(if alts.is_empty() { numbers::nothing() } else { Expr::alt(alts) });
         }
         let mut alts = Vec::new();
@@ -627,11 +724,13 @@ impl<'a> Compiler<'a> {
                 // inlining would make one automaton too large.
                 "object" => {
                     let e = self.object(m, ptr)?;
-                    Expr::Rule(self.b.rule(&rule_name(ptr), e))
+                    let at = keyword_pointer(m, ptr, &["properties", "patternProperties", "additionalProperties"]);
+                    Expr::Rule(self.rule_at(&rule_name(ptr), e, &at))
                 }
                 "array" => {
                     let e = self.array(m, ptr)?;
-                    Expr::Rule(self.b.rule(&rule_name(ptr), e))
+                    let at = keyword_pointer(m, ptr, &["prefixItems", "items", "minItems", "maxItems"]);
+                    Expr::Rule(self.rule_at(&rule_name(ptr), e, &at))
                 }
                 other => {
                     return Err(SchemaError::Invalid {
@@ -813,30 +912,18 @@ impl<'a> Compiler<'a> {
                 if and.is_empty() { base } else { Expr::Restrict { base: Box::new(base), and, not: Vec::new() } }
             }
         };
-        Ok(Expr::seq(vec![lit("\""), body, lit("\"")]))
+        let string = Expr::seq(vec![lit("\""), body, lit("\"")]);
+        if m.get("pattern").is_some_and(Value::is_string) {
+            // A rule of its own: a pattern whose automaton reaches a limit is said of `pattern`.
+            return Ok(Expr::Rule(self.rule_at("pattern", string, &format!("{ptr}/pattern"))));
+        }
+        Ok(string)
     }
 
-    /// Integer bounds from `minimum` / `maximum` / exclusive forms (draft 4 booleans and draft 6
-    /// numbers) and integer `format`s. `None` bound = open. Errors if a bound is not a number.
+    /// Bounds from `minimum` / `maximum` / exclusive forms (draft 4 booleans and draft 6 numbers),
+    /// each exact (see [`exact_number`]). `None` bound = open. Errors if a bound is not a number or
+    /// its exact value is unknown.
     fn bounds(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Bounds, SchemaError> {
-        let num = |k: &str| m.get(k).and_then(Value::as_f64);
-        let mut b = Bounds::default();
-        if let Some(x) = num("minimum") {
-            b.lo = Some((x, m.get("exclusiveMinimum") == Some(&Value::Bool(true))));
-        }
-        if let Some(x) = num("maximum") {
-            b.hi = Some((x, m.get("exclusiveMaximum") == Some(&Value::Bool(true))));
-        }
-        if let Some(x) = num("exclusiveMinimum")
-            && b.lo.is_none_or(|(l, _)| x >= l)
-        {
-            b.lo = Some((x, true));
-        }
-        if let Some(x) = num("exclusiveMaximum")
-            && b.hi.is_none_or(|(h, _)| x <= h)
-        {
-            b.hi = Some((x, true));
-        }
         for k in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
             if let Some(v) = m.get(k)
                 && !v.is_number()
@@ -845,30 +932,57 @@ impl<'a> Compiler<'a> {
                 return Err(SchemaError::Invalid { pointer: format!("{ptr}/{k}"), message: "must be a number".into() });
             }
         }
+        let num = |k: &str| match m.get(k) {
+            Some(v @ Value::Number(_)) => exact_number(v, &format!("{ptr}/{k}"), k).map(Some),
+            _ => Ok(None),
+        };
+        let mut b = Bounds::default();
+        if let Some(x) = num("minimum")? {
+            b.lo = Some((x, m.get("exclusiveMinimum") == Some(&Value::Bool(true))));
+        }
+        if let Some(x) = num("maximum")? {
+            b.hi = Some((x, m.get("exclusiveMaximum") == Some(&Value::Bool(true))));
+        }
+        // Both forms present: the tighter one wins (the exclusive one on a tie).
+        if let Some(x) = num("exclusiveMinimum")?
+            && b.lo.is_none_or(|(l, _)| x.cmp_exact(l).is_ge())
+        {
+            b.lo = Some((x, true));
+        }
+        if let Some(x) = num("exclusiveMaximum")?
+            && b.hi.is_none_or(|(h, _)| x.cmp_exact(h).is_le())
+        {
+            b.hi = Some((x, true));
+        }
         Ok(b)
     }
 
     fn integer(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
         let b = self.bounds(m, ptr)?;
-        let mut lo = b.lo.map(|(x, excl)| if excl { x.floor() + 1.0 } else { x.ceil() });
-        let mut hi = b.hi.map(|(x, excl)| if excl { x.ceil() - 1.0 } else { x.floor() });
+        // The least and greatest integers inside the bounds: a fractional bound (never integral)
+        // is passed either way by the integer on its side, exclusive or not.
+        let mut lo = b.lo.map(|(x, excl)| match x {
+            Num::Int(a) => a + excl as i128,
+            Num::Frac(f) => f.floor() as i128 + 1,
+        });
+        let mut hi = b.hi.map(|(x, excl)| match x {
+            Num::Int(a) => a - excl as i128,
+            Num::Frac(f) => f.floor() as i128,
+        });
+        let within = |lo: &mut Option<i128>, hi: &mut Option<i128>, min: i128, max: i128| {
+            *lo = Some(lo.map_or(min, |l| l.max(min)));
+            *hi = Some(hi.map_or(max, |h| h.min(max)));
+        };
         match m.get("format").and_then(Value::as_str) {
-            Some("int32") => {
-                lo = Some(lo.unwrap_or(f64::MIN).max(i32::MIN as f64));
-                hi = Some(hi.unwrap_or(f64::MAX).min(i32::MAX as f64));
-            }
-            Some("int64") => {
-                lo = Some(lo.unwrap_or(f64::MIN).max(i64::MIN as f64));
-                hi = Some(hi.unwrap_or(f64::MAX).min(i64::MAX as f64));
-            }
+            Some("int32") => within(&mut lo, &mut hi, i32::MIN.into(), i32::MAX.into()),
+            Some("int64") => within(&mut lo, &mut hi, i64::MIN.into(), i64::MAX.into()),
             _ => {}
         }
         if lo.is_none() && hi.is_none() {
             return Ok(self.any_integer());
         }
         self.enforced("minimum");
-        let clamp = |x: f64| -> i64 { x.clamp(-9.0e18, 9.0e18) as i64 };
-        Ok(numbers::int_range(lo.map(clamp), hi.map(clamp)))
+        Ok(numbers::int_range(lo, hi))
     }
 
     fn number(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
@@ -895,8 +1009,8 @@ impl<'a> Compiler<'a> {
         if b.lo.is_none() && b.hi.is_none() {
             return Ok(self.any_number());
         }
-        let int = |x: f64| x.fract() == 0.0 && x.abs() < 9.0e18;
-        if b.lo.is_some_and(|(x, _)| !int(x)) || b.hi.is_some_and(|(x, _)| !int(x)) {
+        let frac = |x: &Option<(Num, bool)>| matches!(x, Some((Num::Frac(_), _)));
+        if frac(&b.lo) || frac(&b.hi) {
             // Inclusive, non-negative bounds with fractions: exact by fraction digits.
             let text = |k: &str| m.get(k).map(|v| v.to_string());
             let lo = b.lo.filter(|(_, e)| !e).and(text("minimum"));
@@ -918,10 +1032,15 @@ impl<'a> Compiler<'a> {
             return Ok(self.any_number());
         }
         self.enforced("minimum");
+        // Integers only here (fractional bounds took the branch above).
+        let int = |x: Num| match x {
+            Num::Int(a) => a,
+            Num::Frac(f) => f.floor() as i128,
+        };
         Ok(numbers::decimal_range(
-            b.lo.map(|(x, _)| x as i64),
+            b.lo.map(|(x, _)| int(x)),
             b.lo.is_some_and(|(_, e)| e),
-            b.hi.map(|(x, _)| x as i64),
+            b.hi.map(|(x, _)| int(x)),
             b.hi.is_some_and(|(_, e)| e),
         ))
     }
@@ -934,6 +1053,8 @@ impl<'a> Compiler<'a> {
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
+        // A set: looked up once per property (a list would make this quadratic).
+        let required_set: HashSet<&str> = required.iter().copied().collect();
         let patterns = m.get("patternProperties").and_then(Value::as_object).unwrap_or(&empty);
         let additional = match m.get("additionalProperties") {
             Some(v) => v.clone(),
@@ -946,13 +1067,20 @@ impl<'a> Compiler<'a> {
             }
         }
         // Pattern keys: content expressions, compiled first because declared properties whose names
-        // match a pattern must satisfy that pattern's schema too.
+        // match a pattern must satisfy that pattern's schema too. Each pattern's automaton is built
+        // once, then run on every name.
         let any_char = self.json_char();
-        let mut pattern_keys: Vec<(Expr, &Value, String)> = Vec::new();
+        let mut pattern_keys: Vec<(Expr, &Value, String, Option<automaton::Automaton>)> = Vec::new();
         for (p, sub) in patterns {
             let pp = format!("{ptr}/patternProperties/{}", escape_pointer(p));
             match json_regex(p, &any_char) {
-                Ok(k) => pattern_keys.push((k, sub, pp)),
+                Ok(k) => {
+                    let trivial = *sub == Value::Bool(true) || sub.as_object().is_some_and(|o| o.is_empty());
+                    // `None` (cannot be built): every name is taken to match, so merging stays safe.
+                    let a =
+                        if trivial || props.is_empty() { None } else { automaton::build_matcher(&k, self.deadline) };
+                    pattern_keys.push((k, sub, pp, a));
+                }
                 Err(e) => self.unsupported(&pp, "patternProperties", &e)?,
             }
         }
@@ -961,48 +1089,63 @@ impl<'a> Compiler<'a> {
             quoted[1..quoted.len() - 1].to_string()
         };
         let mut names: Vec<String> = Vec::new();
-        let mut members: Vec<(Expr, bool)> = Vec::new();
+        let mut members: Vec<(Expr, bool, String)> = Vec::new();
         for (name, sub) in props {
-            let mut sub = sub.clone();
-            for (k, psub, _) in &pattern_keys {
+            self.tick(ptr)?;
+            let mut merged: Option<Value> = None;
+            for (_, psub, _, a) in &pattern_keys {
                 let trivial = **psub == Value::Bool(true) || psub.as_object().is_some_and(|o| o.is_empty());
-                if !trivial && automaton::matches(k, content_of(name).as_bytes(), self.deadline).unwrap_or(true) {
-                    match merge::merge(&sub, psub) {
-                        Ok(v) => sub = v,
+                if !trivial && a.as_ref().is_none_or(|a| a.matches(content_of(name).as_bytes())) {
+                    match merge::merge(merged.as_ref().unwrap_or(sub), psub) {
+                        Ok(v) => merged = Some(v),
                         Err(kw) => self.unsupported(ptr, &kw, "property schema and matching patternProperties")?,
                     }
                 }
             }
-            let value = self.schema(&sub, &format!("{ptr}/properties/{}", escape_pointer(name)))?;
+            let prop_ptr = format!("{ptr}/properties/{}", escape_pointer(name));
+            let value = self.schema(merged.as_ref().unwrap_or(sub), &prop_ptr)?;
             members.push((
                 self.member(lit(&compact_json(&Value::String(name.clone()))), value),
-                required.contains(&name.as_str()),
+                required_set.contains(name.as_str()),
+                prop_ptr,
             ));
             names.push(name.clone());
         }
+        let mut only_required: HashSet<&str> = HashSet::new();
         for r in &required {
-            if !props.contains_key(*r) {
+            if !props.contains_key(*r) && only_required.insert(r) {
                 // A required property that only additionalProperties describes.
                 let value = self.schema(&additional, &format!("{ptr}/additionalProperties"))?;
-                members.push((self.member(lit(&compact_json(&Value::String(r.to_string()))), value), true));
+                let member = self.member(lit(&compact_json(&Value::String(r.to_string()))), value);
+                members.push((member, true, format!("{ptr}/required")));
                 names.push(r.to_string());
             }
         }
         let mut extras: Vec<Expr> = Vec::new();
+        let mut extra_ptr = format!("{ptr}/additionalProperties");
         if !pattern_keys.is_empty() {
-            let name_contents: Vec<Expr> = names.iter().map(|n| lit(&content_of(n))).collect();
+            // The declared names as one expression: one automaton in the restrictions below, however
+            // many names there are (one part per name would make every product state that long).
+            let mut name_contents: Vec<Expr> = Vec::new();
+            for n in &names {
+                self.tick(ptr)?;
+                name_contents.push(lit(&content_of(n)));
+            }
+            let declared = (!name_contents.is_empty()).then(|| Expr::alt(name_contents));
             let any = Expr::repeat(any_char.clone(), 0, None);
-            for (i, (k, sub, pp)) in pattern_keys.iter().enumerate() {
+            extra_ptr = pattern_keys[0].2.clone();
+            for (i, (k, sub, pp, _)) in pattern_keys.iter().enumerate() {
                 // Keys matching two patterns would have to satisfy both schemas: they are left out.
-                let mut not = name_contents.clone();
-                not.extend(pattern_keys.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, (o, _, _))| o.clone()));
+                let mut not: Vec<Expr> = declared.iter().cloned().collect();
+                not.extend(pattern_keys.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, (o, ..))| o.clone()));
                 let key = Expr::Restrict { base: Box::new(any.clone()), and: vec![k.clone()], not };
                 let value = self.schema(sub, pp)?;
-                extras.push(self.member(Expr::seq(vec![lit("\""), key, lit("\"")]), value));
+                let member = self.member(Expr::seq(vec![lit("\""), key, lit("\"")]), value);
+                extras.push(Expr::Rule(self.rule_at("pattern-member", member, pp)));
             }
             if additional != Value::Bool(false) {
-                let mut not = name_contents;
-                not.extend(pattern_keys.iter().map(|(k, _, _)| k.clone()));
+                let mut not: Vec<Expr> = declared.into_iter().collect();
+                not.extend(pattern_keys.iter().map(|(k, ..)| k.clone()));
                 let key = Expr::Restrict { base: Box::new(any), and: Vec::new(), not };
                 let value = self.schema(&additional, &format!("{ptr}/additionalProperties"))?;
                 extras.push(self.member(Expr::seq(vec![lit("\""), key, lit("\"")]), value));
@@ -1020,7 +1163,7 @@ impl<'a> Compiler<'a> {
         if non_empty {
             self.enforced("minProperties");
         }
-        let content = self.members(members, extra, non_empty);
+        let content = self.members(members, extra.map(|e| (e, extra_ptr)), non_empty, ptr)?;
         Ok(Expr::seq(vec![self.open("{"), content, self.close("}")]))
     }
 
@@ -1029,30 +1172,45 @@ impl<'a> Compiler<'a> {
     }
 
     /// Members in order, optional ones skippable, commas only between present ones, then any number
-    /// of `extra` members.
+    /// of `extra` members. Each member comes with the pointer of its schema.
     ///
     /// `after[i]` (members `i..` once something was written, each prefixed by the separator) is a rule
     /// referring to `after[i + 1]`, and the "nothing written yet" chain refers to those rules, so the
-    /// grammar stays linear in the number of members; the compiler inlines the small ones.
-    fn members(&mut self, members: Vec<(Expr, bool)>, extra: Option<Expr>, non_empty: bool) -> Expr {
+    /// grammar stays linear in the number of members; the compiler inlines the small ones. Past
+    /// [`MEMBERS_INLINED`] members, see [`Compiler::members_in_blocks`].
+    fn members(
+        &mut self,
+        members: Vec<(Expr, bool, String)>,
+        extra: Option<(Expr, String)>,
+        non_empty: bool,
+        ptr: &str,
+    ) -> Result<Expr, SchemaError> {
         let sep = self.item_sep();
         let n = members.len();
+        let at = format!("{ptr}/properties");
         // Each member is written twice below (first, or after a separator) before the same
         // continuation; as rules, the automaton builder shares one copy (see `automaton::build`).
-        let members: Vec<(Expr, bool)> =
-            members.into_iter().map(|(m, req)| (Expr::Rule(self.b.rule("member", m)), req)).collect();
-        let extra = extra.map(|e| Expr::Rule(self.b.rule("extra-member", e)));
+        let mut rules: Vec<(Expr, bool)> = Vec::with_capacity(n);
+        for (m, req, member_ptr) in members {
+            self.tick(ptr)?;
+            rules.push((Expr::Rule(self.rule_at("member", m, &member_ptr)), req));
+        }
+        let members = rules;
+        let extra = extra.map(|(e, extra_ptr)| Expr::Rule(self.rule_at("extra-member", e, &extra_ptr)));
+        if n > MEMBERS_INLINED {
+            return self.members_in_blocks(&members, extra, non_empty, ptr);
+        }
         let tail = match &extra {
             Some(e) => Expr::repeat(Expr::seq(vec![sep.clone(), e.clone()]), 0, None),
             None => Expr::Empty,
         };
         let mut after: Vec<Expr> = vec![Expr::Empty; n + 1];
-        after[n] = if n > 0 { Expr::Rule(self.b.rule("members", tail)) } else { tail };
+        after[n] = if n > 0 { Expr::Rule(self.rule_at("members", tail, &at)) } else { tail };
         for i in (1..n).rev() {
             let (m, req) = &members[i];
             let one = Expr::seq(vec![sep.clone(), m.clone()]);
             let one = if *req { one } else { Expr::optional(one) };
-            after[i] = Expr::Rule(self.b.rule("members", Expr::seq(vec![one, after[i + 1].clone()])));
+            after[i] = Expr::Rule(self.rule_at("members", Expr::seq(vec![one, after[i + 1].clone()]), &at));
         }
         let mut before = match &extra {
             Some(e) if non_empty => Expr::seq(vec![e.clone(), after[n].clone()]),
@@ -1065,7 +1223,70 @@ impl<'a> Compiler<'a> {
             let first = Expr::seq(vec![m.clone(), after[i + 1].clone()]);
             before = if *req { first } else { Expr::alt(vec![first, before]) };
         }
-        before
+        Ok(before)
+    }
+
+    /// [`Compiler::members`] for many members, the same language in automata linear in their number.
+    ///
+    /// Inlined whole, the member chain is one automaton whose states after a separator must remember
+    /// which member came last: a copy of the trie of every later name per member, quadratic in the
+    /// number of members (5,000 properties: over two million states). Here members come in blocks of
+    /// [`MEMBERS_BLOCK`]; `next[x]`, a rule kept apart ([`GrammarBuilder::keep_rule`]), is "the next
+    /// member is in block `x` or later (or is an extra member), any separator before it already
+    /// read". Its automaton holds block `x` alone (quadratic in the block only): after a member, the
+    /// separator, then a later member of the block, or `next[x + 1]`, whose automaton the parser
+    /// enters. A required member is never skipped, and the object may end after member `j` only if
+    /// no required member follows it.
+    fn members_in_blocks(
+        &mut self,
+        members: &[(Expr, bool)],
+        extra: Option<Expr>,
+        non_empty: bool,
+        ptr: &str,
+    ) -> Result<Expr, SchemaError> {
+        let sep = self.item_sep();
+        let n = members.len();
+        let at = format!("{ptr}/properties");
+        let last_required = members.iter().rposition(|(_, req)| *req);
+        let blocks = n.div_ceil(MEMBERS_BLOCK);
+        // `next[blocks]`: only extra members are left (none: nothing can come next).
+        let extras = extra.map(|e| {
+            let tail = Expr::repeat(Expr::seq(vec![sep.clone(), e.clone()]), 0, None);
+            let id = self.rule_at("members-extra", Expr::seq(vec![e, tail]), &at);
+            self.b.keep_rule(id);
+            Expr::Rule(id)
+        });
+        let mut next: Option<Expr> = extras;
+        for block in (0..blocks).rev() {
+            let range = block * MEMBERS_BLOCK..((block + 1) * MEMBERS_BLOCK).min(n);
+            // `from[j]`: the next member is `j` or a later one (of this block, or past it).
+            let mut from: Option<Expr> = next.clone();
+            for j in range.clone().rev() {
+                self.tick(ptr)?;
+                let (m, req) = &members[j];
+                let more = from.clone().map(|f| Expr::seq(vec![sep.clone(), f]));
+                let may_end = last_required.is_none_or(|r| r <= j);
+                let after = match (more, may_end) {
+                    (Some(more), true) => Expr::optional(more),
+                    (Some(more), false) => more,
+                    (None, true) => Expr::Empty,
+                    (None, false) => numbers::nothing(),
+                };
+                let this = Expr::seq(vec![m.clone(), after]);
+                let body = match (&from, *req) {
+                    (Some(skip), false) => Expr::alt(vec![this, skip.clone()]),
+                    _ => this,
+                };
+                let id = self.rule_at(if j == range.start { "members-next" } else { "members" }, body, &at);
+                if j == range.start {
+                    self.b.keep_rule(id);
+                }
+                from = Some(Expr::Rule(id));
+            }
+            next = from;
+        }
+        let first = next.expect("more than MEMBERS_INLINED members: at least one block");
+        Ok(if last_required.is_none() && !non_empty { Expr::optional(first) } else { first })
     }
 
     /// A JSON string (with quotes) that is none of `names`.
@@ -1080,56 +1301,95 @@ impl<'a> Compiler<'a> {
             self.unsupported(ptr, "additionalProperties", "property names with escapes or over 256 characters")?;
             return Ok(self.any_string());
         }
-        let chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
-        // Two sets of prefixes over the trie of names, then one shared tail each: prefixes that are no
-        // name but end the key, and prefixes that leave the trie (followed by any characters).
+        // Sorted: the names below each trie node are one run of the list.
+        let mut chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
+        chars.sort_unstable();
+        chars.dedup();
+        let at = format!("{ptr}/additionalProperties");
+        // Trie nodes (each name adds what it does not share with the one before it), a few automaton
+        // states each: a trie the compiler would refuse is refused now, before it is built.
+        let nodes: usize = chars
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let shared =
+                    i.checked_sub(1).map_or(0, |p| n.iter().zip(&chars[p]).take_while(|(a, b)| a == b).count());
+                n.len() - shared
+            })
+            .sum();
+        let max = self.opts.limits.total_states / KEY_TRIE_STATES;
+        if nodes > max {
+            return Err(SchemaError::Limit { pointer: at, what: "trie of property names to exclude", got: nodes, max });
+        }
+        // Where a key leaves the trie (a character no name continues with), any characters follow:
+        // one shared rule, entered from every trie node.
         let rest = Expr::seq(vec![Expr::repeat(self.json_char(), 0, None), lit("\"")]);
+        let rest = Expr::Rule(self.rule_at("key-rest", rest, &at));
         // Escapes and non-ASCII characters leave the trie the same way at every depth (names are
         // ASCII, checked per depth in `trie_not`): one shared rule instead of a copy per depth.
         let leave = Expr::alt(vec![
             Expr::seq(vec![lit("\\"), Self::escape_tail()]),
             Expr::CharClass { negated: false, ranges: vec![('\u{80}', '\u{10FFFF}')] },
         ]);
-        let leave = Expr::Rule(self.b.rule("key-char", leave));
-        let (ends, leaves) = self.trie_not(&chars, 0, &leave);
-        let mut alts = vec![Expr::seq(vec![leaves, rest])];
-        if let Some(ends) = ends {
-            alts.push(Expr::seq(vec![ends, lit("\"")]));
-        }
-        Ok(Expr::seq(vec![lit("\""), Expr::alt(alts)]))
+        let leave = Expr::Rule(self.rule_at("key-char", leave, &at));
+        let (trie, _) = self.trie_not(&chars, 0, &leave, &rest, &at)?;
+        Ok(Expr::seq(vec![lit("\""), trie]))
     }
 
-    /// For names sharing a prefix of `depth` characters: (prefixes from here that end at no name,
-    /// prefixes from here that leave the trie with one character no name continues with).
-    fn trie_not(&self, names: &[Vec<char>], depth: usize, leave: &Expr) -> (Option<Expr>, Expr) {
-        let mut ends = Vec::new();
-        if !names.iter().any(|n| n.len() == depth) {
-            ends.push(Expr::Empty);
+    /// For sorted names sharing a prefix of `depth` characters: the rest of a key (closing quote
+    /// included) that is none of them, and the number of trie nodes it spells. A subtrie of more
+    /// than [`KEY_TRIE_NODES`] nodes is a rule kept apart, so that no automaton exceeds its limit
+    /// however many names there are.
+    fn trie_not(
+        &mut self,
+        names: &[Vec<char>],
+        depth: usize,
+        leave: &Expr,
+        rest: &Expr,
+        at: &str,
+    ) -> Result<(Expr, usize), SchemaError> {
+        self.tick(at)?;
+        let mut alts = Vec::new();
+        // Sorted, a name that ends here comes first; if none does, the key may end here.
+        if names.first().is_none_or(|n| n.len() != depth) {
+            alts.push(lit("\""));
         }
-        let mut next: Vec<char> = names.iter().filter(|n| n.len() > depth).map(|n| n[depth]).collect();
-        next.sort_unstable();
-        next.dedup();
+        let longer = names.iter().position(|n| n.len() > depth).map_or(&names[names.len()..], |p| &names[p..]);
+        // The runs of names by their next character.
+        let mut groups: Vec<(char, &[Vec<char>])> = Vec::new();
+        let mut i = 0;
+        while i < longer.len() {
+            let c = longer[i][depth];
+            let run = longer[i..].iter().take_while(|n| n[depth] == c).count();
+            groups.push((c, &longer[i..i + run]));
+            i += run;
+        }
         let mut excluded: Vec<(char, char)> = vec![('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')];
-        excluded.extend(next.iter().map(|&c| (c, c)));
-        let mut leaves = if next.iter().all(char::is_ascii) {
+        excluded.extend(groups.iter().map(|&(c, _)| (c, c)));
+        if groups.iter().all(|(c, _)| c.is_ascii()) {
             excluded.push(('\u{80}', '\u{10FFFF}'));
-            vec![Expr::CharClass { negated: true, ranges: excluded }, leave.clone()]
+            let out = Expr::alt(vec![Expr::CharClass { negated: true, ranges: excluded }, leave.clone()]);
+            alts.push(Expr::seq(vec![out, rest.clone()]));
         } else {
-            vec![Expr::alt(vec![
+            let out = Expr::alt(vec![
                 Expr::CharClass { negated: true, ranges: excluded },
                 Expr::seq(vec![lit("\\"), Self::escape_tail()]),
-            ])]
-        };
-        for c in next {
-            let sub: Vec<Vec<char>> = names.iter().filter(|n| n.len() > depth && n[depth] == c).cloned().collect();
-            let (e, l) = self.trie_not(&sub, depth + 1, leave);
-            if let Some(e) = e {
-                ends.push(Expr::seq(vec![lit(&c.to_string()), e]));
-            }
-            leaves.push(Expr::seq(vec![lit(&c.to_string()), l]));
+            ]);
+            alts.push(Expr::seq(vec![out, rest.clone()]));
         }
-        let ends = if ends.is_empty() { None } else { Some(Expr::alt(ends)) };
-        (ends, Expr::alt(leaves))
+        let mut nodes = 1;
+        for (c, sub) in groups {
+            let (e, k) = self.trie_not(sub, depth + 1, leave, rest, at)?;
+            nodes += k;
+            alts.push(Expr::seq(vec![lit(&c.to_string()), e]));
+        }
+        let e = Expr::alt(alts);
+        if nodes > KEY_TRIE_NODES && depth > 0 {
+            let id = self.rule_at("key-trie", e, at);
+            self.b.keep_rule(id);
+            return Ok((Expr::Rule(id), 1));
+        }
+        Ok((e, nodes))
     }
 
     fn array(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
@@ -1284,8 +1544,91 @@ impl<'a> Compiler<'a> {
 
 #[derive(Default)]
 struct Bounds {
-    lo: Option<(f64, bool)>,
-    hi: Option<(f64, bool)>,
+    lo: Option<(Num, bool)>,
+    hi: Option<(Num, bool)>,
+}
+
+/// A numeric bound known exactly: an integer, or a non-integral `f64` (below 2^52, so its floor is
+/// exact).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Num {
+    Int(i128),
+    Frac(f64),
+}
+
+impl Num {
+    /// Exact order (an `f64` comparison would round integers beyond 2^53).
+    fn cmp_exact(self, other: Num) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        match (self, other) {
+            (Num::Int(a), Num::Int(b)) => a.cmp(&b),
+            (Num::Frac(a), Num::Frac(b)) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+            // `b` is not an integer: `a < b` exactly when `a <= floor(b)`.
+            (Num::Int(a), Num::Frac(b)) => {
+                if a <= b.floor() as i128 {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                }
+            }
+            (Num::Frac(_), Num::Int(_)) => other.cmp_exact(self).reverse(),
+        }
+    }
+}
+
+/// 2^53: integers of this magnitude or more are not all representable as `f64`.
+const F64_EXACT_INTEGERS: f64 = 9_007_199_254_740_992.0;
+
+/// The exact value of a number in the schema (`keyword` at `pointer`). serde_json (without
+/// `arbitrary_precision`) gives integers that fit as `i64`/`u64`, exact, and every other number as
+/// the nearest `f64`: an integral `f64` of magnitude 2^53 or more may stand for any of many
+/// integers written in the schema (`123456789012345678901234567890` arrives rounded), so its exact
+/// value is unknown and enforcing the rounded one would be a different language: an error. Smaller
+/// `f64`s are taken as written (a literal with more significant digits than an `f64` holds is rounded
+/// before it reaches us, and cannot be told apart; shortest round-trip forms are exact).
+fn exact_number(v: &Value, pointer: &str, keyword: &str) -> Result<Num, SchemaError> {
+    if let Some(i) = v.as_i64() {
+        return Ok(Num::Int(i.into()));
+    }
+    if let Some(u) = v.as_u64() {
+        return Ok(Num::Int(u.into()));
+    }
+    let x = v.as_f64().unwrap_or(f64::NAN);
+    if x.is_finite() && x.fract() == 0.0 && x.abs() < F64_EXACT_INTEGERS {
+        return Ok(Num::Int(x as i128));
+    }
+    if x.is_finite() && x.fract() != 0.0 {
+        return Ok(Num::Frac(x));
+    }
+    Err(inexact(pointer, keyword, v))
+}
+
+fn inexact(pointer: &str, keyword: &str, v: &Value) -> SchemaError {
+    SchemaError::Unsupported {
+        pointer: pointer.to_string(),
+        keyword: keyword.to_string(),
+        detail: format!(
+            ": {v} arrived as a float of magnitude 2^53 or more (an integer beyond 64 bits, or one \
+             written with an exponent or a fraction), so its exact value is unknown"
+        ),
+    }
+}
+
+/// The pointer (under `pointer`) of the first number in `v` whose exact value is unknown (see
+/// [`exact_number`]): `const` and `enum` values are matched as written, so a rounded one would
+/// match a different value.
+fn inexact_within<'v>(v: &'v Value, pointer: &str) -> Option<(String, &'v Value)> {
+    match v {
+        Value::Number(n) => {
+            let rounded = n.as_i64().is_none()
+                && n.as_u64().is_none()
+                && n.as_f64().is_some_and(|x| x.fract() == 0.0 && x.abs() >= F64_EXACT_INTEGERS);
+            rounded.then(|| (pointer.to_string(), v))
+        }
+        Value::Array(a) => a.iter().enumerate().find_map(|(i, x)| inexact_within(x, &format!("{pointer}/{i}"))),
+        Value::Object(m) => m.iter().find_map(|(k, x)| inexact_within(x, &format!("{pointer}/{}", escape_pointer(k)))),
+        _ => None,
+    }
 }
 
 fn is_keyword(k: &str) -> bool {
@@ -1456,7 +1799,8 @@ fn json_regex(pattern: &str, any_char: &Expr) -> Result<Expr, String> {
 /// JSON numbers (no exponent) that are multiples of `k`, for `k` = 1 or a power of ten below 1 (at
 /// most that many fraction digits, trailing zeros aside). `None` for other steps.
 fn multiple_of(k: f64) -> Option<Expr> {
-    let n = (0..=9).find(|&n| (k * 10f64.powi(n) - 1.0).abs() < 1e-9)?;
+    // Exactly the `f64` that `1e-n` parses to: a tolerance would take 1.0000000001 for 1.
+    let n = (0..=9).find(|&n| format!("1e-{n}").parse::<f64>().is_ok_and(|p| p == k))?;
     let digits = |min: u32, max: Option<u32>| {
         Expr::repeat(Expr::CharClass { negated: false, ranges: vec![('0', '9')] }, min, max)
     };
@@ -1473,6 +1817,11 @@ fn multiple_of(k: f64) -> Option<Expr> {
         Expr::seq(vec![lit("."), digits(1, Some(n as u32)), Expr::repeat(lit("0"), 0, None)])
     };
     Some(Expr::seq(vec![int, Expr::optional(frac)]))
+}
+
+/// The pointer of the first of `keywords` that `m` holds, else `ptr` itself.
+fn keyword_pointer(m: &Map<String, Value>, ptr: &str, keywords: &[&str]) -> String {
+    keywords.iter().find(|k| m.contains_key(**k)).map_or_else(|| ptr.to_string(), |k| format!("{ptr}/{k}"))
 }
 
 /// A rule name from the last segment of a JSON pointer.

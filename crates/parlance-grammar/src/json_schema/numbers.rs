@@ -1,5 +1,8 @@
 //! Numeric ranges as digit automata: integers in `[lo, hi]` exactly, and decimal numbers between
 //! integer bounds (inclusive or exclusive) exactly, with the fraction constrained where the bound needs it.
+//!
+//! Bounds are `i128`/`u128`, so that every `i64` and `u64` bound (and their negations, and one past
+//! them) is exact: the digit strings are built from the bound's own decimal digits.
 
 use crate::grammar::Expr;
 
@@ -42,7 +45,7 @@ fn range_same_len(lo: &[u8], hi: &[u8]) -> Expr {
 }
 
 /// Canonical decimal digits of non-negative integers in `[lo, hi]` (`hi = None`: unbounded).
-pub(crate) fn uint_range(lo: u64, hi: Option<u64>) -> Expr {
+pub(crate) fn uint_range(lo: u128, hi: Option<u128>) -> Expr {
     if let Some(h) = hi
         && h < lo
     {
@@ -87,13 +90,13 @@ pub(crate) fn nothing() -> Expr {
 }
 
 /// JSON integers in `[lo, hi]` (either side may be open).
-pub(crate) fn int_range(lo: Option<i64>, hi: Option<i64>) -> Expr {
+pub(crate) fn int_range(lo: Option<i128>, hi: Option<i128>) -> Expr {
     let mut alts = Vec::new();
     // Non-negative part.
-    let nlo = lo.map_or(0, |l| l.max(0)) as u64;
+    let nlo = lo.map_or(0, |l| l.max(0)) as u128;
     match hi {
         Some(h) if h < 0 => {}
-        Some(h) => alts.push(uint_range(nlo, Some(h as u64))),
+        Some(h) => alts.push(uint_range(nlo, Some(h as u128))),
         None => alts.push(uint_range(nlo, None)),
     }
     // Negative part: -m with m in [max(1, -hi), -lo].
@@ -133,10 +136,10 @@ fn frac(f: Frac) -> Expr {
 
 /// JSON numbers (no exponent) `x` with `lo <= x` (or `<` if `lo_excl`) and `x <= hi` (or `<`), for
 /// integer bounds.
-pub(crate) fn decimal_range(lo: Option<i64>, lo_excl: bool, hi: Option<i64>, hi_excl: bool) -> Expr {
+pub(crate) fn decimal_range(lo: Option<i128>, lo_excl: bool, hi: Option<i128>, hi_excl: bool) -> Expr {
     let mut alts = Vec::new();
     // Pieces: (negative?, integer-part range [a, b], fraction rule).
-    let mut piece = |neg: bool, a: u64, b: Option<u64>, f: Frac| {
+    let mut piece = |neg: bool, a: u128, b: Option<u128>, f: Frac| {
         if b.is_some_and(|b| b < a) {
             return;
         }
@@ -154,7 +157,7 @@ pub(crate) fn decimal_range(lo: Option<i64>, lo_excl: bool, hi: Option<i64>, hi_
     if pos_ok {
         // Lower side.
         let (start, start_frac) = match lo {
-            Some(l) if l > 0 => (l as u64, if lo_excl { Frac::NonZero } else { Frac::Any }),
+            Some(l) if l > 0 => (l as u128, if lo_excl { Frac::NonZero } else { Frac::Any }),
             Some(0) if lo_excl => (0, Frac::NonZero),
             _ => (0, Frac::Any),
         };
@@ -168,7 +171,7 @@ pub(crate) fn decimal_range(lo: Option<i64>, lo_excl: bool, hi: Option<i64>, hi_
                 }
             }
             Some(h) => {
-                let h = h as u64;
+                let h = h as u128;
                 // I in [start, h-1] any fraction (first one possibly nonzero only); I == h zero fraction
                 // unless exclusive.
                 if start < h {
@@ -228,7 +231,7 @@ pub(crate) fn decimal_range(lo: Option<i64>, lo_excl: bool, hi: Option<i64>, hi_
 
 /// A non-negative decimal bound split into integer part and fraction digits (no trailing zeros), from
 /// its JSON text. `None` for negative numbers or exponent notation.
-pub(crate) fn split_decimal(text: &str) -> Option<(u64, String)> {
+pub(crate) fn split_decimal(text: &str) -> Option<(u128, String)> {
     if text.starts_with('-') || text.contains(['e', 'E']) {
         return None;
     }
@@ -279,7 +282,13 @@ fn frac_le(d: &[u8]) -> Expr {
 /// Non-negative-bounded decimals `lo <= x <= hi` where a bound may have a fraction: the values with
 /// the bound's integer part and a fraction beyond it, plus the integer-bounded range in between.
 /// `None` when both bounds share their integer part (a two-sided fraction constraint).
-pub(crate) fn fractional_range(lo: Option<(u64, String)>, hi: Option<(u64, String)>) -> Option<Expr> {
+pub(crate) fn fractional_range(lo: Option<(u128, String)>, hi: Option<(u128, String)>) -> Option<Expr> {
+    if let (Some((l, _)), Some((h, _))) = (&lo, &hi)
+        && l > h
+    {
+        // The pieces below each hold to one bound only: with the bounds crossed, nothing is left.
+        return Some(nothing());
+    }
     let mut alts = Vec::new();
     let lo_int = match &lo {
         Some((i, f)) if !f.is_empty() => {
@@ -301,10 +310,10 @@ pub(crate) fn fractional_range(lo: Option<(u64, String)>, hi: Option<(u64, Strin
         Some((i, _)) => Some((*i, false)),
         None => None,
     };
-    let lo_i = lo_int.map(|x| x as i64);
+    let lo_i = lo_int.map(|x| x as i128);
     let middle = match hi_int {
-        Some((h, true)) => decimal_range(lo_i, false, Some(h as i64), true),
-        Some((h, false)) => decimal_range(lo_i, false, Some(h as i64), false),
+        Some((h, true)) => decimal_range(lo_i, false, Some(h as i128), true),
+        Some((h, false)) => decimal_range(lo_i, false, Some(h as i128), false),
         None => decimal_range(lo_i, false, None, false),
     };
     alts.push(middle);
@@ -337,7 +346,7 @@ mod tests {
         assert!(empty.is_err(), "an empty range matches nothing");
         for (lo, hi) in [(Some(-15), Some(123)), (Some(7), None), (None, Some(-3)), (Some(0), Some(0))] {
             let m = matcher_for(int_range(lo, hi));
-            for x in -300i64..300 {
+            for x in -300i128..300 {
                 let want = lo.is_none_or(|l| x >= l) && hi.is_none_or(|h| x <= h);
                 assert_eq!(accepts(&m, &x.to_string()), want, "{x} in {lo:?}..={hi:?}");
             }
@@ -361,6 +370,11 @@ mod tests {
             }
         }
         assert!(fractional_range(split_decimal("1.2"), split_decimal("1.5")).is_none());
+        let crossed = matcher_for(Expr::alt(vec![
+            fractional_range(split_decimal("5.5"), split_decimal("3")).expect("supported"),
+            Expr::literal("x"),
+        ]));
+        assert!(["3", "5", "5.5", "6"].iter().all(|x| !accepts(&crossed, x)), "5.5 <= x <= 3 is empty");
     }
 
     #[test]

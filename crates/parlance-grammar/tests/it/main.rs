@@ -5,6 +5,7 @@ mod dispatch;
 mod grammar;
 mod json_schema;
 mod masks;
+mod schema_limits;
 mod structural_tag;
 
 /// Grammar texts shared by several test modules.
