@@ -313,6 +313,7 @@ fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
         variables: variables.into_iter().collect(),
         sessions: args.sessions,
         seed: args.seed,
+        ..parlance::RoundtripOptions::default()
     };
     let report = parlance::roundtrip::run(&template, &format, tokenizer.as_ref(), &options);
     let mut stdout = std::io::stdout().lock();

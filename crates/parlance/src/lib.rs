@@ -71,6 +71,8 @@ pub use parse::{
 };
 pub use response_template::response_template;
 pub use roundtrip::RoundtripOptions;
-pub use template::{ChatTemplate, RenderLimits, RenderOptions, RenderRequest, TemplateError, TemplateSource};
+pub use template::{
+    ChatTemplate, RenderLimits, RenderOptions, RenderRequest, RunBudget, TemplateError, TemplateSource,
+};
 pub use tokenizer::{ByteRange, Tokenizer, TokenizerError};
 pub use turn::{RenderedTokens, Renderer, TurnError};

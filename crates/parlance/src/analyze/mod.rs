@@ -52,10 +52,22 @@ pub enum AnalyzeError {
 }
 
 /// Options of the analysis.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct AnalyzeOptions {
     /// Template variables set on every probe render (e.g. a `bos_token` the template needs).
     pub variables: IndexMap<String, Json>,
+    /// Wall-clock budget of the whole analysis, its ~60 probe renders together; default 30 s (a
+    /// real template needs well under a second). Where it runs out the analysis stops with
+    /// [`AnalyzeError::Limit`]. It bounds each render only where
+    /// [`crate::template::memory::GuardedAllocator`] is installed; without it, renders after the
+    /// deadline are refused.
+    pub max_wall_time: std::time::Duration,
+}
+
+impl Default for AnalyzeOptions {
+    fn default() -> Self {
+        AnalyzeOptions { variables: IndexMap::new(), max_wall_time: std::time::Duration::from_secs(30) }
+    }
 }
 
 impl Format {
@@ -67,7 +79,8 @@ impl Format {
 
 /// Analyzes `template`: every marker from diffs of probe renders.
 pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Format, AnalyzeError> {
-    let probe = Probe::new(template, options.variables.clone())
+    let budget = crate::template::RunBudget::new(options.max_wall_time, "analysis wall-clock milliseconds");
+    let probe = Probe::new(template, options.variables.clone(), budget)
         .map_err(|tried| AnalyzeError::NoConversation { template: template.label().to_owned(), tried })?;
     let format = analyze_with(template, probe.clone());
     if let Some(message) = probe.limit_hit() {

@@ -14,7 +14,7 @@ use serde_json::{Value as Json, json};
 use super::diff::{common_prefix, common_prefix_angle, common_suffix};
 use crate::message::Conversation;
 use crate::message::null_content_beside_calls;
-use crate::template::{ChatTemplate, RenderOptions};
+use crate::template::{ChatTemplate, RenderOptions, RunBudget};
 
 pub(crate) const USER: &str = "PLNC user question";
 pub(crate) const USER_2: &str = "PLNC second question";
@@ -54,6 +54,8 @@ pub(crate) struct Probe {
     /// this probe: once set, no render runs again, so an expensive template costs one render's
     /// budget, not one per probe.
     limit_hit: Arc<Mutex<Option<String>>>,
+    /// The whole analysis's wall-clock budget, shared by every render.
+    budget: RunBudget,
 }
 
 /// One assistant message as the model would write it.
@@ -125,11 +127,16 @@ impl Probe {
     /// (firefunction-v2 concatenates `functions` and `datetime`, which a caller must pass) are set
     /// to `""` and the shapes are tried again: the analysis then describes the template as such a
     /// caller sees it.
-    pub(crate) fn new(template: &ChatTemplate, variables: IndexMap<String, Json>) -> Result<Probe, Vec<String>> {
+    pub(crate) fn new(
+        template: &ChatTemplate,
+        variables: IndexMap<String, Json>,
+        budget: RunBudget,
+    ) -> Result<Probe, Vec<String>> {
         let mut tried = Vec::new();
         let limit_hit = Arc::new(Mutex::new(None));
         let first = (Vec::new(), Vec::new());
-        if let Some(probe) = Probe::with_variables(template, variables.clone(), first, &limit_hit, &mut tried) {
+        if let Some(probe) = Probe::with_variables(template, variables.clone(), first, (&limit_hit, budget), &mut tried)
+        {
             return Ok(probe);
         }
         if limit_hit.lock().map(|hit| hit.is_some()).unwrap_or(true) {
@@ -155,8 +162,13 @@ impl Probe {
             return Err(tried);
         }
         let mut tried_emptied = Vec::new();
-        let probe =
-            Probe::with_variables(template, variables, (emptied.clone(), functions), &limit_hit, &mut tried_emptied);
+        let probe = Probe::with_variables(
+            template,
+            variables,
+            (emptied.clone(), functions),
+            (&limit_hit, budget),
+            &mut tried_emptied,
+        );
         probe.ok_or_else(|| {
             tried.extend(tried_emptied.into_iter().map(|t| format!("{t} (with {emptied:?} set empty)")));
             tried
@@ -169,7 +181,7 @@ impl Probe {
         template: &ChatTemplate,
         variables: IndexMap<String, Json>,
         (emptied, functions): (Vec<String>, Vec<String>),
-        limit_hit: &Arc<Mutex<Option<String>>>,
+        (limit_hit, budget): (&Arc<Mutex<Option<String>>>, RunBudget),
         tried: &mut Vec<String>,
     ) -> Option<Probe> {
         let prefixes = [
@@ -189,6 +201,7 @@ impl Probe {
                     opened: String::new(),
                     shape,
                     limit_hit: Arc::clone(limit_hit),
+                    budget,
                 };
                 let assistant = json!({"role": "assistant", "content": CONTENT});
                 let renders = probe
@@ -327,6 +340,7 @@ impl Probe {
             now: chrono::NaiveDate::from_ymd_opt(2025, 1, 15).and_then(|d| d.and_hms_opt(12, 0, 0)),
             keep_null_keys: self.null_content_with_calls,
             empty_functions: self.functions.clone(),
+            budget: Some(self.budget),
             ..RenderOptions::default()
         };
         if let Some(hit) = self.limit_hit() {

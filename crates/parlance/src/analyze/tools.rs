@@ -258,7 +258,7 @@ fn call_fields(value: &Json, parent_key: Option<&str>, parent: Option<&Json>) ->
 
 /// JSON-native: a JSON value holds the function name.
 fn json_native(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)> {
-    let (start, end, value) = json_values(one).into_iter().find(|(_, _, v)| contains_string(v, FN_1))?;
+    let (start, end, value) = json_values(one).find(|(_, _, v)| contains_string(v, FN_1))?;
     let mut fields = call_fields(&value, None, None)?;
     fields.array = value.is_array();
     let mut tools = ToolCallFormat {
@@ -327,7 +327,7 @@ fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)
     // the text after call 2's arguments.
     let arguments_end = |two: &str, from: usize, arg: &str| {
         let probe_arguments = |v: &Json| contains_string(v, arg) || v.as_str().is_some_and(|s| s.contains(arg));
-        let (_, end, _) = json_values(&two[from..]).into_iter().find(|(_, _, v)| probe_arguments(v))?;
+        let (_, end, _) = json_values(&two[from..]).find(|(_, _, v)| probe_arguments(v))?;
         Some(from + end)
     };
     let second = two.and_then(|two| {

@@ -71,7 +71,8 @@ fn without_user_turn(mut output: super::probe::Output) -> super::probe::Output {
 
 /// The probe the analysis of `format` used: with its workarounds.
 fn probe_for(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions) -> Option<Probe> {
-    let mut probe = Probe::new(template, options.variables.clone()).ok()?;
+    let budget = crate::template::RunBudget::new(options.max_wall_time, "verification wall-clock milliseconds");
+    let mut probe = Probe::new(template, options.variables.clone(), budget).ok()?;
     if format.has_workaround(Workaround::ListAppendIgnored) {
         probe = probe.with_list_append_ignored().unwrap_or(probe);
     }
@@ -303,7 +304,7 @@ fn first_call_at(tools: &ToolCallFormat, text: &str, content_start: &str) -> Opt
         }
     }
     if tools.json.is_some() {
-        return json_values(text).into_iter().find(|(_, _, v)| v.is_object() || v.is_array()).map(|(s, _, _)| s);
+        return json_values(text).find(|(_, _, v)| v.is_object() || v.is_array()).map(|(s, _, _)| s);
     }
     None
 }
@@ -382,7 +383,7 @@ fn read_calls(family: ToolFamily, tools: &ToolCallFormat, text: &str) -> Result<
             body_start = id_end + tools.call_id_suffix.trim().len();
         }
         let (args, body_end) = if tools.arguments == ArgumentEncoding::Json {
-            let (_, e, value) = json_values(&text[body_start..]).into_iter().next().ok_or("arguments JSON missing")?;
+            let (_, e, value) = json_values(&text[body_start..]).next().ok_or("arguments JSON missing")?;
             (value, body_start + e)
         } else {
             tagged_arguments(tools, &text[body_start..]).map(|(args, len)| (args, body_start + len))?

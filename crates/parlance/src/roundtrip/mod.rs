@@ -42,11 +42,20 @@ pub struct RoundtripOptions {
     pub sessions: usize,
     /// Seed of the random sessions and of generated call ids.
     pub seed: u64,
+    /// Wall-clock budget of every render of the run together; default 60 s (a real template
+    /// needs a few seconds at most). Where it runs out, the scenarios left fail with
+    /// [`crate::TemplateError::Limit`] at once.
+    pub max_wall_time: std::time::Duration,
 }
 
 impl Default for RoundtripOptions {
     fn default() -> RoundtripOptions {
-        RoundtripOptions { variables: IndexMap::new(), sessions: 64, seed: 0x5eed }
+        RoundtripOptions {
+            variables: IndexMap::new(),
+            sessions: 64,
+            seed: 0x5eed,
+            max_wall_time: std::time::Duration::from_secs(60),
+        }
     }
 }
 

@@ -185,6 +185,8 @@ pub(crate) struct Sim<'a> {
     /// fails the same way at once, so a template too expensive to render costs one budget, not one
     /// per scenario.
     pub limit_hit: std::sync::Mutex<Option<(String, usize, &'static str, u64)>>,
+    /// The whole run's wall-clock budget, shared by every render.
+    pub budget: crate::template::RunBudget,
 }
 
 /// Date of every render (templates print today's date).
@@ -254,6 +256,7 @@ impl<'a> Sim<'a> {
             parser: Parser::new(format, &ParseOptions::default()),
             seed: options.seed,
             limit_hit: std::sync::Mutex::new(None),
+            budget: crate::template::RunBudget::new(options.max_wall_time, "roundtrip wall-clock milliseconds"),
         };
         if let Some(opening) = openings.iter().find(|o| sim.render(o, true, true, &[]).is_ok()) {
             sim.opening = opening.clone();
@@ -311,6 +314,7 @@ impl<'a> Sim<'a> {
             variables,
             now: render_date(),
             keep_null_keys,
+            budget: Some(self.budget),
             ..RenderOptions::default()
         };
         let hit = self.limit_hit.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -84,7 +84,7 @@ pub enum TemplateError {
         /// 1-based line where the limit was hit (0 if unknown).
         line: usize,
         /// Which limit: `fuel`, `recursion`, `output bytes`, `memory bytes`, `wall-clock milliseconds`,
-        /// `expression nesting depth` or `characters in one line`.
+        /// `expression nesting depth`, `characters in one line`, or a [`super::RunBudget`]'s `what`.
         what: &'static str,
         /// The limit's value.
         limit: u64,

@@ -95,6 +95,39 @@ pub struct RenderOptions {
     /// and returns an empty string; default none. Analysis uses it to render such templates at all;
     /// a real render passes the helper's output as a variable instead.
     pub empty_functions: Vec<String>,
+    /// A wall-clock budget this render shares with others (an analysis's probes, a roundtrip's
+    /// scenarios): it gets at most what is left of it; default `None`.
+    pub budget: Option<RunBudget>,
+}
+
+/// A wall-clock budget shared by the renders of one run (an analysis, a roundtrip), so a template
+/// that costs a little under the per-render limit each time still ends the run in bounded time.
+/// The remaining time bounds each render where [`memory::GuardedAllocator`] is installed; without
+/// it, a render that starts after the deadline is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunBudget {
+    /// When the run must have ended.
+    pub deadline: std::time::Instant,
+    /// The whole budget (what errors report).
+    pub total: std::time::Duration,
+    /// What the budget is of, as errors name it (`analysis wall-clock milliseconds`).
+    pub what: &'static str,
+}
+
+impl RunBudget {
+    /// A budget of `total` from now.
+    pub fn new(total: std::time::Duration, what: &'static str) -> RunBudget {
+        RunBudget { deadline: std::time::Instant::now() + total, total, what }
+    }
+
+    /// Time left before the deadline.
+    pub fn left(&self) -> std::time::Duration {
+        self.deadline.saturating_duration_since(std::time::Instant::now())
+    }
+
+    fn total_millis(&self) -> u64 {
+        u64::try_from(self.total.as_millis()).unwrap_or(u64::MAX)
+    }
 }
 
 /// A compiled chat template with its special tokens; build once, render many times (`&self`).
@@ -310,19 +343,27 @@ impl ChatTemplate {
     /// Renders `conversation`: byte-identical to transformers' `apply_chat_template(tokenize=False)`.
     pub fn render(&self, conversation: &Conversation, options: &RenderOptions) -> Result<String, TemplateError> {
         let name = self.select(conversation, options)?.to_owned();
+        // What is left of a shared budget bounds this render when it is less than its own limit.
+        let budget = options.budget.filter(|b| b.left() < self.inner.limits.max_wall_time);
+        if let Some(budget) = budget.filter(|b| b.left().is_zero()) {
+            return Err(self.limit_error(&name, 0, budget.what, budget.total_millis()));
+        }
         let (context, continued) = self.context(conversation, options)?;
         let rendered = if memory::is_installed() {
             let this = self.clone();
             let name_for_error = name.clone();
             let now = options.now;
             let max = self.inner.limits.max_memory_bytes;
-            let max_time = self.inner.limits.max_wall_time;
+            let max_time = budget.map_or(self.inner.limits.max_wall_time, |b| b.left());
             match memory::run_bounded(max, max_time, move || this.render_here(&name, context, now)) {
                 Ok(result) => result?,
                 Err(memory::Stopped::Memory) => {
                     return Err(self.limit_error(&name_for_error, 0, "memory bytes", max as u64));
                 }
                 Err(memory::Stopped::Time) => {
+                    if let Some(budget) = budget {
+                        return Err(self.limit_error(&name_for_error, 0, budget.what, budget.total_millis()));
+                    }
                     let millis = u64::try_from(max_time.as_millis()).unwrap_or(u64::MAX);
                     return Err(self.limit_error(&name_for_error, 0, "wall-clock milliseconds", millis));
                 }

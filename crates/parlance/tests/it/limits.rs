@@ -107,3 +107,40 @@ fn renders_that_copy_megabytes_per_instruction_stop_at_the_wall_clock_budget() {
     assert!(err.contains("wall-clock milliseconds limit"), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
 }
+
+// See: issue 19, item 1 (a whole-run budget for `analyze` and `roundtrip`): a template that costs a
+// fraction of the per-render limit on every render would otherwise cost ~60 of them.
+#[test]
+fn analysis_and_roundtrip_end_within_their_whole_run_budget() {
+    let body = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% for c in m.tool_calls or [] %}\
+                <call>{{ c.function.name }}{{ c.function.arguments | tojson }}</call>{% endfor %}<|end|>{% endfor %}\
+                {% if add_generation_prompt %}<|assistant|>{% endif %}";
+    let slow =
+        format!("{{% set s = 'x' * 4000000 %}}{{% for i in range(150) %}}{{% set t = s ~ s %}}{{% endfor %}}{body}");
+    let template = ChatTemplate::from_text(&slow).unwrap();
+    let started = std::time::Instant::now();
+    let one = template.render(&conversation(), &RenderOptions::default());
+    assert!(one.is_ok(), "{one:?}");
+    let per_render = started.elapsed();
+    let budget = std::time::Duration::from_secs(1);
+    let options = parlance::AnalyzeOptions { max_wall_time: budget, ..parlance::AnalyzeOptions::default() };
+    let started = std::time::Instant::now();
+    let result = parlance::analyze(&template, &options);
+    let took = started.elapsed();
+    // Sixty renders would take far longer than the budget; the analysis stops at it, saying so.
+    assert!(per_render * 60 > budget * 3, "the template renders too fast to test: {per_render:?}");
+    let err = result.expect_err("the analysis cannot finish in its budget").to_string();
+    assert!(err.contains("analysis wall-clock milliseconds limit reached (1000)"), "{err}");
+    assert!(took < budget + per_render * 3 + std::time::Duration::from_secs(1), "took {took:?}");
+    // The roundtrip's renders share one budget the same way (the Format from the fast template).
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(body).unwrap()).unwrap();
+    assert!(format.tools.is_some(), "{}", format.summary());
+    let options =
+        parlance::RoundtripOptions { max_wall_time: budget, sessions: 0, ..parlance::RoundtripOptions::default() };
+    let started = std::time::Instant::now();
+    let report = parlance::roundtrip::run(&template, &format, None, &options);
+    let took = started.elapsed();
+    assert!(took < budget + per_render * 3 + std::time::Duration::from_secs(1), "took {took:?}");
+    let text = serde_json::to_string(&report).unwrap();
+    assert!(text.contains("roundtrip wall-clock milliseconds limit reached (1000)"), "{text:.3000}");
+}
