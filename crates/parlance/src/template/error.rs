@@ -89,6 +89,20 @@ pub enum TemplateError {
         /// The limit's value.
         limit: u64,
     },
+    /// No bounded render can start: renders refused earlier hold, asleep, as much as the process
+    /// allows (see [`super::memory`]); restart the process.
+    #[error(
+        "renders refused earlier hold {held_bytes} bytes in {threads} sleeping threads (the process allows {limit} bytes, {max_threads} threads): no more bounded renders in this process; restart it",
+        max_threads = super::memory::MAX_PARKED_THREADS
+    )]
+    Exhausted {
+        /// Threads left asleep by refused renders.
+        threads: usize,
+        /// Bytes they hold.
+        held_bytes: usize,
+        /// [`super::memory::parked_limit`].
+        limit: usize,
+    },
     /// The request cannot be rendered as given (conflicting options, nothing to continue, ...).
     #[error("invalid render request: {0}")]
     Request(String),

@@ -20,19 +20,50 @@
 //! milliseconds`.
 //!
 //! The cost of a refused render is the memory it held when stopped (at most the budget) and one
-//! sleeping thread; a server that keeps refusing templates should stop accepting them. Without the
-//! guard installed, renders run inline and memory is bounded only by the output limit, fuel and
-//! minijinja's own caps (100 MB per string repetition).
+//! sleeping thread, for the life of the process: nothing else can be done safely (the thread can
+//! neither fail the allocation nor unwind from it, and other threads may hold what it allocated).
+//! That cost is bounded for the whole process: once refused renders hold [`parked_limit`] bytes
+//! (default 2 GiB) or [`MAX_PARKED_THREADS`] threads, every later bounded render is refused at
+//! once ([`Stopped::Exhausted`]) instead of growing the process until the system kills it. A server
+//! that sees that error should restart the process (and stop accepting the templates that caused
+//! it); [`parked`] says how much is held.
+//!
+//! Without the guard installed, renders run inline and memory is bounded only by the output limit,
+//! fuel and minijinja's own caps (100 MB per string repetition): a template can still exhaust the
+//! machine with a few string doublings, and wall time is bounded only by fuel.
 
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Most threads refused renders may leave asleep before bounded renders are refused at once.
+pub const MAX_PARKED_THREADS: usize = 64;
+
+/// Bytes held by the threads of refused renders, and how many there are (see the module docs).
+static PARKED_BYTES: AtomicUsize = AtomicUsize::new(0);
+static PARKED_THREADS: AtomicUsize = AtomicUsize::new(0);
+static PARKED_LIMIT: AtomicUsize = AtomicUsize::new(2 << 30);
+
+/// The most bytes refused renders may hold in all before bounded renders are refused at once.
+pub fn parked_limit() -> usize {
+    PARKED_LIMIT.load(Ordering::Relaxed)
+}
+
+/// Sets [`parked_limit`].
+pub fn set_parked_limit(bytes: usize) {
+    PARKED_LIMIT.store(bytes, Ordering::Relaxed);
+}
+
+/// `(threads, bytes)` that refused renders hold asleep in this process.
+pub fn parked() -> (usize, usize) {
+    (PARKED_THREADS.load(Ordering::Relaxed), PARKED_BYTES.load(Ordering::Relaxed))
+}
 
 /// Stack of a bounded render thread (address space; pages are committed only when touched). Deep
 /// enough for the recursion limit in debug builds and for dropping the most deeply nested value the
@@ -42,6 +73,8 @@ const RENDER_STACK_BYTES: usize = 256 << 20;
 thread_local! {
     /// Bytes the current thread may still allocate, when it runs a bounded render.
     static REMAINING: Cell<isize> = const { Cell::new(0) };
+    /// The current bounded render's whole budget.
+    static BUDGET: Cell<isize> = const { Cell::new(0) };
     /// Whether the current thread runs a bounded render.
     static BOUNDED: Cell<bool> = const { Cell::new(false) };
     /// Where to report that the budget ran out.
@@ -88,6 +121,8 @@ impl GuardedAllocator {
             // SAFETY: as in `stop_thread`: the `Signal` outlives the pointer.
             let expired = !signal.is_null() && unsafe { &*signal }.expired.load(Ordering::Relaxed);
             if remaining < 0 || expired {
+                // The allocation is not made: it is not held.
+                REMAINING.set(remaining + size as isize);
                 bounded.set(false);
                 Self::stop_thread();
             }
@@ -106,6 +141,10 @@ impl GuardedAllocator {
     /// Reports the exceeded budget and never returns: the allocation is not made.
     #[cold]
     fn stop_thread() -> ! {
+        // What this thread keeps for good (atomics: no allocation here).
+        let held = (BUDGET.get() - REMAINING.get()).max(0) as usize;
+        PARKED_BYTES.fetch_add(held, Ordering::SeqCst);
+        PARKED_THREADS.fetch_add(1, Ordering::SeqCst);
         let signal = SIGNAL.get();
         if !signal.is_null() {
             // SAFETY: `run_bounded` keeps the `Signal` alive (an `Arc` held by this thread's
@@ -170,6 +209,9 @@ pub enum Stopped {
     Panic,
     /// No thread could be started for it.
     NoThread,
+    /// Not started: refused renders already hold [`parked_limit`] bytes or [`MAX_PARKED_THREADS`]
+    /// threads (see the module docs).
+    Exhausted,
 }
 
 /// Runs `job` on a new thread that may allocate at most `max_bytes`, waiting for it at most
@@ -179,6 +221,10 @@ where
     R: Send + 'static,
     F: FnOnce() -> R + Send + 'static,
 {
+    let (threads, bytes) = parked();
+    if threads >= MAX_PARKED_THREADS || bytes.saturating_add(max_bytes) > parked_limit() {
+        return Err(Stopped::Exhausted);
+    }
     let signal = Arc::new(Signal {
         state: Mutex::new(false),
         changed: Condvar::new(),
@@ -191,6 +237,7 @@ where
         std::thread::Builder::new().name("parlance-render".into()).stack_size(RENDER_STACK_BYTES).spawn(move || {
             SIGNAL.set(Arc::as_ptr(&thread_signal));
             REMAINING.set(isize::try_from(max_bytes).unwrap_or(isize::MAX));
+            BUDGET.set(isize::try_from(max_bytes).unwrap_or(isize::MAX));
             BOUNDED.set(true);
             let value = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).ok();
             BOUNDED.set(false);

@@ -360,6 +360,10 @@ impl ChatTemplate {
                 Err(memory::Stopped::Memory) => {
                     return Err(self.limit_error(&name_for_error, 0, "memory bytes", max as u64));
                 }
+                Err(memory::Stopped::Exhausted) => {
+                    let (threads, held_bytes) = memory::parked();
+                    return Err(TemplateError::Exhausted { threads, held_bytes, limit: memory::parked_limit() });
+                }
                 Err(memory::Stopped::Time) => {
                     if let Some(budget) = budget {
                         return Err(self.limit_error(&name_for_error, 0, budget.what, budget.total_millis()));
