@@ -28,11 +28,11 @@ fn main() {
     for path in entries {
         let id = path.file_stem().unwrap().to_string_lossy().into_owned();
         let mut options = AnalyzeOptions::default();
-        if let Ok(text) = std::fs::read_to_string(corpus.join("golden").join(format!("{id}.json"))) {
-            if let Ok(golden) = serde_json::from_str::<serde_json::Value>(&text) {
-                for (k, v) in golden["template_variables"].as_object().into_iter().flatten() {
-                    options.variables.insert(k.clone(), v.clone());
-                }
+        if let Ok(text) = std::fs::read_to_string(corpus.join("golden").join(format!("{id}.json")))
+            && let Ok(golden) = serde_json::from_str::<serde_json::Value>(&text)
+        {
+            for (k, v) in golden["template_variables"].as_object().into_iter().flatten() {
+                options.variables.insert(k.clone(), v.clone());
             }
         }
         let text = std::fs::read_to_string(&path).expect("template text");

@@ -27,10 +27,10 @@ pub(crate) fn wire_message(format: &Format, message: &Json) -> Json {
     let mut message = message.clone();
     if format.tools.as_ref().is_some_and(|t| t.arguments_from_string) {
         for call in message.get_mut("tool_calls").and_then(Json::as_array_mut).into_iter().flatten() {
-            if let Some(arguments) = call.pointer_mut("/function/arguments") {
-                if !arguments.is_string() {
-                    *arguments = Json::from(arguments.to_string());
-                }
+            if let Some(arguments) = call.pointer_mut("/function/arguments")
+                && !arguments.is_string()
+            {
+                *arguments = Json::from(arguments.to_string());
             }
         }
     }

@@ -497,7 +497,7 @@ impl Nfa<'_> {
         if self.states >= self.max_states {
             return Err(BuildError::Limit("automaton states", self.states + 1, self.max_states));
         }
-        if self.states % 4096 == 0 && Instant::now() > self.deadline {
+        if self.states.is_multiple_of(4096) && Instant::now() > self.deadline {
             return Err(BuildError::Timeout);
         }
         self.states += 1;
@@ -1203,7 +1203,7 @@ impl Dfa {
         while let Some((b, a)) = work.pop() {
             in_work[b as usize * nsym + a as usize] = false;
             rounds += 1;
-            if rounds % 4096 == 0 && Instant::now() > deadline {
+            if rounds.is_multiple_of(4096) && Instant::now() > deadline {
                 return Err(BuildError::Timeout);
             }
             let a = a as usize;

@@ -298,7 +298,7 @@ impl<'a> Compiler<'a> {
     /// deadline bounds the whole lowering, not only the walk over schema nodes.
     fn tick(&mut self, pointer: &str) -> Result<(), SchemaError> {
         self.work += 1;
-        if self.work % 1024 == 0 && Instant::now() > self.deadline {
+        if self.work.is_multiple_of(1024) && Instant::now() > self.deadline {
             return Err(self.timeout(pointer));
         }
         Ok(())
@@ -541,7 +541,7 @@ impl<'a> Compiler<'a> {
                 max: MAX_NODES,
             });
         }
-        if self.nodes % 256 == 0 && Instant::now() > self.deadline {
+        if self.nodes.is_multiple_of(256) && Instant::now() > self.deadline {
             return Err(self.timeout(ptr));
         }
         if self.depth >= self.opts.limits.recursion_depth {

@@ -35,10 +35,11 @@ pub(crate) fn common_suffix(a: &str, b: &str) -> usize {
 fn unsplit_prefix(prefix: &str) -> usize {
     let mut cut = prefix.len();
     for (open, close) in [('<', '>'), ('[', ']')] {
-        if let Some(at) = prefix.rfind(open) {
-            if prefix[at..].find(close).is_none() && (open == '<' || square_inner(&prefix[at + 1..])) {
-                cut = cut.min(at);
-            }
+        if let Some(at) = prefix.rfind(open)
+            && prefix[at..].find(close).is_none()
+            && (open == '<' || square_inner(&prefix[at + 1..]))
+        {
+            cut = cut.min(at);
         }
     }
     cut
@@ -48,10 +49,11 @@ fn unsplit_prefix(prefix: &str) -> usize {
 fn unsplit_suffix(suffix: &str) -> usize {
     let mut start = 0;
     for (open, close) in [('<', '>'), ('[', ']')] {
-        if let Some(at) = suffix.find(close) {
-            if suffix[..at].find(open).is_none() && (open == '<' || square_inner(&suffix[..at])) {
-                start = start.max(at + close.len_utf8());
-            }
+        if let Some(at) = suffix.find(close)
+            && suffix[..at].find(open).is_none()
+            && (open == '<' || square_inner(&suffix[..at]))
+        {
+            start = start.max(at + close.len_utf8());
         }
     }
     suffix.len() - start

@@ -94,12 +94,11 @@ pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Form
     // differently (the last user turn moved into a system block in the prompt): the split failed.
     // The conversation after a system message may render alike; otherwise the tainted features
     // are dropped and said so.
-    if let Some(other) = probe.with_other_prefix() {
-        if let Ok(retried) = analyze_with(template, other) {
-            if tainted_markers(&retried).is_empty() {
-                return Ok(retried);
-            }
-        }
+    if let Some(other) = probe.with_other_prefix()
+        && let Ok(retried) = analyze_with(template, other)
+        && tainted_markers(&retried).is_empty()
+    {
+        return Ok(retried);
     }
     Ok(recovered_from_tainted_markers(&format).unwrap_or_else(|| without_tainted_markers(format)))
 }
@@ -264,10 +263,10 @@ fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, Ana
         format.tool_format = ToolFamily::RecipientBased;
     }
     format.content.end = shared_tail[..shared_tail.len() - format.turn_end.len()].to_owned();
-    if let Some(before) = before_calls(&probe, &format) {
-        if let Some(tools) = format.tools.as_mut() {
-            tools.before_calls = before;
-        }
+    if let Some(before) = before_calls(&probe, &format)
+        && let Some(tools) = format.tools.as_mut()
+    {
+        tools.before_calls = before;
     }
     // A template that always wraps content writes an empty wrapper before calls: it is content's,
     // not the call section's (Kimi-K3's `<|open|>response<|sep|><|close|>response`).
@@ -391,12 +390,12 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
         // A prompt with thinking switched off may open the content itself where thinking on opens
         // the reasoning (Kimi-K3: `<|open|>response<|sep|>` for `<|open|>think<|sep|>`): that
         // opener, glued to the reasoning end in every render, is the content's.
-        if let Some(opener) = content_opener_with_thinking_off(probe, &output.generation_prompt) {
-            if end_literal.trim_end().ends_with(opener.as_str()) {
-                let cut = end_literal.trim_end().len() - opener.len();
-                if !end_literal[..cut].trim().is_empty() {
-                    end_literal.truncate(cut);
-                }
+        if let Some(opener) = content_opener_with_thinking_off(probe, &output.generation_prompt)
+            && end_literal.trim_end().ends_with(opener.as_str())
+        {
+            let cut = end_literal.trim_end().len() - opener.len();
+            if !end_literal[..cut].trim().is_empty() {
+                end_literal.truncate(cut);
             }
         }
         let (mode, start) = if !start_literal.trim().is_empty() {
@@ -458,25 +457,25 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
         // a generation prompt is asked for (Hunyuan-A13B): the whole renders differ by an empty block.
         let on = probe.render(&[], false, true, &[(var, json!(true))]);
         let off = probe.render(&[], false, true, &[(var, json!(false))]);
-        if let (Some(on), Some(off)) = (on, off) {
-            if let Some((ReasoningMode::Tag, start, end)) = switched_markers(&on, &off) {
-                set_reasoning(probe, format, ReasoningMode::Tag, start, end, &[(var, json!(true))]);
-                let shown_by = format!("whole renders with `{var}` switched on and off (an empty block when off)");
-                evidence(format, Finding::Reasoning, &shown_by, Confidence::Medium);
-                return;
-            }
+        if let (Some(on), Some(off)) = (on, off)
+            && let Some((ReasoningMode::Tag, start, end)) = switched_markers(&on, &off)
+        {
+            set_reasoning(probe, format, ReasoningMode::Tag, start, end, &[(var, json!(true))]);
+            let shown_by = format!("whole renders with `{var}` switched on and off (an empty block when off)");
+            evidence(format, Finding::Reasoning, &shown_by, Confidence::Medium);
+            return;
         }
     }
     // The switch as a flag in the system prompt (`/no_think`, `/think`: Nemotron, SmolLM3): the
     // thinking-off prompt writes an empty block the thinking-on prompt does not.
     let soft = |flag: &str| probe.with_system(&format!("PLNC system prompt {flag}")).generation_prompt(false, &[]);
-    if let (Some(on), Some(off)) = (soft("/think"), soft("/no_think")) {
-        if let Some((ReasoningMode::Tag, start, end)) = switched_markers(&on, &off) {
-            set_reasoning(probe, format, ReasoningMode::Tag, start, end, &[]);
-            let shown_by = "generation prompts after a system prompt saying `/think` and `/no_think`";
-            evidence(format, Finding::Reasoning, shown_by, Confidence::Medium);
-            return;
-        }
+    if let (Some(on), Some(off)) = (soft("/think"), soft("/no_think"))
+        && let Some((ReasoningMode::Tag, start, end)) = switched_markers(&on, &off)
+    {
+        set_reasoning(probe, format, ReasoningMode::Tag, start, end, &[]);
+        let shown_by = "generation prompts after a system prompt saying `/think` and `/no_think`";
+        evidence(format, Finding::Reasoning, shown_by, Confidence::Medium);
+        return;
     }
     // Guesses confirmed by renders, in order: (finder, workaround, mode, evidence).
     type Finder = fn(&Probe) -> Option<(String, String)>;

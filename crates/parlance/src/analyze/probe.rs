@@ -350,10 +350,10 @@ impl Probe {
             let text = err.to_string();
             let cut = text.char_indices().nth(300).map_or(text.len(), |(at, _)| at);
             let text = text[..cut].to_owned();
-            if matches!(err, crate::template::TemplateError::Limit { .. }) {
-                if let Ok(mut hit) = self.limit_hit.lock() {
-                    hit.get_or_insert_with(|| text.clone());
-                }
+            if matches!(err, crate::template::TemplateError::Limit { .. })
+                && let Ok(mut hit) = self.limit_hit.lock()
+            {
+                hit.get_or_insert_with(|| text.clone());
             }
             text
         })
@@ -529,15 +529,15 @@ pub(crate) fn split_output(closed: &str, open: &str, full: &str) -> Output {
     // A turn may repeat the prompt with other whitespace: a line break the template writes before
     // every message of the history but not before the generation prompt, or indentation that
     // differs between the two (templates written with indented `{{ … }}` lines).
-    if !turn.starts_with(&generation_prompt) {
-        if let Some(after) = repeats_modulo_whitespace(turn, &generation_prompt) {
-            return Output {
-                text: turn[after..].to_owned(),
-                unrepeated_prompt: String::new(),
-                generation_prompt,
-                from_history: false,
-            };
-        }
+    if !turn.starts_with(&generation_prompt)
+        && let Some(after) = repeats_modulo_whitespace(turn, &generation_prompt)
+    {
+        return Output {
+            text: turn[after..].to_owned(),
+            unrepeated_prompt: String::new(),
+            generation_prompt,
+            from_history: false,
+        };
     }
     let repeated = common_prefix(turn, &generation_prompt);
     let repeated = if turn.starts_with(&generation_prompt) { generation_prompt.len() } else { repeated };

@@ -240,15 +240,15 @@ fn call_fields(value: &Json, parent_key: Option<&str>, parent: Option<&Json>) ->
                 });
             }
             // Name as the key of the arguments.
-            if let Some(args) = map.get(FN_1) {
-                if let Some(as_string) = is_probe_arguments(args) {
-                    return Some(JsonCallFields {
-                        name: String::new(),
-                        arguments: String::new(),
-                        arguments_as_string: as_string,
-                        ..JsonCallFields::default()
-                    });
-                }
+            if let Some(args) = map.get(FN_1)
+                && let Some(as_string) = is_probe_arguments(args)
+            {
+                return Some(JsonCallFields {
+                    name: String::new(),
+                    arguments: String::new(),
+                    arguments_as_string: as_string,
+                    ..JsonCallFields::default()
+                });
             }
             map.iter().find_map(|(k, v)| call_fields(v, Some(k), Some(value)))
         }
@@ -340,10 +340,10 @@ fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)
     // A section end written only after several calls (DeepSeek V3): the two-call output goes on
     // past the one-call output's call end.
     let last_after = second.and_then(|(two, _, second)| Some(&two[arguments_end(two, second, ARG_2)?..]));
-    if let Some(last_after) = last_after.filter(|_| tools.section_end.is_empty() && !tools.call_end.is_empty()) {
-        if let Some(rest) = last_after.strip_prefix(tools.call_end.as_str()) {
-            tools.section_end = rest.to_owned();
-        }
+    if let Some(last_after) = last_after.filter(|_| tools.section_end.is_empty() && !tools.call_end.is_empty())
+        && let Some(rest) = last_after.strip_prefix(tools.call_end.as_str())
+    {
+        tools.section_end = rest.to_owned();
     }
     tools.indexed_name_suffix = two.is_some_and(|two| suffix_is_indexed(&tools.name_suffix, two));
     Some((family_of(&tools, one, two), tools))
@@ -437,10 +437,10 @@ fn tag_tagged(probe: &Probe, one: &str, two_calls: Option<&str>) -> Option<(Tool
         let arg_end = text.find(ARG_1)? + ARG_1.len();
         Some(text[arg_end..].to_owned())
     };
-    if let Some(after) = typed(json!(true)) {
-        if after.find("True").is_some_and(|t| after.find("true").is_none_or(|j| t < j)) {
-            tools.value_encoding = ValueEncoding::Python;
-        }
+    if let Some(after) = typed(json!(true))
+        && after.find("True").is_some_and(|t| after.find("true").is_none_or(|j| t < j))
+    {
+        tools.value_encoding = ValueEncoding::Python;
     }
     let mut typed_suffixes: Vec<String> = Vec::new();
     for value in [json!(42), json!(3.25), json!(true), json!(null), json!([1, "two"]), json!({"k": 1})] {
@@ -470,15 +470,15 @@ fn tag_tagged(probe: &Probe, one: &str, two_calls: Option<&str>) -> Option<(Tool
         }
     }
     // `a="x"` but `a=42`: the quote belongs to string values, not to the markers.
-    if let [bare] = typed_suffixes.as_slice() {
-        if let Some(quote) = tools.arg_name_suffix.strip_prefix(bare.as_str()) {
-            if !quote.is_empty() && tools.arg_value_suffix.starts_with(quote) {
-                tools.string_quote = quote.to_owned();
-                tools.arg_value_suffix = tools.arg_value_suffix[quote.len()..].to_owned();
-                tools.arg_name_suffix = bare.clone();
-                typed_suffixes.clear();
-            }
-        }
+    if let [bare] = typed_suffixes.as_slice()
+        && let Some(quote) = tools.arg_name_suffix.strip_prefix(bare.as_str())
+        && !quote.is_empty()
+        && tools.arg_value_suffix.starts_with(quote)
+    {
+        tools.string_quote = quote.to_owned();
+        tools.arg_value_suffix = tools.arg_value_suffix[quote.len()..].to_owned();
+        tools.arg_name_suffix = bare.clone();
+        typed_suffixes.clear();
     }
     tools.arg_name_suffixes_typed = typed_suffixes;
     // Arrays and objects as nested tags written with the argument markers (MiniMax-M3): possible

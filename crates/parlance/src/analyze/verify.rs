@@ -481,10 +481,10 @@ fn tagged_arguments(tools: &ToolCallFormat, text: &str) -> Result<(Json, usize),
             if suffix.is_empty() {
                 continue;
             }
-            if let Some(found) = find_from(text, suffix, key_start) {
-                if key_end.is_none_or(|(k, _)| found < k) {
-                    key_end = Some((found, suffix.len()));
-                }
+            if let Some(found) = find_from(text, suffix, key_start)
+                && key_end.is_none_or(|(k, _)| found < k)
+            {
+                key_end = Some((found, suffix.len()));
             }
         }
         let (key_end, suffix_len) = key_end.ok_or("argument name suffix missing")?;
@@ -597,10 +597,10 @@ fn read_literal(text: &str, quote: &str) -> Option<(Json, usize)> {
 /// A tagged value: JSON (or, for `python` encoding, a Python literal) when it parses as a non-string,
 /// else the raw text.
 fn decode_value(raw: &str, encoding: ValueEncoding) -> Json {
-    if let Ok(value) = serde_json::from_str::<Json>(raw) {
-        if !value.is_string() {
-            return value;
-        }
+    if let Ok(value) = serde_json::from_str::<Json>(raw)
+        && !value.is_string()
+    {
+        return value;
     }
     if encoding == ValueEncoding::Python {
         match raw.trim() {

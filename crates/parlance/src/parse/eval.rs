@@ -151,10 +151,8 @@ impl Evaluator {
         }
         let parser = case.pointer("/format/parser").and_then(Json::as_str)?;
         let reasoning_only = case.pointer("/options/reasoning_parser_only").and_then(Json::as_bool) == Some(true);
-        if reasoning_only {
-            if let Some(entry) = self.setup.reasoning_map.get(parser) {
-                return entry.clone();
-            }
+        if reasoning_only && let Some(entry) = self.setup.reasoning_map.get(parser) {
+            return entry.clone();
         }
         self.setup.map.get(parser).cloned().flatten()
     }
@@ -183,15 +181,14 @@ impl Evaluator {
                 .map_err(|e| e.to_string())?;
         let mut options = AnalyzeOptions::default();
         // Special tokens the templates read, from the corpus manifest when it is there.
-        if let Ok(text) = std::fs::read_to_string(self.setup.templates.join("manifest.json")) {
-            if let Ok(Json::Array(entries)) = serde_json::from_str::<Json>(&text) {
-                if let Some(entry) = entries.iter().find(|e| e["id"] == id) {
-                    *eos = entry["eos_token"].as_str().map(str::to_owned);
-                    for (k, v) in entry["special_tokens"].as_object().into_iter().flatten() {
-                        if v.is_string() {
-                            options.variables.insert(k.clone(), v.clone());
-                        }
-                    }
+        if let Ok(text) = std::fs::read_to_string(self.setup.templates.join("manifest.json"))
+            && let Ok(Json::Array(entries)) = serde_json::from_str::<Json>(&text)
+            && let Some(entry) = entries.iter().find(|e| e["id"] == id)
+        {
+            *eos = entry["eos_token"].as_str().map(str::to_owned);
+            for (k, v) in entry["special_tokens"].as_object().into_iter().flatten() {
+                if v.is_string() {
+                    options.variables.insert(k.clone(), v.clone());
                 }
             }
         }
@@ -422,13 +419,13 @@ fn compare(got: &Json, expected: &Json, content: &ContentCheck, failed_calls: us
             return Err(format!("tool_calls[{i}].id: got {}, expected {}", g["id"], w["id"]));
         }
     }
-    if let Some(invalid) = expected.get("invalid_tool_calls").and_then(Json::as_array) {
-        if failed_calls != invalid.len() {
-            return Err(format!(
-                "invalid_tool_calls: {failed_calls} failed call attempts reported in issues, expected {}",
-                invalid.len()
-            ));
-        }
+    if let Some(invalid) = expected.get("invalid_tool_calls").and_then(Json::as_array)
+        && failed_calls != invalid.len()
+    {
+        return Err(format!(
+            "invalid_tool_calls: {failed_calls} failed call attempts reported in issues, expected {}",
+            invalid.len()
+        ));
     }
     Ok(())
 }

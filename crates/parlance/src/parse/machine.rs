@@ -237,10 +237,10 @@ fn content_markers(
     }
     // A section end written after the content that follows the calls ends the turn there
     // (Gemma 4 ends every call turn with `<|tool_response>`); a turn end may still follow it.
-    if let Some(tools) = syntax.tools.as_ref().filter(|_| has_calls && ended == TurnEnded::No) {
-        if !tools.turn_ending_section_end.is_empty() {
-            markers.push((tools.turn_ending_section_end.as_str(), SectionTurnEnd));
-        }
+    if let Some(tools) = syntax.tools.as_ref().filter(|_| has_calls && ended == TurnEnded::No)
+        && !tools.turn_ending_section_end.is_empty()
+    {
+        markers.push((tools.turn_ending_section_end.as_str(), SectionTurnEnd));
     }
     if !syntax.content_end.is_empty() {
         markers.push((syntax.content_end.as_str(), ContentEnd));
@@ -514,11 +514,12 @@ impl Machine {
         if start >= end {
             return;
         }
-        if let Some(last) = self.message.spans.last_mut() {
-            if last.kind == kind && last.end == start {
-                last.end = end;
-                return;
-            }
+        if let Some(last) = self.message.spans.last_mut()
+            && last.kind == kind
+            && last.end == start
+        {
+            last.end = end;
+            return;
         }
         self.message.spans.push(Span { kind, start, end });
     }
@@ -873,16 +874,18 @@ impl Machine {
             }
         }
         // The empty reasoning block of a turn without reasoning.
-        if !self.seg_text && self.content.is_empty() && self.reasoning.is_empty() {
-            if let Some(step) = self.opening_marker(&syntax.empty_block) {
-                return step;
-            }
+        if !self.seg_text
+            && self.content.is_empty()
+            && self.reasoning.is_empty()
+            && let Some(step) = self.opening_marker(&syntax.empty_block)
+        {
+            return step;
         }
         // A content wrapper at the start of the segment.
-        if !self.seg_text {
-            if let Some(step) = self.opening_marker(&syntax.content_start) {
-                return step;
-            }
+        if !self.seg_text
+            && let Some(step) = self.opening_marker(&syntax.content_start)
+        {
+            return step;
         }
         // Bare JSON calls (no marker): only a whole output that starts with a JSON value.
         if setup.calls_enabled && setup.tools().bare_json && !self.seg_text && self.content.is_empty() {
@@ -936,12 +939,12 @@ impl Machine {
                 .map(|hold| self.buf.len() - hold)
                 .min()
         };
-        if let (Some((at, _, _)), Some(partial)) = (found, undecided) {
-            if partial <= at {
-                self.emit_text(false, partial, false);
-                self.state = State::Content;
-                return Step::Wait;
-            }
+        if let (Some((at, _, _)), Some(partial)) = (found, undecided)
+            && partial <= at
+        {
+            self.emit_text(false, partial, false);
+            self.state = State::Content;
+            return Step::Wait;
         }
         match found {
             Some((at, _, what @ (ContentMarker::Trigger | ContentMarker::CallTrigger))) => {
@@ -2087,11 +2090,11 @@ impl Machine {
             };
             resume = resume.max(cdata.unwrap_or(0));
             let found = find_marker(&rest[resume..], value_suffix).map(|(i, e)| (resume + i, resume + e));
-            if let (Some(cdata_end), Some((i, suffix_end))) = (cdata, found) {
-                if rest[cdata_end..i].trim().is_empty() {
-                    let inner = &rest[CDATA_OPEN.len()..cdata_end - CDATA_CLOSE.len()];
-                    return Some((inner.to_owned(), true, from + i, from + suffix_end));
-                }
+            if let (Some(cdata_end), Some((i, suffix_end))) = (cdata, found)
+                && rest[cdata_end..i].trim().is_empty()
+            {
+                let inner = &rest[CDATA_OPEN.len()..cdata_end - CDATA_CLOSE.len()];
+                return Some((inner.to_owned(), true, from + i, from + suffix_end));
             }
             return match found {
                 Some((i, suffix_end)) => {
@@ -2642,15 +2645,15 @@ fn read_cut_object(text: &str) -> Vec<(String, String)> {
 fn read_json_call(fields: &crate::format::JsonCallFields, item: &RawValue, depth: usize) -> Option<JsonCall> {
     let object: indexmap::IndexMap<String, &RawValue> = serde_json::from_str(item.get()).ok()?;
     // Nested `{"type": "function", "function": {...}}`.
-    if let Some(inner) = fields.function.as_deref().or(Some("function")).and_then(|k| object.get(k)) {
-        if depth == 0 && inner.get().trim_start().starts_with('{') {
-            if let Some(mut call) = read_json_call(fields, inner, depth + 1) {
-                if call.id.is_none() {
-                    call.id = object.get("id").and_then(|v| serde_json::from_str::<String>(v.get()).ok());
-                }
-                return Some(call);
-            }
+    if let Some(inner) = fields.function.as_deref().or(Some("function")).and_then(|k| object.get(k))
+        && depth == 0
+        && inner.get().trim_start().starts_with('{')
+        && let Some(mut call) = read_json_call(fields, inner, depth + 1)
+    {
+        if call.id.is_none() {
+            call.id = object.get("id").and_then(|v| serde_json::from_str::<String>(v.get()).ok());
         }
+        return Some(call);
     }
     if fields.name.is_empty() && object.len() == 1 {
         // Name as the key: `{"get_weather": {"city": "Paris"}}`.

@@ -173,15 +173,16 @@ impl Syntax {
             }
             // No section start: the name prefix's last tag, after whole tags.
             let prefix = syntax.name_prefix.as_str();
-            if section.is_empty() && syntax.call_start.is_empty() {
-                if let Some(at) = prefix.rfind('<').filter(|&at| at > 0) {
-                    let (head, tail) = prefix.split_at(at);
-                    let pieces = crate::analyze::bracketed_pieces(head);
-                    let whole = pieces.iter().map(|p| p.len()).sum::<usize>()
-                        == head.chars().filter(|c| !c.is_whitespace()).map(char::len_utf8).sum::<usize>();
-                    if !pieces.is_empty() && whole && tail.len() > 1 && !tail.contains('>') {
-                        syntax.call_trigger = tail.to_owned();
-                    }
+            if section.is_empty()
+                && syntax.call_start.is_empty()
+                && let Some(at) = prefix.rfind('<').filter(|&at| at > 0)
+            {
+                let (head, tail) = prefix.split_at(at);
+                let pieces = crate::analyze::bracketed_pieces(head);
+                let whole = pieces.iter().map(|p| p.len()).sum::<usize>()
+                    == head.chars().filter(|c| !c.is_whitespace()).map(char::len_utf8).sum::<usize>();
+                if !pieces.is_empty() && whole && tail.len() > 1 && !tail.contains('>') {
+                    syntax.call_trigger = tail.to_owned();
                 }
             }
             syntax

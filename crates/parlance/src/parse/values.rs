@@ -45,13 +45,13 @@ fn collect_types(schema: &Json, out: &mut Vec<String>, depth: usize) {
             collect_types(branch, out, depth + 1);
         }
     }
-    if out.is_empty() {
-        if let Some(values) = schema.get("enum").and_then(Json::as_array) {
-            for v in values {
-                let t = type_name(v);
-                if !out.iter().any(|o| o == t) {
-                    out.push(t.to_owned());
-                }
+    if out.is_empty()
+        && let Some(values) = schema.get("enum").and_then(Json::as_array)
+    {
+        for v in values {
+            let t = type_name(v);
+            if !out.iter().any(|o| o == t) {
+                out.push(t.to_owned());
             }
         }
     }
@@ -109,10 +109,10 @@ pub(crate) fn convert(raw: &str, quoted: bool, schema: Option<&Json>, python: bo
     if types.iter().all(|t| t == "string") {
         return Converted::Fits(Json::String(raw.to_owned()));
     }
-    if let Some(value) = &literal {
-        if types.iter().any(|t| t != "string" && fits(value, t)) {
-            return Converted::Fits(value.clone());
-        }
+    if let Some(value) = &literal
+        && types.iter().any(|t| t != "string" && fits(value, t))
+    {
+        return Converted::Fits(value.clone());
     }
     if types.iter().any(|t| t == "string") {
         Converted::Fits(Json::String(raw.to_owned()))
@@ -378,10 +378,11 @@ pub(crate) fn nested(raw: &str, tags: &NestedTags<'_>, schema: Option<&Json>, de
     let value = |inner: &str, sub: Option<&Json>| -> Json {
         let sub_types = allowed_types(sub);
         let may_nest = sub_types.is_empty() || sub_types.iter().any(|t| t == "array" || t == "object");
-        if may_nest && inner.trim_start().starts_with(tags.open) {
-            if let Some(value) = nested(inner, tags, sub, depth + 1) {
-                return value;
-            }
+        if may_nest
+            && inner.trim_start().starts_with(tags.open)
+            && let Some(value) = nested(inner, tags, sub, depth + 1)
+        {
+            return value;
         }
         match convert(inner, false, sub, tags.python) {
             Converted::Fits(value) | Converted::Misfit(value) => value,

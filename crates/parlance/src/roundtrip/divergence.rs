@@ -124,16 +124,18 @@ pub(crate) fn cause(outcome: &Outcome, format: &Format, expected: &str, actual: 
         };
     }
     let (e, a) = (&expected[at..], &actual[at..]);
-    if let Some(reasoning) = outcome.parsed.reasoning_content.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
-        if e.contains(reasoning) && !a.contains(reasoning) {
-            return Cause::ReasoningDropped;
-        }
+    if let Some(reasoning) = outcome.parsed.reasoning_content.as_deref().map(str::trim).filter(|r| !r.is_empty())
+        && e.contains(reasoning)
+        && !a.contains(reasoning)
+    {
+        return Cause::ReasoningDropped;
     }
     // An empty reasoning block (or one whose text was found elsewhere) that history leaves out.
-    if let Some(start) = format.reasoning.as_ref().map(|r| r.start.trim()).filter(|s| !s.is_empty()) {
-        if e.starts_with(start) && !a.starts_with(start) {
-            return Cause::ReasoningDropped;
-        }
+    if let Some(start) = format.reasoning.as_ref().map(|r| r.start.trim()).filter(|s| !s.is_empty())
+        && e.starts_with(start)
+        && !a.starts_with(start)
+    {
+        return Cause::ReasoningDropped;
     }
     let starts_blank = |s: &str| s.starts_with(char::is_whitespace);
     if starts_blank(e) || starts_blank(a) {

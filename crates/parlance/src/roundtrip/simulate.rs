@@ -391,14 +391,13 @@ impl<'a> Sim<'a> {
             None => (output.text.trim_end().to_owned(), None),
         };
         let mut reasoning_written = false;
-        if let Some(reasoning) = turn.assistant["reasoning_content"].as_str().filter(|_| turn.reasoning_written_in) {
-            if !completion.contains(reasoning.trim()) {
-                // The template does not write this turn's reasoning even as the last message; the
-                // model does, with the Format's markers.
-                completion =
-                    self.with_reasoning(&completion, reasoning.trim(), &prompt).ok_or(Unsimulable::NoReasoning)?;
-                reasoning_written = true;
-            }
+        if let Some(reasoning) = turn.assistant["reasoning_content"].as_str().filter(|_| turn.reasoning_written_in)
+            && !completion.contains(reasoning.trim())
+        {
+            // The template does not write this turn's reasoning even as the last message; the
+            // model does, with the Format's markers.
+            completion = self.with_reasoning(&completion, reasoning.trim(), &prompt).ok_or(Unsimulable::NoReasoning)?;
+            reasoning_written = true;
         }
         let unedited = completion.clone();
         self.edit(&mut completion, &mut stop, turn.edit);

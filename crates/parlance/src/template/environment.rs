@@ -152,17 +152,17 @@ fn tojson(value: Value, kwargs: Kwargs) -> Result<Value, Error> {
             }
         };
     }
-    if let Some(separators) = kwargs.get::<Option<Value>>("separators")? {
-        if !separators.is_none() {
-            let parts: Vec<Value> = separators.try_iter()?.collect();
-            match parts.as_slice() {
-                [item, key] => options.separators = Some((py_str(item), py_str(key))),
-                _ => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidOperation,
-                        "tojson: separators must be an (item_separator, key_separator) pair",
-                    ));
-                }
+    if let Some(separators) = kwargs.get::<Option<Value>>("separators")?
+        && !separators.is_none()
+    {
+        let parts: Vec<Value> = separators.try_iter()?.collect();
+        match parts.as_slice() {
+            [item, key] => options.separators = Some((py_str(item), py_str(key))),
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    "tojson: separators must be an (item_separator, key_separator) pair",
+                ));
             }
         }
     }
@@ -235,11 +235,11 @@ fn splitlines(s: &str) -> Vec<&str> {
         if is_break {
             lines.push(&s[start..i]);
             let mut end = i + c.len_utf8();
-            if c == '\r' {
-                if let Some((_, '\n')) = chars.peek() {
-                    chars.next();
-                    end += 1;
-                }
+            if c == '\r'
+                && let Some((_, '\n')) = chars.peek()
+            {
+                chars.next();
+                end += 1;
             }
             start = end;
         }

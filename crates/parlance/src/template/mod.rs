@@ -328,10 +328,10 @@ impl ChatTemplate {
         if names.len() == 1 {
             return Ok(&names[0]);
         }
-        if conversation.tools.is_some() {
-            if let Some(name) = names.iter().find(|n| *n == "tool_use") {
-                return Ok(name);
-            }
+        if conversation.tools.is_some()
+            && let Some(name) = names.iter().find(|n| *n == "tool_use")
+        {
+            return Ok(name);
         }
         names.iter().find(|n| *n == "default").map(String::as_str).ok_or_else(|| {
             TemplateError::Request(format!(

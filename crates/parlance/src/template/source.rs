@@ -48,10 +48,10 @@ impl TemplateSource {
             let text = read(path)?;
             let mut source = TemplateSource::from_text(path.display().to_string(), text);
             // A model folder's `chat_template.jinja` takes its special tokens from the config beside it.
-            if path.file_name().is_some_and(|n| n == "chat_template.jinja") {
-                if let Some(config) = sibling(path, "tokenizer_config.json") {
-                    source.special_tokens = special_tokens(&read_json(&config)?);
-                }
+            if path.file_name().is_some_and(|n| n == "chat_template.jinja")
+                && let Some(config) = sibling(path, "tokenizer_config.json")
+            {
+                source.special_tokens = special_tokens(&read_json(&config)?);
             }
             return Ok(source);
         }
