@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Python package's tests: the package built from source into a venv under target/ (maturin,
-# pytest and tokenizers from PyPI), then pytest.
+# pytest, tokenizers and numpy from PyPI), then pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,6 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 # The build backend runs the `maturin` command: the venv's own, first on the path.
 export PATH="$venv/bin:$PATH"
-"$venv/bin/pip" install --quiet --disable-pip-version-check maturin pytest tokenizers
+"$venv/bin/pip" install --quiet --disable-pip-version-check maturin pytest tokenizers numpy
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps crates/parlance-python
 "$venv/bin/python" -m pytest -q crates/parlance-python/tests

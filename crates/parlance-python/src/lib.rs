@@ -1,12 +1,15 @@
 //! Python bindings of parlance (`import parlance`), built with maturin: chat templates rendered as
 //! transformers renders them (`ChatTemplate.apply_chat_template`), their output syntax
 //! (`analyze` → `Format`), model output parsed whole or streamed (`Parser`), and conversations
-//! rendered to attributed token ids with the turn bridge (`Renderer`).
+//! rendered to attributed token ids with the turn bridge (`Renderer`); constrained decoding with
+//! XGrammar's names (`grammar.rs`).
 //!
 //! JSON crosses the boundary through Python's own `json` module, so dictionaries keep their key
 //! order (templates see it) and Python values that are not JSON are refused with a clear error.
 //! Rendering and parsing release the GIL; renders are bounded in memory and time as the CLI's are
 //! (the extension installs parlance's guard allocator).
+
+mod grammar;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -318,7 +321,8 @@ struct Renderer {
 
 #[pymethods]
 impl Renderer {
-    /// `tokenizer`: a `tokenizer.json` or the model folder holding it. `format`: the template's
+    /// `tokenizer`: a `tokenizer.json` or the model folder holding it, a transformers tokenizer or a
+    /// `tokenizers.Tokenizer`. `format`: the template's
     /// `Format` when it is already known (else analyzed here). Keyword arguments are the template
     /// variables of every render (`enable_thinking=True`, `strftime_now=datetime(...)`).
     #[new]
@@ -326,7 +330,7 @@ impl Renderer {
     fn new(
         py: Python<'_>,
         template: &ChatTemplate,
-        tokenizer: PathBuf,
+        tokenizer: &Bound<'_, PyAny>,
         format: Option<&Format>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Renderer> {
@@ -334,7 +338,7 @@ impl Renderer {
             Some(format) => format.inner.clone(),
             None => analyze(py, template)?.inner,
         };
-        let tokenizer = parlance::Tokenizer::from_path(&tokenizer).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let tokenizer = grammar::load_tokenizer(tokenizer)?;
         let options = render_options(py, kwargs)?;
         let chat = template.inner.clone();
         let inner = py
@@ -438,5 +442,6 @@ fn _parlance(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TemplateError", m.py().get_type::<TemplateError>())?;
     m.add("AnalyzeError", m.py().get_type::<AnalyzeError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    grammar::register(m)?;
     Ok(())
 }

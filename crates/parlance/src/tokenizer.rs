@@ -59,6 +59,16 @@ impl Tokenizer {
         Ok(Tokenizer { inner, eos_token })
     }
 
+    /// A tokenizer from the text of a `tokenizer.json` (what `tokenizers.Tokenizer.to_str()` gives),
+    /// with the `eos_token` its configuration names, if known.
+    pub fn from_json(json: &str, eos_token: Option<String>) -> Result<Tokenizer, TokenizerError> {
+        let inner: tokenizers::Tokenizer = json.parse().map_err(|e: tokenizers::Error| TokenizerError::Load {
+            path: "<tokenizer JSON>".into(),
+            message: e.to_string(),
+        })?;
+        Ok(Tokenizer { inner, eos_token })
+    }
+
     /// Token ids of a rendered prompt: special tokens in the text become their single ids, and no
     /// BOS/EOS is added (the template wrote whatever it wanted).
     pub fn encode_rendered(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {

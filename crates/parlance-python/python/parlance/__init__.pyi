@@ -72,10 +72,12 @@ class Renderer:
     def __init__(
         self,
         template: ChatTemplate,
-        tokenizer: Union[str, PathLike[str]],
+        tokenizer: Union[str, PathLike[str], Any],
         format: Optional[Format] = None,
         **kwargs: Any,
-    ) -> None: ...
+    ) -> None:
+        """`tokenizer`: a path (`tokenizer.json` or its folder), a transformers tokenizer or a
+        `tokenizers.Tokenizer`."""
     def render(
         self,
         conversation: list[dict[str, Any]],
@@ -98,3 +100,96 @@ class Renderer:
     def stop_token_ids(self) -> list[int]: ...
     @staticmethod
     def to_assistant_message(parsed: dict[str, Any]) -> dict[str, Any]: ...
+
+class GrammarError(ValueError):
+    """A grammar, JSON Schema or structural tag failed to compile (the message names where)."""
+
+class TokenizerInfo:
+    """A tokenizer's vocabulary for constrained decoding: token bytes, special tokens, EOS ids."""
+
+    @staticmethod
+    def from_huggingface(tokenizer: Any, eos_token_ids: Optional[list[int]] = None) -> TokenizerInfo:
+        """A transformers tokenizer, a `tokenizers.Tokenizer`, or a path to `tokenizer.json` / its folder."""
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def eos_token_ids(self) -> list[int]: ...
+    @property
+    def special_tokens(self) -> list[tuple[str, int]]: ...
+
+class CompiledGrammar:
+    """A grammar compiled for one vocabulary; matchers share it."""
+
+class GrammarCompiler:
+    """Compiles grammars for one vocabulary, with a compiled-grammar cache (by source text)."""
+
+    def __init__(self, tokenizer_info: TokenizerInfo, cache_limit_bytes: Optional[int] = None) -> None: ...
+    def compile_json_schema(
+        self,
+        schema: Union[str, dict[str, Any]],
+        *,
+        any_whitespace: bool = True,
+        strict_mode: bool = True,
+        separators: Optional[tuple[str, str]] = None,
+    ) -> CompiledGrammar: ...
+    def compile_grammar(self, ebnf: str) -> CompiledGrammar: ...
+    def compile_regex(self, pattern: str) -> CompiledGrammar: ...
+    def compile_structural_tag(self, structural_tag: Union[str, dict[str, Any]]) -> CompiledGrammar: ...
+    def compile_tools(
+        self,
+        format: Format,
+        tools: Optional[list[dict[str, Any]]] = None,
+        tool_choice: Union[str, dict[str, Any], None] = None,
+        parallel_tool_calls: bool = True,
+        thinking: Optional[bool] = None,
+        response_format: Optional[dict[str, Any]] = None,
+        reasoning_budget: Optional[int] = None,
+        strict: Optional[bool] = None,
+    ) -> CompiledGrammar:
+        """An assistant turn under the template's own syntax: reasoning, content, calls to `tools`."""
+    def get_cache_size_bytes(self) -> int: ...
+    def clear_cache(self) -> None: ...
+
+def structural_tag(
+    format: Format,
+    tools: Optional[list[dict[str, Any]]] = None,
+    tool_choice: Union[str, dict[str, Any], None] = None,
+    parallel_tool_calls: bool = True,
+    thinking: Optional[bool] = None,
+    response_format: Optional[dict[str, Any]] = None,
+    reasoning_budget: Optional[int] = None,
+    strict: Optional[bool] = None,
+) -> dict[str, Any]:
+    """The XGrammar structural tag of an assistant turn, for a server's `response_format`."""
+
+class GrammarMatcher:
+    """Follows one sequence through a compiled grammar."""
+
+    def __init__(self, compiled: CompiledGrammar) -> None: ...
+    def accept_token(self, token_id: int) -> bool: ...
+    def accept_string(self, text: str) -> bool: ...
+    def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> None:
+        """Writes row `index` of an int32 numpy array or CPU torch tensor (`allocate_token_bitmask`)."""
+    def validate_tokens(self, token_ids: list[int]) -> int:
+        """How many tokens of a draft the grammar accepts in order, without advancing."""
+    def rollback(self, num_tokens: int = 1) -> None: ...
+    def find_jump_forward_string(self) -> str: ...
+    def is_terminated(self) -> bool: ...
+    def is_accepting(self) -> bool: ...
+    def reset(self) -> None: ...
+    def fork(self) -> GrammarMatcher: ...
+    @property
+    def mask_words(self) -> int: ...
+
+def batch_fill_next_token_bitmask(
+    matchers: list[GrammarMatcher], bitmask: Any, indices: Optional[list[int]] = None
+) -> None:
+    """Row `i` (or `indices[i]`) for `matchers[i]`, all in parallel without the GIL."""
+
+def allocate_token_bitmask(batch_size: int, vocab_size: int) -> Any:
+    """A numpy int32 array `(batch_size, ceil(vocab_size / 32))`, all tokens allowed."""
+
+def apply_token_bitmask_inplace(
+    logits: Any, bitmask: Any, *, vocab_size: Optional[int] = None, indices: Optional[list[int]] = None
+) -> None:
+    """Sets disallowed tokens' logits to -inf (numpy or torch)."""

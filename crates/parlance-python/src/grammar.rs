@@ -1,0 +1,491 @@
+//! Constrained decoding from Python, shaped as XGrammar's API so a server switches by changing an
+//! import: `TokenizerInfo` (a vocabulary), `GrammarCompiler` (JSON Schema, EBNF, regex, structural
+//! tags, and a request's tools under a chat template's own syntax), `CompiledGrammar`,
+//! `GrammarMatcher` (one per sequence) and the bitmask helpers (bit `id % 32` of word `id // 32`).
+//!
+//! Masks are written straight into the caller's array (numpy through `__array_interface__`, CPU
+//! torch tensors through `data_ptr()`), checked for dtype, layout and shape first; fills release
+//! the GIL, and a batch is filled in parallel in one call.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use parlance_grammar::{JsonSchemaOptions, Matcher, StructuralTagOptions, TokenVocab, Whitespace};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use serde_json::Value as Json;
+
+use crate::{Format, parse_options, to_json};
+
+pyo3::create_exception!(parlance, GrammarError, PyValueError, "A grammar, schema or structural tag failed to compile.");
+
+/// A tokenizer's vocabulary as the grammar engine sees it: each token's bytes, special tokens kept
+/// apart, and the ids that end generation.
+#[pyclass(frozen, module = "parlance")]
+pub(crate) struct TokenizerInfo {
+    pub(crate) vocab: Arc<TokenVocab>,
+}
+
+/// A `parlance::Tokenizer` from a path (a `tokenizer.json` or its folder), a transformers tokenizer
+/// (its `backend_tokenizer`) or a `tokenizers.Tokenizer`.
+pub(crate) fn load_tokenizer(tokenizer: &Bound<'_, PyAny>) -> PyResult<parlance::Tokenizer> {
+    let err = |e: parlance::TokenizerError| PyValueError::new_err(e.to_string());
+    if let Ok(path) = tokenizer.extract::<std::path::PathBuf>() {
+        return parlance::Tokenizer::from_path(&path).map_err(err);
+    }
+    let (backend, eos) = if tokenizer.hasattr("backend_tokenizer")? {
+        let eos = tokenizer.getattr("eos_token")?;
+        let eos = if eos.is_none() { None } else { Some(eos.str()?.to_string()) };
+        (tokenizer.getattr("backend_tokenizer")?, eos)
+    } else {
+        (tokenizer.clone(), None)
+    };
+    if !backend.hasattr("to_str")? {
+        return Err(PyTypeError::new_err(
+            "tokenizer: a path, a transformers tokenizer with a fast backend, or a tokenizers.Tokenizer",
+        ));
+    }
+    let json: String = backend.call_method0("to_str")?.extract()?;
+    parlance::Tokenizer::from_json(&json, eos).map_err(err)
+}
+
+#[pymethods]
+impl TokenizerInfo {
+    /// From a transformers tokenizer, a `tokenizers.Tokenizer` or a path to `tokenizer.json` (or its
+    /// folder). `eos_token_ids`: the ids that end generation (default: the tokenizer's EOS token).
+    #[staticmethod]
+    #[pyo3(signature = (tokenizer, eos_token_ids=None))]
+    fn from_huggingface(
+        py: Python<'_>,
+        tokenizer: &Bound<'_, PyAny>,
+        eos_token_ids: Option<Vec<u32>>,
+    ) -> PyResult<TokenizerInfo> {
+        let tokenizer = load_tokenizer(tokenizer)?;
+        let eos = eos_token_ids.unwrap_or_default();
+        let vocab = py.detach(|| tokenizer.token_vocab(&eos)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(TokenizerInfo { vocab: Arc::new(vocab) })
+    }
+
+    /// Number of token ids (the width of a mask row is `ceil(vocab_size / 32)` words).
+    #[getter]
+    fn vocab_size(&self) -> usize {
+        self.vocab.len()
+    }
+
+    /// The ids that end generation.
+    #[getter]
+    fn eos_token_ids(&self) -> Vec<u32> {
+        self.vocab.eos_ids().to_vec()
+    }
+
+    /// The ids of special tokens by their text.
+    #[getter]
+    fn special_tokens(&self) -> Vec<(String, u32)> {
+        self.vocab.special_tokens().map(|(text, id)| (text.to_owned(), id)).collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("TokenizerInfo(vocab_size={}, eos_token_ids={:?})", self.vocab.len(), self.vocab.eos_ids())
+    }
+}
+
+/// A grammar compiled for one vocabulary; matchers share it.
+#[pyclass(frozen, module = "parlance")]
+pub(crate) struct CompiledGrammar {
+    inner: Arc<parlance_grammar::CompiledGrammar>,
+}
+
+#[pymethods]
+impl CompiledGrammar {
+    fn __repr__(&self) -> String {
+        "CompiledGrammar(...)".to_owned()
+    }
+}
+
+/// Compiles grammars for one vocabulary and keeps them in a cache (by source text) with a byte limit.
+#[pyclass(frozen, module = "parlance")]
+pub(crate) struct GrammarCompiler {
+    inner: parlance_grammar::GrammarCompiler,
+}
+
+fn compile_error(e: impl std::fmt::Display) -> PyErr {
+    GrammarError::new_err(e.to_string())
+}
+
+/// A schema given as JSON text or as a Python value.
+fn json_arg(py: Python<'_>, value: &Bound<'_, PyAny>, what: &str) -> PyResult<Json> {
+    match value.extract::<String>() {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| PyValueError::new_err(format!("{what}: not JSON: {e}"))),
+        Err(_) => to_json(py, value, what),
+    }
+}
+
+#[pymethods]
+impl GrammarCompiler {
+    /// `cache_limit_bytes`: the most the compiled-grammar cache holds (default 256 MiB; 0 disables it).
+    #[new]
+    #[pyo3(signature = (tokenizer_info, cache_limit_bytes=None))]
+    fn new(tokenizer_info: &TokenizerInfo, cache_limit_bytes: Option<usize>) -> GrammarCompiler {
+        let vocab = tokenizer_info.vocab.clone();
+        let inner = match cache_limit_bytes {
+            Some(bytes) => parlance_grammar::GrammarCompiler::with_cache_limit(vocab, bytes),
+            None => parlance_grammar::GrammarCompiler::new(vocab),
+        };
+        GrammarCompiler { inner }
+    }
+
+    /// A JSON Schema (text or dict). `any_whitespace`: any JSON whitespace between tokens (else
+    /// `separators`, default `(", ", ": ")`). `strict_mode`: objects without `additionalProperties`
+    /// admit only their declared properties, as XGrammar reads them (else JSON Schema's default).
+    #[pyo3(signature = (schema, *, any_whitespace=true, strict_mode=true, separators=None))]
+    fn compile_json_schema(
+        &self,
+        py: Python<'_>,
+        schema: &Bound<'_, PyAny>,
+        any_whitespace: bool,
+        strict_mode: bool,
+        separators: Option<(String, String)>,
+    ) -> PyResult<CompiledGrammar> {
+        let schema = json_arg(py, schema, "schema")?;
+        let whitespace = match (any_whitespace, separators) {
+            (true, None) => Whitespace::Flexible,
+            (_, Some((item, key))) => Whitespace::Fixed { item, key },
+            (false, None) => Whitespace::Fixed { item: ", ".into(), key: ": ".into() },
+        };
+        let options = JsonSchemaOptions { whitespace, strict_properties: strict_mode, ..JsonSchemaOptions::default() };
+        let compiler = &self.inner;
+        let inner = py.detach(|| compiler.compile_json_schema(&schema, &options)).map_err(compile_error)?;
+        Ok(CompiledGrammar { inner })
+    }
+
+    /// A grammar in EBNF/GBNF (`root ::= …`, regex terminals `/…/`, XGrammar's `TagDispatch`).
+    fn compile_grammar(&self, py: Python<'_>, ebnf: &str) -> PyResult<CompiledGrammar> {
+        let grammar = parlance_grammar::Grammar::parse(ebnf).map_err(compile_error)?;
+        let compiler = &self.inner;
+        let inner = py.detach(|| compiler.compile_grammar(&grammar)).map_err(compile_error)?;
+        Ok(CompiledGrammar { inner })
+    }
+
+    /// A regular expression the whole output must match.
+    fn compile_regex(&self, py: Python<'_>, pattern: &str) -> PyResult<CompiledGrammar> {
+        let grammar = parlance_grammar::Grammar::from_regex(pattern);
+        let compiler = &self.inner;
+        let inner = py.detach(|| compiler.compile_grammar(&grammar)).map_err(compile_error)?;
+        Ok(CompiledGrammar { inner })
+    }
+
+    /// An XGrammar structural tag (JSON text or dict), as vLLM and SGLang receive it.
+    fn compile_structural_tag(&self, py: Python<'_>, structural_tag: &Bound<'_, PyAny>) -> PyResult<CompiledGrammar> {
+        let text = match structural_tag.extract::<String>() {
+            Ok(text) => text,
+            Err(_) => to_json(py, structural_tag, "structural_tag")?.to_string(),
+        };
+        let options = StructuralTagOptions {
+            special_tokens: self.inner.vocab().special_tokens().map(|(t, id)| (t.to_owned(), id)).collect(),
+            ..StructuralTagOptions::default()
+        };
+        let compiler = &self.inner;
+        let inner = py.detach(|| compiler.compile_structural_tag(&text, &options)).map_err(compile_error)?;
+        Ok(CompiledGrammar { inner })
+    }
+
+    /// The grammar of an assistant turn under a chat template's own syntax (`Format`): reasoning,
+    /// content and calls to `tools` as the template writes them, held to the request (`tool_choice`,
+    /// `parallel_tool_calls`, thinking on or off, `response_format`, a reasoning budget in tokens;
+    /// `strict`: hold arguments to their schemas, default each tool's `strict`, else true).
+    #[pyo3(signature = (format, tools=None, tool_choice=None, parallel_tool_calls=true, thinking=None,
+                        response_format=None, reasoning_budget=None, strict=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn compile_tools(
+        &self,
+        py: Python<'_>,
+        format: &Format,
+        tools: Option<&Bound<'_, PyAny>>,
+        tool_choice: Option<&Bound<'_, PyAny>>,
+        parallel_tool_calls: bool,
+        thinking: Option<bool>,
+        response_format: Option<&Bound<'_, PyAny>>,
+        reasoning_budget: Option<u32>,
+        strict: Option<bool>,
+    ) -> PyResult<CompiledGrammar> {
+        let auto = pyo3::types::PyString::new(py, "auto");
+        let choice = tool_choice.cloned().unwrap_or_else(|| auto.into_any());
+        let request = parse_options(py, &format.inner, tools, &choice, parallel_tool_calls, thinking, None)?;
+        let response_format = response_format.filter(|r| !r.is_none()).map(|r| to_json(py, r, "response_format"));
+        let options = parlance::constrain::ConstrainOptions {
+            response_format: response_format.transpose()?,
+            reasoning_budget,
+            strict,
+            ..Default::default()
+        };
+        let (compiler, format) = (&self.inner, &format.inner);
+        let inner = py
+            .detach(|| {
+                let grammar = parlance::constrain::grammar_with(format, &request, compiler.vocab(), &options)
+                    .map_err(|e| e.to_string())?;
+                compiler.compile_grammar(&grammar).map_err(|e| e.to_string())
+            })
+            .map_err(GrammarError::new_err)?;
+        Ok(CompiledGrammar { inner })
+    }
+
+    /// Bytes held by the compiled-grammar cache and the vocabulary's mask pool.
+    fn get_cache_size_bytes(&self) -> usize {
+        self.inner.cache_bytes()
+    }
+
+    /// Empties every cache; grammars compiled earlier stay valid.
+    fn clear_cache(&self) {
+        self.inner.clear();
+    }
+}
+
+/// The structural tag (XGrammar JSON, a dict) of an assistant turn under a template's `Format`, for
+/// a server's `response_format` (`{"type": "structural_tag", ...}`); arguments as `compile_tools`.
+#[pyfunction]
+#[pyo3(signature = (format, tools=None, tool_choice=None, parallel_tool_calls=true, thinking=None,
+                    response_format=None, reasoning_budget=None, strict=None))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn structural_tag(
+    py: Python<'_>,
+    format: &Format,
+    tools: Option<&Bound<'_, PyAny>>,
+    tool_choice: Option<&Bound<'_, PyAny>>,
+    parallel_tool_calls: bool,
+    thinking: Option<bool>,
+    response_format: Option<&Bound<'_, PyAny>>,
+    reasoning_budget: Option<u32>,
+    strict: Option<bool>,
+) -> PyResult<Py<PyAny>> {
+    let auto = pyo3::types::PyString::new(py, "auto");
+    let choice = tool_choice.cloned().unwrap_or_else(|| auto.into_any());
+    let request = parse_options(py, &format.inner, tools, &choice, parallel_tool_calls, thinking, None)?;
+    let response_format = response_format.filter(|r| !r.is_none()).map(|r| to_json(py, r, "response_format"));
+    let options = parlance::constrain::ConstrainOptions {
+        response_format: response_format.transpose()?,
+        reasoning_budget,
+        strict,
+        ..Default::default()
+    };
+    let doc = parlance::constrain::structural_tag_with(&format.inner, &request, &options)
+        .map_err(|e| GrammarError::new_err(e.to_string()))?;
+    crate::from_json(py, &doc)
+}
+
+/// Follows one sequence through a compiled grammar: which tokens may come next, and what came.
+#[pyclass(frozen, module = "parlance")]
+pub(crate) struct GrammarMatcher {
+    inner: Mutex<Matcher>,
+    vocab: Arc<TokenVocab>,
+}
+
+impl GrammarMatcher {
+    fn lock(&self) -> PyResult<MutexGuard<'_, Matcher>> {
+        self.inner.lock().map_err(|_| PyRuntimeError::new_err("the matcher's lock is poisoned"))
+    }
+}
+
+/// Where one mask row starts in a caller's bitmask array, and its width in words: a C-contiguous
+/// int32 numpy array or CPU torch tensor of shape `(words,)` or `(batch, words)`, writable.
+struct MaskRows {
+    address: usize,
+    rows: usize,
+    words: usize,
+}
+
+fn mask_rows(bitmask: &Bound<'_, PyAny>) -> PyResult<MaskRows> {
+    let bad = |what: &str| PyValueError::new_err(format!("bitmask: {what}"));
+    let (address, shape): (usize, Vec<usize>) = if let Ok(interface) = bitmask.getattr("__array_interface__") {
+        let typestr: String = interface.get_item("typestr")?.extract()?;
+        if typestr != "<i4" && typestr != "<u4" {
+            return Err(bad(&format!("dtype {typestr}, not int32")));
+        }
+        let strides = interface.get_item("strides")?;
+        if !strides.is_none() {
+            let strides: Vec<isize> = strides.extract()?;
+            let shape: Vec<usize> = interface.get_item("shape")?.extract()?;
+            let c_order: Vec<isize> = match shape.as_slice() {
+                [_] => vec![4],
+                [_, w] => vec![4 * *w as isize, 4],
+                _ => Vec::new(),
+            };
+            if strides != c_order {
+                return Err(bad("not C-contiguous"));
+            }
+        }
+        let (address, readonly): (usize, bool) = interface.get_item("data")?.extract()?;
+        if readonly {
+            return Err(bad("read-only"));
+        }
+        (address, interface.get_item("shape")?.extract()?)
+    } else if bitmask.hasattr("data_ptr")? {
+        let device: String = bitmask.getattr("device")?.str()?.extract()?;
+        if device != "cpu" {
+            return Err(bad(&format!("on {device}; fill a CPU tensor and copy it over")));
+        }
+        let dtype: String = bitmask.getattr("dtype")?.str()?.extract()?;
+        if dtype != "torch.int32" {
+            return Err(bad(&format!("dtype {dtype}, not torch.int32")));
+        }
+        if !bitmask.call_method0("is_contiguous")?.extract::<bool>()? {
+            return Err(bad("not contiguous"));
+        }
+        (bitmask.call_method0("data_ptr")?.extract()?, bitmask.getattr("shape")?.extract()?)
+    } else {
+        return Err(PyTypeError::new_err("bitmask: a numpy int32 array or a CPU torch.int32 tensor"));
+    };
+    let (rows, words) = match shape.as_slice() {
+        [words] => (1, *words),
+        [rows, words] => (*rows, *words),
+        _ => return Err(bad(&format!("shape {shape:?}, not (words,) or (batch, words)"))),
+    };
+    if address == 0 && rows * words > 0 {
+        return Err(bad("no data"));
+    }
+    Ok(MaskRows { address, rows, words })
+}
+
+/// The row `index` of a caller's bitmask as a mutable slice.
+///
+/// The caller keeps `bitmask` (whose layout `mask_rows` checked) alive and unaliased by Rust for as
+/// long as the slice lives; Python code could still write to it from another thread meanwhile,
+/// which only garbles that mask, as with any shared buffer.
+#[allow(unsafe_code)]
+fn row<'a>(rows: &MaskRows, index: usize) -> &'a mut [u32] {
+    // SAFETY: `mask_rows` checked that the array holds `rows * words` contiguous, aligned, writable
+    // 32-bit words at `address`, and `index < rows` is checked by every caller.
+    unsafe { std::slice::from_raw_parts_mut((rows.address as *mut u32).add(index * rows.words), rows.words) }
+}
+
+#[pymethods]
+impl GrammarMatcher {
+    #[new]
+    fn new(compiled: &CompiledGrammar) -> PyResult<GrammarMatcher> {
+        let vocab = compiled.inner.vocab().clone();
+        let inner = Matcher::new(compiled.inner.clone()).map_err(compile_error)?;
+        Ok(GrammarMatcher { inner: Mutex::new(inner), vocab })
+    }
+
+    /// Accepts one token; `False` (and no change) when the grammar does not allow it. An EOS id is
+    /// accepted where the output may end, and terminates the matcher.
+    fn accept_token(&self, token_id: u32) -> PyResult<bool> {
+        Ok(self.lock()?.accept_token(token_id))
+    }
+
+    /// Accepts text as bytes; `False` (and no change) when the grammar does not allow all of it.
+    fn accept_string(&self, text: &str) -> PyResult<bool> {
+        Ok(self.lock()?.accept_string(text))
+    }
+
+    /// Writes the allowed next tokens into row `index` of `bitmask` (see `allocate_token_bitmask`).
+    #[pyo3(signature = (bitmask, index=0))]
+    fn fill_next_token_bitmask(&self, py: Python<'_>, bitmask: &Bound<'_, PyAny>, index: usize) -> PyResult<()> {
+        let rows = mask_rows(bitmask)?;
+        if index >= rows.rows {
+            return Err(PyValueError::new_err(format!("index {index} out of a bitmask of {} rows", rows.rows)));
+        }
+        let mut guard = self.lock()?;
+        let matcher: &mut Matcher = &mut guard;
+        let row = row(&rows, index);
+        py.detach(|| matcher.fill_next_token_bitmask(row)).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// How many tokens of a speculative draft the grammar accepts in order, without advancing.
+    fn validate_tokens(&self, token_ids: Vec<u32>) -> PyResult<usize> {
+        Ok(self.lock()?.validate_tokens(&token_ids))
+    }
+
+    /// Undoes the last `num_tokens` accepted tokens.
+    #[pyo3(signature = (num_tokens=1))]
+    fn rollback(&self, num_tokens: usize) -> PyResult<()> {
+        self.lock()?.rollback(num_tokens).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// The text the grammar forces next (jump-forward decoding), without advancing.
+    fn find_jump_forward_string(&self) -> PyResult<String> {
+        let bytes = self.lock()?.forced_bytes();
+        // A forced run may stop inside a character: hand over whole characters only.
+        let valid = match std::str::from_utf8(&bytes) {
+            Ok(text) => text.len(),
+            Err(e) => e.valid_up_to(),
+        };
+        Ok(String::from_utf8_lossy(&bytes[..valid]).into_owned())
+    }
+
+    /// Whether an EOS token has been accepted.
+    fn is_terminated(&self) -> PyResult<bool> {
+        Ok(self.lock()?.is_terminated())
+    }
+
+    /// Whether the output so far may end here.
+    fn is_accepting(&self) -> PyResult<bool> {
+        Ok(self.lock()?.is_accepting())
+    }
+
+    /// Back to the start of the grammar.
+    fn reset(&self) -> PyResult<()> {
+        self.lock()?.reset();
+        Ok(())
+    }
+
+    /// An independent copy at the same point (for beam search, speculative branches).
+    fn fork(&self) -> PyResult<GrammarMatcher> {
+        Ok(GrammarMatcher { inner: Mutex::new(self.lock()?.fork()), vocab: self.vocab.clone() })
+    }
+
+    /// Width of a mask row in 32-bit words for this matcher's vocabulary.
+    #[getter]
+    fn mask_words(&self) -> usize {
+        self.vocab.mask_words()
+    }
+}
+
+/// Fills row `i` of `bitmask` for `matchers[i]` (or row `indices[i]`), all in one call, in
+/// parallel, without the GIL: one call per decode step for a whole batch.
+#[pyfunction]
+#[pyo3(signature = (matchers, bitmask, indices=None))]
+pub(crate) fn batch_fill_next_token_bitmask(
+    py: Python<'_>,
+    matchers: Vec<Bound<'_, GrammarMatcher>>,
+    bitmask: &Bound<'_, PyAny>,
+    indices: Option<Vec<usize>>,
+) -> PyResult<()> {
+    use rayon::prelude::*;
+    let rows = mask_rows(bitmask)?;
+    let indices = indices.unwrap_or_else(|| (0..matchers.len()).collect());
+    if indices.len() != matchers.len() {
+        return Err(PyValueError::new_err(format!("{} indices for {} matchers", indices.len(), matchers.len())));
+    }
+    let mut seen = vec![false; rows.rows];
+    for &i in &indices {
+        match seen.get_mut(i) {
+            Some(s) if !*s => *s = true,
+            Some(_) => return Err(PyValueError::new_err(format!("row {i} named twice"))),
+            None => return Err(PyValueError::new_err(format!("index {i} out of a bitmask of {} rows", rows.rows))),
+        }
+    }
+    let mut guards = Vec::with_capacity(matchers.len());
+    for matcher in &matchers {
+        guards.push(matcher.get().lock()?);
+    }
+    // Distinct rows (checked above): each slice is written by one matcher only.
+    let mut work: Vec<(&mut Matcher, &mut [u32])> =
+        guards.iter_mut().zip(&indices).map(|(guard, &i)| (&mut **guard, row(&rows, i))).collect();
+    let results: Vec<Result<(), String>> = py.detach(|| {
+        work.par_iter_mut()
+            .map(|(matcher, mask)| matcher.fill_next_token_bitmask(mask).map_err(|e| e.to_string()))
+            .collect()
+    });
+    results.into_iter().collect::<Result<(), String>>().map_err(PyValueError::new_err)
+}
+
+/// Registers this module's classes and functions in the extension module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<TokenizerInfo>()?;
+    m.add_class::<GrammarCompiler>()?;
+    m.add_class::<CompiledGrammar>()?;
+    m.add_class::<GrammarMatcher>()?;
+    m.add_function(wrap_pyfunction!(batch_fill_next_token_bitmask, m)?)?;
+    m.add_function(wrap_pyfunction!(structural_tag, m)?)?;
+    m.add("GrammarError", m.py().get_type::<GrammarError>())?;
+    Ok(())
+}
