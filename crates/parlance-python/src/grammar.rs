@@ -318,10 +318,10 @@ fn numpy_rows(capsule: &Bound<'_, PyAny>) -> PyResult<(usize, Vec<usize>)> {
     use pyo3::types::{PyCapsule, PyCapsuleMethods};
     let bad = |what: &str| PyValueError::new_err(format!("bitmask: {what}"));
     let capsule = capsule.cast::<PyCapsule>().map_err(|_| bad("`__array_struct__` is not a capsule"))?;
-    let pointer = capsule.pointer() as *const ArrayInterface;
-    if pointer.is_null() {
-        return Err(bad("`__array_struct__` holds no array description"));
-    }
+    // numpy's capsule is unnamed.
+    let pointer =
+        capsule.pointer_checked(None).map_err(|_| bad("`__array_struct__` holds no array description"))?.as_ptr()
+            as *const ArrayInterface;
     // SAFETY: numpy's `__array_struct__` capsule holds a `PyArrayInterface` (the layout above) that
     // lives as long as the capsule, which `capsule` keeps alive; `two == 2` checks the version, and
     // `shape` holds `nd` entries.
