@@ -483,6 +483,12 @@ impl GrammarMatcher {
         })
     }
 
+    /// The ids that end generation (what a sequence whose grammar has ended may still sample).
+    #[getter]
+    fn eos_token_ids(&self) -> Vec<u32> {
+        self.vocab.eos_ids().to_vec()
+    }
+
     /// Width of a mask row in 32-bit words for this matcher's vocabulary.
     #[getter]
     fn mask_words(&self) -> usize {
