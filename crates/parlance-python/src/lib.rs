@@ -184,13 +184,19 @@ impl Format {
     }
 }
 
-/// Derives a template's output syntax by rendering probe conversations through it.
+/// Derives a template's output syntax by rendering probe conversations through it. Keyword
+/// arguments are template variables of every probe render (`bos_token="<s>"`).
 #[pyfunction]
-fn analyze(py: Python<'_>, template: &ChatTemplate) -> PyResult<Format> {
+#[pyo3(signature = (template, **variables))]
+fn analyze(py: Python<'_>, template: &ChatTemplate, variables: Option<&Bound<'_, PyDict>>) -> PyResult<Format> {
     let inner = &template.inner;
-    let format = py
-        .detach(|| parlance::analyze(inner, &parlance::AnalyzeOptions::default()))
-        .map_err(|e| AnalyzeError::new_err(e.to_string()))?;
+    let mut options = parlance::AnalyzeOptions::default();
+    if let Some(variables) = variables {
+        for (name, value) in variables.iter() {
+            options.variables.insert(name.extract::<String>()?, to_json(py, &value, "a template variable")?);
+        }
+    }
+    let format = py.detach(|| parlance::analyze(inner, &options)).map_err(|e| AnalyzeError::new_err(e.to_string()))?;
     Ok(Format { inner: Arc::new(format) })
 }
 
@@ -256,7 +262,7 @@ impl Parser {
         let format = if let Ok(format) = template_or_format.cast::<Format>() {
             format.get().inner.clone()
         } else if let Ok(template) = template_or_format.cast::<ChatTemplate>() {
-            analyze(py, template.get())?.inner
+            analyze(py, template.get(), None)?.inner
         } else {
             return Err(PyTypeError::new_err("Parser takes a ChatTemplate or a Format"));
         };
@@ -288,7 +294,9 @@ struct Stream {
 
 /// Deltas as a list of dicts.
 fn deltas_list(py: Python<'_>, deltas: &[parlance::Delta]) -> PyResult<Py<PyAny>> {
-    let value = serde_json::to_value(deltas).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    // OpenAI's streaming shape (`{"content"}`, `{"reasoning_content"}`, `{"tool_calls": [...]}`),
+    // what servers forward as `choices[0].delta`.
+    let value = Json::Array(deltas.iter().map(parlance::Delta::to_openai).collect());
     from_json(py, &value)
 }
 
@@ -336,7 +344,7 @@ impl Renderer {
     ) -> PyResult<Renderer> {
         let format = match format {
             Some(format) => format.inner.clone(),
-            None => analyze(py, template)?.inner,
+            None => analyze(py, template, None)?.inner,
         };
         let tokenizer = grammar::load_tokenizer(tokenizer)?;
         let options = render_options(py, kwargs)?;

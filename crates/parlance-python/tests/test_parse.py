@@ -63,3 +63,8 @@ def test_stream_adds_up_to_the_whole_parse(corpus):
         content = "".join(d.get("content") or "" for d in deltas)
         reasoning = "".join(d.get("reasoning_content") or "" for d in deltas)
         assert content == whole["content"] and reasoning == whole["reasoning_content"], deltas
+        # Calls stream in OpenAI's shape: a first delta with id, type and name, then argument pieces.
+        calls = [c for d in deltas for c in d.get("tool_calls") or []]
+        assert calls[0]["id"] == whole["tool_calls"][0]["id"] and calls[0]["type"] == "function"
+        assert calls[0]["function"]["name"] == "get_weather"
+        assert "".join(c["function"]["arguments"] for c in calls) == whole["tool_calls"][0]["function"]["arguments"]

@@ -40,7 +40,7 @@ class Format:
     def from_json(text: str) -> Format: ...
     def summary(self) -> str: ...
 
-def analyze(template: ChatTemplate) -> Format:
+def analyze(template: ChatTemplate, **variables: Any) -> Format:
     """Derives a template's output syntax by rendering probe conversations through it."""
 
 class Stream:
