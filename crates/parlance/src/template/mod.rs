@@ -16,6 +16,7 @@
 mod depth;
 mod environment;
 mod error;
+mod loop_controls;
 pub mod memory;
 mod pyjson;
 mod request;
@@ -229,6 +230,17 @@ impl ChatTemplate {
                         line: deep.line,
                         what: "expression nesting depth",
                         limit: depth::MAX_EXPRESSION_DEPTH as u64,
+                    });
+                }
+                if let Some(control) = loop_controls::find_captured_loop_control(&rewritten) {
+                    return Err(TemplateError::Syntax {
+                        name: display_name(label, &name, count),
+                        line: control.line,
+                        message: format!(
+                            "`{{% {} %}}` inside a `{{% {} %}}` block body of a loop is not supported (the \
+                             engine would drop the rest of the output)",
+                            control.keyword, control.block
+                        ),
                     });
                 }
                 env.add_template_owned(name.clone(), rewritten).map_err(|err| TemplateError::Syntax {

@@ -144,3 +144,13 @@ fn analysis_and_roundtrip_end_within_their_whole_run_budget() {
     let text = serde_json::to_string(&report).unwrap();
     assert!(text.contains("roundtrip wall-clock milliseconds limit reached (1000)"), "{text:.3000}");
 }
+
+// See: issue 22 (`continue` inside a `{% set %}` body ended the render silently, output lost).
+#[test]
+fn loop_controls_inside_capturing_blocks_are_refused_not_rendered_wrong() {
+    let template = "{%- for m in messages %}{% set x %}{% if loop.first %}{% continue %}{% endif %}\
+                    {{ m.content }}{% endset %}[{{ x }}]{% endfor %}END";
+    let err = ChatTemplate::from_text(template).unwrap_err();
+    assert!(matches!(&err, TemplateError::Syntax { line: 1, .. }), "{err:?}");
+    assert!(err.to_string().contains("{% continue %}` inside a `{% set %}`"), "{err}");
+}
