@@ -74,6 +74,7 @@ pub(crate) fn hf_environment(limits: &RenderLimits) -> Environment<'static> {
     env.add_test("mapping", |value: Value| value.kind() == ValueKind::Map);
     env.add_test("string", |value: Value| value.kind() == ValueKind::String);
     env.add_test("boolean", |value: Value| value.kind() == ValueKind::Bool);
+    super::jinja2_filters::install(&mut env);
     env
 }
 

@@ -16,6 +16,7 @@
 mod depth;
 mod environment;
 mod error;
+mod jinja2_filters;
 mod loop_controls;
 pub mod memory;
 mod pyjson;

@@ -154,3 +154,28 @@ fn loop_controls_inside_capturing_blocks_are_refused_not_rendered_wrong() {
     assert!(matches!(&err, TemplateError::Syntax { line: 1, .. }), "{err:?}");
     assert!(err.to_string().contains("{% continue %}` inside a `{% set %}`"), "{err}");
 }
+
+// See: issue 22 (Jinja2 builtin filters minijinja lacks). Expected outputs are Jinja2 3.1's own
+// (`tests/data/jinja2_filters.py` regenerates them).
+#[test]
+fn jinja2_filters_render_as_jinja2_does() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jinja2_filters.json");
+    let data: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases = data["cases"].as_array().unwrap();
+    assert!(cases.len() > 40);
+    let mut wrong = Vec::new();
+    for case in cases {
+        let text = case["template"].as_str().unwrap();
+        let got =
+            ChatTemplate::from_text(text).and_then(|t| t.render(&Conversation::default(), &RenderOptions::default()));
+        let ok = match (&got, case.get("output").and_then(|o| o.as_str())) {
+            (Ok(out), Some(expected)) => out == expected,
+            (Err(_), None) => true,
+            _ => false,
+        };
+        if !ok {
+            wrong.push(format!("{text}: parlance {got:?}, Jinja2 {}", case.get("output").unwrap_or(&case["error"])));
+        }
+    }
+    assert!(wrong.is_empty(), "{} of {} differ:\n{}", wrong.len(), cases.len(), wrong.join("\n"));
+}

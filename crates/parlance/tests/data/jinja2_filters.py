@@ -1,0 +1,50 @@
+"""Jinja2's own outputs for the builtin filters and tests parlance adds (template/jinja2_filters.rs):
+each case is a template rendered in transformers' sandbox settings; an error is recorded as such.
+
+    python crates/parlance/tests/data/jinja2_filters.py > crates/parlance/tests/data/jinja2_filters.json
+(needs jinja2 3.1)"""
+
+import json
+
+import jinja2
+from jinja2.ext import loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+CASES = [
+    "{{ 'abc'|center(9) }}|", "{{ 'abc'|center(8) }}|", "{{ 'ab'|center(5) }}|", "{{ 'ab'|center(6) }}|",
+    "{{ 'abcd'|center(7) }}|", "{{ 'abcd'|center(2) }}|", "{{ 'é漢'|center(7) }}|", "{{ 12|center(6) }}|",
+    "{{ 'x'|center }}|", "{{ 'x'|center(true) }}|", "{{ 'x'|center('5') }}|", "{{ 'x'|center(5.0) }}|",
+    "{{ 'Hello, world! foo_bar 42'|wordcount }}", "{{ ''|wordcount }}", "{{ 'héllo wörld 漢字 ٣٤'|wordcount }}",
+    "{{ '  a--b  '|wordcount }}", "{{ 12.5|wordcount }}", "{{ [1, 2]|wordcount }}",
+    "{{ 'abc'|truncate(5) }}", "{{ 'hello world foo bar'|truncate(9) }}", "{{ 'hello world foo bar'|truncate(9, true) }}",
+    "{{ 'hello world foo bar'|truncate(9, leeway=0) }}", "{{ 'hello world foo bar'|truncate(9, True, '..', 0) }}",
+    "{{ 'hello world foo bar'|truncate(12, end='~') }}", "{{ 'helloworldfoobar'|truncate(9, leeway=0) }}",
+    "{{ 'x' * 300 }}{{ ('word ' * 100)|truncate }}", "{{ 'hello world'|truncate(2) }}",
+    "{{ 'hello world'|truncate(5, leeway=-1) }}", "{{ 'héllo wörld 漢字漢字漢字'|truncate(8, leeway=0) }}",
+    "{{ 'hello world foo'|truncate(length=10, killwords=false, leeway=1) }}", "{{ 'abc'|truncate(3, end='') }}",
+    "{{ 'a b/c?d=é&f'|urlencode }}", "{{ {'a': 'b c', 'x/y': 1}|urlencode }}", "{{ [('k', 'v w'), ('é', '/')]|urlencode }}",
+    "{{ 42|urlencode }}", "{{ true|urlencode }}", "{{ none|urlencode }}", "{{ [1, 2]|urlencode }}",
+    "{{ '~_.-'|urlencode }}", "{{ missing|urlencode }}|",
+    "{{ raise_exception is callable }}", "{{ 'x' is callable }}", "{{ namespace is callable }}", "{{ {} is callable }}",
+    "{% macro m() %}{% endmacro %}{{ m is callable }}", "{{ [1] is callable }}", "{{ 3 is callable }}",
+]
+
+
+def main():
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    env.globals["raise_exception"] = raise_exception
+    out = []
+    for case in CASES:
+        try:
+            out.append({"template": case, "output": env.from_string(case).render()})
+        except Exception as error:  # noqa: BLE001 - every Jinja2 error is "raises"
+            out.append({"template": case, "error": type(error).__name__})
+    print(json.dumps({"jinja2": jinja2.__version__, "cases": out}, ensure_ascii=False, indent=1))
+
+
+if __name__ == "__main__":
+    main()
