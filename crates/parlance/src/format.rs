@@ -173,6 +173,11 @@ pub struct ReasoningDetails {
     pub generation_prompt_thinking_on: Option<String>,
     /// The empty reasoning block the template writes in turns without reasoning, if any.
     pub empty_block: String,
+    /// The message key the template reads reasoning from when it is none of the standard names
+    /// (`reasoning_content`, `reasoning`, `thinking`, which renders alias): MiniCPM3's `thought`,
+    /// Command A's `tool_plan`. A caller rendering history puts past reasoning there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }
 
 /// How reasoning starts (see [`ReasoningDetails::mode`]); kebab-case in JSON.

@@ -244,7 +244,19 @@ fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, Ana
     analyze_reasoning(&probe, &mut format);
     // A template may write an empty reasoning block in every turn (`<think>\n\n</think>\n\n`):
     // it precedes the content and the calls, and belongs to neither.
-    let empty_block = empty_reasoning_block(&format);
+    let mut empty_block = empty_reasoning_block(&format);
+    // Reasoning that renders only next to calls may leave its empty block in every call turn
+    // (Command A's `<|START_THINKING|><|END_THINKING|>` before the action): that block belongs to
+    // the reasoning, not to the call section's opener.
+    if empty_block.is_empty()
+        && format.reasoning_details.as_ref().is_some_and(|d| d.mode == ReasoningMode::ToolsOnly)
+        && let Some(markers) = &format.reasoning
+    {
+        let call = probe::call(probe::ID_1, probe::FN_1, json!({probe::ARG_1: probe::VALUE_1}));
+        if let Some(output) = probe.output_with_calls(vec![call], &[]) {
+            empty_block = empty_block_at(&output.text, markers);
+        }
+    }
     if let Some(details) = format.reasoning_details.as_mut() {
         details.empty_block.clone_from(&empty_block);
     }
@@ -345,13 +357,36 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
     ]});
     // Others read `message.reasoning` (Solar Open); as input it also fills the other two names.
     let reasoning_field = json!({"role": "assistant", "reasoning": REASONING, "content": CONTENT});
-    let attempts: [(&Json, Variables, &str); 5] = [
-        (&field, &[], "a message's `reasoning_content`, rendered as the last turn"),
-        (&field, &[("enable_thinking", json!(true))], "a message's `reasoning_content` with `enable_thinking=true`"),
-        (&field, &[("thinking", json!(true))], "a message's `reasoning_content` with `thinking=true`"),
-        (&block, &[], "a message's `thinking` content block"),
-        (&reasoning_field, &[], "a message's `reasoning` field"),
+    let mut attempts: Vec<(Json, Variables, String, Option<String>)> = vec![
+        (field.clone(), &[], "a message's `reasoning_content`, rendered as the last turn".into(), None),
+        (
+            field.clone(),
+            &[("enable_thinking", json!(true))],
+            "a message's `reasoning_content` with `enable_thinking=true`".into(),
+            None,
+        ),
+        (
+            field.clone(),
+            &[("thinking", json!(true))],
+            "a message's `reasoning_content` with `thinking=true`".into(),
+            None,
+        ),
+        (block.clone(), &[], "a message's `thinking` content block".into(), None),
+        (reasoning_field, &[], "a message's `reasoning` field".into(), None),
     ];
+    // Last, a key of the template's own (MiniCPM3's `message.thought`): tried only after every
+    // standard name, so a template reading those is never described by another key.
+    let own_fields = reasoning_field_candidates(probe);
+    for name in &own_fields {
+        let mut message = json!({"role": "assistant", "content": CONTENT});
+        message[name.as_str()] = json!(REASONING);
+        attempts.push((
+            message,
+            &[],
+            format!("a message's `{name}` field, a key the template reads"),
+            Some(name.clone()),
+        ));
+    }
     // Content blocks count only where the template reads them as blocks: a text-only block list must
     // render exactly as the plain string (templates that print the list as a value do not).
     let text_block = json!({"role": "assistant", "content": [{"type": "text", "text": CONTENT}]});
@@ -360,7 +395,8 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
         (Some(a), Some(b)) => a.text == b.text,
         _ => false,
     };
-    for (message, extra, shown_by) in attempts {
+    for (message, extra, shown_by, own_field) in &attempts {
+        let (message, extra) = (message, *extra);
         if *message == block && !reads_blocks {
             continue;
         }
@@ -431,14 +467,36 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
             generation_prompt_thinking_off: thinking_off,
             generation_prompt_thinking_on: thinking_on,
             empty_block: String::new(),
+            field: own_field.clone(),
         });
         evidence(format, Finding::Reasoning, shown_by, Confidence::High);
         return;
     }
-    // R3: reasoning rendered only next to tool calls.
-    if let Some((start, end)) = reasoning_with_calls(probe).or_else(|| reasoning_by_insertion(probe)) {
+    // R3: reasoning rendered only next to tool calls, from the standard key, else from one of the
+    // template's own (Command A's `tool_plan`, written only in call turns).
+    let keys = std::iter::once(None).chain(own_fields.iter().map(|name| Some(name.as_str())));
+    for key in keys {
+        let name = key.unwrap_or("reasoning_content");
+        // One render says whether a key of the template's own shows at all beside a call; only
+        // then are the turn and whole-render diffs worth their renders.
+        if key.is_some() && !shows_beside_a_call(probe, name) {
+            continue;
+        }
+        let Some((start, end)) = reasoning_with_calls(probe, name).or_else(|| reasoning_by_insertion(probe, name))
+        else {
+            continue;
+        };
         set_reasoning(probe, format, ReasoningMode::ToolsOnly, start, end, &[]);
-        evidence(format, Finding::Reasoning, "reasoning rendered next to a tool call only", Confidence::Medium);
+        if let Some(details) = format.reasoning_details.as_mut() {
+            details.field = key.map(str::to_owned);
+        }
+        let shown_by = match key {
+            None => "reasoning rendered next to a tool call only".to_owned(),
+            Some(name) => {
+                format!("a message's `{name}` field (a key the template reads), rendered next to a tool call only")
+            }
+        };
+        evidence(format, Finding::Reasoning, &shown_by, Confidence::Medium);
         return;
     }
     // R2: a message's reasoning never renders, but switching thinking on and off changes the
@@ -501,6 +559,87 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
             return;
         }
     }
+}
+
+/// Message keys the template's source reads (`message.thought`, `msg['tool_plan']`) that may carry
+/// reasoning: every `.name` / `['name']` access that is not a standard message key, a tool-call key or
+/// a string or mapping method, in source order, at most 16 (each costs a probe render or two).
+fn reasoning_field_candidates(probe: &Probe) -> Vec<String> {
+    // Keys whose meaning is known (a standard name of reasoning renders aliased already), and the
+    // methods templates call: none can be a reasoning field of the template's own.
+    const KNOWN: &[&str] = &[
+        "role",
+        "content",
+        "name",
+        "tool_calls",
+        "tool_call_id",
+        "id",
+        "type",
+        "function",
+        "arguments",
+        "reasoning_content",
+        "reasoning",
+        "thinking",
+        "text",
+        "parameters",
+        "properties",
+        "required",
+        "description",
+        "items",
+        "keys",
+        "values",
+        "get",
+        "split",
+        "rsplit",
+        "strip",
+        "lstrip",
+        "rstrip",
+        "startswith",
+        "endswith",
+        "replace",
+        "lower",
+        "upper",
+        "title",
+        "capitalize",
+        "format",
+        "join",
+        "append",
+        "update",
+        "pop",
+        "count",
+        "find",
+        "index",
+        "length",
+        "first",
+        "last",
+        "tools",
+        "messages",
+    ];
+    let source: String = probe.template_sources().join("\n");
+    let mut found: Vec<String> = Vec::new();
+    let bytes = source.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() && found.len() < 16 {
+        // `.name` after an identifier, or `['name']` / `["name"]`.
+        let start = match bytes[at] {
+            b'.' if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') => at + 1,
+            b'[' if matches!(bytes.get(at + 1), Some(b'\'' | b'"')) => at + 2,
+            _ => {
+                at += 1;
+                continue;
+            }
+        };
+        let len = bytes[start..].iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count();
+        at = start + len;
+        if len < 3 || !bytes[start].is_ascii_alphabetic() {
+            continue;
+        }
+        let name = &source[start..start + len];
+        if !KNOWN.contains(&name) && !found.iter().any(|f| f == name) {
+            found.push(name.to_owned());
+        }
+    }
+    found
 }
 
 /// Records how `finding` is known.
@@ -648,13 +787,22 @@ fn set_reasoning(
     });
 }
 
+/// Whether a call turn carrying `REASONING` under `key` renders it anywhere.
+fn shows_beside_a_call(probe: &Probe, key: &str) -> bool {
+    let call = probe::call(probe::ID_1, probe::FN_1, json!({probe::ARG_1: probe::VALUE_1}));
+    let mut message = json!({"role": "assistant", "content": "", "tool_calls": [call]});
+    message[key] = json!(REASONING);
+    probe.render(&[message], true, false, &[]).is_some_and(|text| text.contains(REASONING))
+}
+
 /// R3: reasoning next to a tool call; markers are the text around it that a call alone lacks.
-fn reasoning_with_calls(probe: &Probe) -> Option<(String, String)> {
+fn reasoning_with_calls(probe: &Probe, key: &str) -> Option<(String, String)> {
     let arguments = json!({probe::ARG_1: probe::VALUE_1});
     let calls = || vec![probe::call(probe::ID_1, probe::FN_1, arguments.clone())];
-    let with = probe.output_with_calls_and(calls(), &[("reasoning_content", json!(REASONING))], &[])?;
-    let without = probe.output_with_calls(calls(), &[])?;
+    let with = probe.output_with_calls_and(calls(), &[(key, json!(REASONING))], &[])?;
+    // Checked before the second render: most keys tried never show the reasoning.
     let r = with.text.find(REASONING)?;
+    let without = probe.output_with_calls(calls(), &[])?;
     let name = diff::find_from(&with.text, probe::FN_1, r)?;
     let plain_name = without.text.find(probe::FN_1)?;
     // Text before the reasoning and between it and the call, minus what a call alone has there.
@@ -675,12 +823,12 @@ fn reasoning_with_calls(probe: &Probe) -> Option<(String, String)> {
 /// prefix/suffix diff of the two whole conversations. For templates whose turn output cannot be cut
 /// against the generation prompt (Command-R7B prints its trailing prompt even without
 /// `add_generation_prompt`; Gemma 4 shows reasoning only in calls after the last user message).
-fn reasoning_by_insertion(probe: &Probe) -> Option<(String, String)> {
+fn reasoning_by_insertion(probe: &Probe, key: &str) -> Option<(String, String)> {
     let arguments = json!({probe::ARG_1: probe::VALUE_1});
     let call =
         json!({"role": "assistant", "content": "", "tool_calls": [probe::call(probe::ID_1, probe::FN_1, arguments)]});
     let mut with_reasoning = call.clone();
-    with_reasoning["reasoning_content"] = json!(REASONING);
+    with_reasoning[key] = json!(REASONING);
     let with = probe.render(&[with_reasoning], true, false, &[])?;
     let without = probe.render(&[call], true, false, &[])?;
     let lead = diff::common_prefix(&with, &without);
@@ -736,6 +884,15 @@ fn empty_reasoning_block(format: &Format) -> String {
     let block_end = end_at + markers.end.len();
     let trailing = lead[block_end..].len() - lead[block_end..].trim_start().len();
     lead[..block_end + trailing].to_owned()
+}
+
+/// The empty reasoning block (start, whitespace, end, and the whitespace after it) `text` starts
+/// with, if any.
+fn empty_block_at(text: &str, markers: &ReasoningMarkers) -> String {
+    let Some(body) = text.trim_start().strip_prefix(markers.start.as_str()) else { return String::new() };
+    let Some(rest) = body.trim_start().strip_prefix(markers.end.as_str()) else { return String::new() };
+    let trailing = rest.len() - rest.trim_start().len();
+    text[..text.len() - rest.len() + trailing].to_owned()
 }
 
 /// The marker a text ends with: its last `<…>` / `[…]` marker, extended back over a word glued to

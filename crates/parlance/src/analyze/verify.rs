@@ -107,8 +107,11 @@ fn cases(format: &Format) -> Vec<(String, Json, Expected)> {
         json!({"role": "assistant", "content": unicode}),
         Expected::content(unicode),
     ));
-    if format.reasoning_details.as_ref().is_some_and(|d| d.mode != ReasoningMode::ToolsOnly) {
-        let message = json!({"role": "assistant", "reasoning": REASONING, "content": CONTENT});
+    if let Some(details) = format.reasoning_details.as_ref().filter(|d| d.mode != ReasoningMode::ToolsOnly) {
+        // Under the template's own key where it reads one (`thought`), else a standard name.
+        let key = details.field.as_deref().unwrap_or("reasoning");
+        let mut message = json!({"role": "assistant", "content": CONTENT});
+        message[key] = json!(REASONING);
         cases.push((
             "reasoning".into(),
             message,

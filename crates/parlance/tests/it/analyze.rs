@@ -412,6 +412,50 @@ fn a_marker_holding_probe_text_is_a_failed_derivation_and_said_so() {
     assert!(format.unsupported.iter().any(|u| u.contains("holds probe text")), "{json}");
 }
 
+// See: issue 25 class 2 (reasoning read from `message.thought`, `message.tool_plan`).
+#[test]
+fn reasoning_under_a_key_of_the_templates_own_is_found_and_self_checks() {
+    use parlance::{ParseOptions, ReasoningMode};
+    // Reasoning from a key no standard name fills, in every turn.
+    let text = "{% for m in messages %}<|{{ m.role }}|>{% if m.thought %}<thought>{{ m.thought }}</thought>{% endif %}\
+                {{ m.content }}<|end|>{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
+    let template = ChatTemplate::from_text(text).unwrap();
+    let format = parlance::Format::from_template(&template).unwrap();
+    let reasoning = format.reasoning.as_ref().expect("reasoning found");
+    assert_eq!((reasoning.start.as_str(), reasoning.end.as_str()), ("<thought>", "</thought>"));
+    let details = format.reasoning_details.as_ref().unwrap();
+    assert_eq!(details.field.as_deref(), Some("thought"));
+    let failed: Vec<_> =
+        self_check(&template, &format, &Default::default()).into_iter().filter(|c| !c.passed).collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let parsed = parlance::parse(&format, &ParseOptions::default(), "<thought>hmm</thought>Hi");
+    assert_eq!((parsed.reasoning_content.as_deref(), parsed.content.as_deref()), (Some("hmm"), Some("Hi")));
+    // Standard names are never described by a key of the template's own.
+    let qwen = "{% for m in messages %}<|{{ m.role }}|>{% if m.reasoning_content %}<think>{{ m.reasoning_content }}\
+                </think>{% endif %}{{ m.content }}{{ m.metadata }}<|end|>{% endfor %}";
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(qwen).unwrap()).unwrap();
+    assert_eq!(format.reasoning_details.as_ref().and_then(|d| d.field.clone()), None);
+
+    // Reasoning written only in call turns, from a key of its own, with an empty block when there is
+    // none (Command A's `tool_plan`): the block is the reasoning's, not the call section's opener.
+    let text = "{% for m in messages %}<|{{ m.role }}|>{% if m.tool_calls %}<|TH|>{{ m.plan }}<|/TH|><|ACT|>\
+                {{ m.tool_calls | map(attribute='function') | list | tojson }}<|/ACT|>{% else %}{{ m.content }}\
+                {% endif %}<|end|>{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
+    let template = ChatTemplate::from_text(text).unwrap();
+    let format = parlance::Format::from_template(&template).unwrap();
+    let details = format.reasoning_details.as_ref().expect("reasoning found");
+    assert_eq!((details.mode, details.field.as_deref()), (ReasoningMode::ToolsOnly, Some("plan")));
+    assert_eq!(details.empty_block, "<|TH|><|/TH|>");
+    assert_eq!(format.tools.as_ref().unwrap().section_start, "<|ACT|>");
+    let failed: Vec<_> =
+        self_check(&template, &format, &Default::default()).into_iter().filter(|c| !c.passed).collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let output = r#"<|TH|>look it up<|/TH|><|ACT|>[{"name": "f", "arguments": {"a": 1}}]<|/ACT|>"#;
+    let parsed = parlance::parse(&format, &ParseOptions::default(), output);
+    assert_eq!(parsed.reasoning_content.as_deref(), Some("look it up"));
+    assert_eq!(parsed.tool_calls.len(), 1, "{parsed:?}");
+}
+
 // See: issue 25 ("analyze shows its evidence").
 #[test]
 fn every_finding_comes_with_its_evidence_and_a_confidence() {
