@@ -295,6 +295,9 @@ pub(crate) fn ignore_list_append(env: &mut Environment<'static>) {
 
 /// Python methods minijinja-contrib's pycompat lacks; everything else is delegated to it.
 fn python_method(state: &mut State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {
+    if let Some(result) = value.as_str().and_then(|s| super::pystr::call(s, method, args)) {
+        return result;
+    }
     if let Some(s) = value.as_str() {
         let arg_str = |i: usize| -> Result<Option<String>, Error> {
             match args.get(i) {
@@ -324,6 +327,9 @@ fn python_method(state: &mut State, value: &Value, method: &str, args: &[Value])
             }
             "rsplit" => {
                 let sep = arg_str(0)?;
+                if sep.as_deref() == Some("") {
+                    return Err(Error::new(ErrorKind::InvalidOperation, "empty separator"));
+                }
                 let maxsplit = match args.get(1) {
                     Some(v) if !v.is_none() => i64::try_from(v.clone())?,
                     _ => -1,

@@ -1,6 +1,8 @@
-//! Jinja2 3.1 builtin filters and tests that minijinja (with `minijinja-contrib`'s pycompat) lacks:
-//! `center`, `wordcount`, `truncate`, `urlencode` and the test `callable`, each as Jinja2 defines it
-//! (Python's `str.center`, `re.findall(r"\w+")`, Jinja2's `do_truncate` with its leeway of 5,
+//! Jinja2 3.1 builtin filters and tests that minijinja (with `minijinja-contrib`'s pycompat) lacks
+//! or does otherwise: `center`, `wordcount`, `truncate`, `urlencode`, the test `callable`, and
+//! Jinja2's lenient `float` / `int` (Python's parsing, the default where Python raises), `items` of
+//! an undefined value, `default(..., boolean=True)`; each as Jinja2 defines it (Python's
+//! `str.center`, `re.findall(r"\w+")`, Jinja2's `do_truncate` with its leeway of 5,
 //! `urllib.parse.quote`). `tests/data/jinja2_filters.json` holds Jinja2's own outputs for them
 //! (`tests/data/jinja2_filters.py` regenerates it).
 
@@ -16,6 +18,140 @@ pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_filter("truncate", truncate);
     env.add_filter("urlencode", urlencode);
     env.add_test("callable", is_callable);
+    env.add_filter("float", float);
+    env.add_filter("int", int);
+    env.add_filter("items", items);
+    env.add_filter("default", default);
+    env.add_filter("d", default);
+}
+
+/// Python's `float(str)`: whitespace around, a sign, digits with single underscores between them,
+/// a fraction and an exponent, or `inf` / `infinity` / `nan` in any case.
+fn parse_py_float(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let body = t.strip_prefix(['+', '-']).unwrap_or(t);
+    let lower = body.to_ascii_lowercase();
+    if matches!(lower.as_str(), "inf" | "infinity" | "nan") {
+        return t.parse::<f64>().ok().or_else(|| {
+            let v = if lower == "nan" { f64::NAN } else { f64::INFINITY };
+            Some(if t.starts_with('-') { -v } else { v })
+        });
+    }
+    // Underscores only between digits.
+    let bytes = t.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'_' && !(i > 0 && bytes[i - 1].is_ascii_digit() && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+            return None;
+        }
+    }
+    let cleaned: String = t.chars().filter(|&c| c != '_').collect();
+    if cleaned.is_empty() || !cleaned.bytes().all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b)) {
+        return None;
+    }
+    cleaned.parse::<f64>().ok()
+}
+
+/// Python's `int(str, base)`: whitespace around, a sign, the base's prefix (`0x`, `0o`, `0b`; with
+/// base 0 the prefix decides), digits with single underscores between them.
+fn parse_py_int(text: &str, base: u32) -> Option<i128> {
+    let t = text.trim();
+    let (negative, body) = match t.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let lower = body.to_ascii_lowercase();
+    let prefixed = |p: &str| lower.strip_prefix(p).map(|rest| &body[body.len() - rest.len()..]);
+    let (base, digits) = match base {
+        0 => match (prefixed("0x"), prefixed("0o"), prefixed("0b")) {
+            (Some(d), _, _) => (16, d),
+            (_, Some(d), _) => (8, d),
+            (_, _, Some(d)) => (2, d),
+            // Base 0 refuses leading zeros on a nonzero decimal.
+            _ if body.len() > 1 && body.starts_with('0') && body.trim_start_matches(['0', '_']).is_empty() => {
+                (10, body)
+            }
+            _ if body.len() > 1 && body.starts_with('0') => return None,
+            _ => (10, body),
+        },
+        16 => (16, prefixed("0x").unwrap_or(body)),
+        8 => (8, prefixed("0o").unwrap_or(body)),
+        2 => (2, prefixed("0b").unwrap_or(body)),
+        b if (2..=36).contains(&b) => (b, body),
+        _ => return None,
+    };
+    // A prefix may be followed by one underscore (`0x_1f`); elsewhere underscores sit between digits.
+    let digits = if digits.len() < body.len() { digits.strip_prefix('_').unwrap_or(digits) } else { digits };
+    if digits.is_empty() || digits.starts_with('_') || digits.ends_with('_') || digits.contains("__") {
+        return None;
+    }
+    let mut value: i128 = 0;
+    for c in digits.chars().filter(|&c| c != '_') {
+        value = value.checked_mul(i128::from(base))?.checked_add(i128::from(c.to_digit(base)?))?;
+    }
+    Some(if negative { -value } else { value })
+}
+
+/// Jinja2's `float(value, default=0.0)`: Python's `float(value)`, or the default where it raises.
+fn float(value: Value, default: Option<Value>) -> Value {
+    let converted = match value.kind() {
+        ValueKind::Number => f64::try_from(value.clone()).ok(),
+        ValueKind::Bool => Some(if value.is_true() { 1.0 } else { 0.0 }),
+        ValueKind::String => parse_py_float(value.as_str().unwrap_or_default()),
+        _ => None,
+    };
+    match converted {
+        Some(f) => Value::from(f),
+        None => default.unwrap_or(Value::from(0.0)),
+    }
+}
+
+/// Jinja2's `int(value, default=0, base=10)`: Python's `int(value, base)` for strings (else
+/// `int(value)`), then `int(float(value))`, else the default.
+fn int(value: Value, default: Option<Value>, base: Option<Value>) -> Result<Value, Error> {
+    let base = base.map(|b| int_arg(&b, "int() base")).transpose()?.unwrap_or(10);
+    let base = u32::try_from(base).ok().filter(|b| *b == 0 || (2..=36).contains(b));
+    let whole = |f: f64| (f.is_finite() && f.abs() < 1.7e38).then(|| f.trunc() as i128);
+    let converted = match value.kind() {
+        ValueKind::Number if value.is_integer() => i128::try_from(value.clone()).ok(),
+        ValueKind::Number => f64::try_from(value.clone()).ok().and_then(whole),
+        ValueKind::Bool => Some(i128::from(value.is_true())),
+        ValueKind::String => {
+            let text = value.as_str().unwrap_or_default();
+            base.and_then(|b| parse_py_int(text, b)).or_else(|| parse_py_float(text).and_then(whole))
+        }
+        _ => None,
+    };
+    Ok(match converted {
+        Some(n) => i64::try_from(n).map(Value::from).unwrap_or_else(|_| Value::from(n)),
+        None => default.unwrap_or(Value::from(0)),
+    })
+}
+
+/// Jinja2's `items`: an undefined value has none; anything else as minijinja reads a mapping.
+fn items(value: Value) -> Result<Value, Error> {
+    if value.is_undefined() {
+        return Ok(Value::from(Vec::<Value>::new()));
+    }
+    minijinja::filters::items(&value)
+}
+
+/// Jinja2's `default(value, default_value='', boolean=False)`: the default for an undefined value,
+/// and with `boolean` for any false one.
+fn default(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    if args.len() > 2 {
+        return Err(Error::new(ErrorKind::TooManyArguments, "default() takes at most 2 arguments"));
+    }
+    let mut fallback = args.first().cloned();
+    let mut boolean = args.get(1).map(Value::is_true);
+    if let Some(v) = kwargs.get::<Option<Value>>("default_value")? {
+        fallback = Some(v);
+    }
+    if let Some(v) = kwargs.get::<Option<Value>>("boolean")? {
+        boolean = Some(v.is_true());
+    }
+    kwargs.assert_all_used()?;
+    let fallback = fallback.unwrap_or_else(|| Value::from(""));
+    Ok(if value.is_undefined() || (boolean == Some(true) && !value.is_true()) { fallback } else { value })
 }
 
 /// Functions are minijinja's plain objects; a macro is an object that lists `name`, `arguments` and

@@ -20,6 +20,7 @@ mod jinja2_filters;
 mod loop_controls;
 pub mod memory;
 mod pyjson;
+mod pystr;
 mod request;
 mod source;
 mod value;

@@ -27,6 +27,27 @@ CASES = [
     "{{ '~_.-'|urlencode }}", "{{ missing|urlencode }}|",
     "{{ raise_exception is callable }}", "{{ 'x' is callable }}", "{{ namespace is callable }}", "{{ {} is callable }}",
     "{% macro m() %}{% endmacro %}{{ m is callable }}", "{{ [1] is callable }}", "{{ 3 is callable }}",
+    # Python string methods the sandbox allows.
+    "{{ 'a=b=c'.partition('=') }}", "{{ 'a=b=c'.rpartition('=') }}", "{{ 'abc'.partition('x') }}",
+    "{{ 'abc'.rpartition('x') }}", "{{ 'abc'.partition('') }}", "{{ 'ab'.ljust(5) }}|", "{{ 'ab'.rjust(5, '*') }}|",
+    "{{ 'ab'.ljust(1) }}|", "{{ 'ab'.center(7, '-') }}|", "{{ 'ab'.rjust(5, 'xy') }}|", "{{ 'aBc Ü'.swapcase() }}",
+    "{{ 'Straße'.casefold() }}", "{{ 'Hello World'.istitle() }}", "{{ 'Hello world'.istitle() }}", "{{ ''.istitle() }}",
+    "{{ 'abc'.isalpha() }}", "{{ 'ab1'.isalnum() }}", "{{ '123'.isdigit() }}", "{{ '١٢'.isdecimal() }}", "{{ '½'.isnumeric() }}",
+    "{{ ' \t'.isspace() }}", "{{ ''.isspace() }}", "{{ 'abc'.islower() }}", "{{ 'ABC'.isupper() }}", "{{ 'a_1'.isidentifier() }}",
+    "{{ 'ab'.isascii() }}", "{{ 'abc'.index('a', 99) }}", "{{ 'abc'.index('c', 1) }}", "{{ 'abc'.rindex('b') }}",
+    "{{ 'abca'.rfind('a') }}", "{{ 'abca'.find('a', 1) }}", "{{ 'abca'.find('a', -1) }}", "{{ 'abc'.rsplit('') }}",
+    "{{ 'a,b,c'.rsplit(',', 1) }}", "{{ 'a b  c'.split() }}", "{{ 'a b  c'.split(None, 1) }}", "{{ 'a\nb\r\nc'.splitlines() }}",
+    "{{ 'a\nb'.splitlines(true) }}", "{{ 'abc'.count('') }}", "{{ 'aaa'.count('aa') }}", "{{ 'abc'.startswith(('x', 'a')) }}",
+    "{{ 'abc'.endswith('c', 0, 2) }}", "{{ '42'.zfill(5) }}", "{{ '-42'.zfill(5) }}", "{{ 'a\tb'.expandtabs(4) }}",
+    "{{ 'hello world'.title() }}", "{{ \"they're bill's\".title() }}", "{{ 'ǆa'.capitalize() }}", "{{ 'abc'.translate({97: 'x'}) }}",
+    "{{ 'x'.join(['a', 'b']) }}", "{{ '%s-%s' % ('a', 'b') }}", "{{ '%d' % 3 }}", "{{ '%05.1f' % 3.14159 }}", "{{ '%r' % 'x' }}",
+    "{{ '{:>5}'.format('é') }}|", "{{ '{0}{1}{0}'.format('a', 'b') }}", "{{ '{x}'.format(x=1) }}",
+    # Jinja2's lenient conversions.
+    "{{ 'x'|float }}", "{{ ''|float }}", "{{ ' 12 '|int(5) }}", "{{ '12.7'|int }}", "{{ 'x'|int(7) }}", "{{ '0x1A'|int(0, 16) }}",
+    "{{ ['1', 'a', 2.5]|map('int')|list }}", "{{ missing|items|list }}", "{{ 3.0|int }}", "{{ '1e3'|float }}",
+    "{{ 'abc'|default('d', boolean=true) }}", "{{ ''|default('d', boolean=true) }}", "{{ ''|default('d', true) }}",
+    # Unpacking a string.
+    "{% set a, b = 'xy' %}{{ b }}{{ a }}", "{% for a, b in ['xy', 'zw'] %}{{ a }}{{ b }};{% endfor %}",
 ]
 
 

@@ -1,0 +1,311 @@
+//! Python `str` methods the chat-template sandbox allows, where minijinja-contrib's pycompat lacks them
+//! or does them differently: `partition` / `rpartition` (tuples), `ljust` / `rjust` / `center` with
+//! a fill character, `swapcase`, `istitle`, `expandtabs`, `translate`, `title` and `capitalize` with
+//! Python's cased-character rules, and `find` / `rfind` / `index` / `rindex` / `startswith` /
+//! `endswith` with Python's `start` / `end` slice arguments. Indices count code points, as Python's.
+//! Checked against Python itself in `tests/data/jinja2_filters.json`.
+
+use minijinja::value::{Tuple, Value, ValueKind};
+use minijinja::{Error, ErrorKind};
+
+fn value_error(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidOperation, message.into())
+}
+
+/// The string argument `i` of `method`, or `None` when absent or `None`.
+fn str_arg(method: &str, args: &[Value], i: usize) -> Result<Option<String>, Error> {
+    match args.get(i) {
+        None => Ok(None),
+        Some(v) if v.is_none() => Ok(None),
+        Some(v) => v
+            .as_str()
+            .map(|s| Some(s.to_owned()))
+            .ok_or_else(|| value_error(format!("str.{method}: a string is required, not {v}"))),
+    }
+}
+
+/// An integer argument (Python's `__index__`: booleans are 0 and 1, floats are refused).
+fn int_arg(method: &str, value: &Value) -> Result<i64, Error> {
+    match value.kind() {
+        ValueKind::Bool => Ok(i64::from(value.is_true())),
+        ValueKind::Number if value.is_integer() => i64::try_from(value.clone()),
+        _ => Err(value_error(format!("str.{method}: an integer is required, not {value}"))),
+    }
+}
+
+/// Python's slice bounds `s[start:end]` over `len` code points: negative from the end, clamped.
+fn slice_bounds(method: &str, args: &[Value], from: usize, len: usize) -> Result<(usize, usize), Error> {
+    let bound = |i: usize, default: usize| -> Result<usize, Error> {
+        match args.get(i) {
+            None => Ok(default),
+            Some(v) if v.is_none() => Ok(default),
+            Some(v) => {
+                let n = int_arg(method, v)?;
+                let n = if n < 0 { n + len as i64 } else { n };
+                Ok(n.clamp(0, len as i64) as usize)
+            }
+        }
+    };
+    Ok((bound(from, 0)?, bound(from + 1, len)?))
+}
+
+/// Byte offset of code point `i` in `s` (its length past the end).
+fn byte_at(s: &str, i: usize) -> usize {
+    s.char_indices().nth(i).map_or(s.len(), |(at, _)| at)
+}
+
+/// A fill character: exactly one code point (Python's `TypeError` otherwise).
+fn fill_char(method: &str, args: &[Value]) -> Result<char, Error> {
+    match str_arg(method, args, 1)? {
+        None => Ok(' '),
+        Some(fill) => {
+            let mut chars = fill.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) => Ok(c),
+                _ => Err(value_error(format!("str.{method}: the fill character must be exactly one character long"))),
+            }
+        }
+    }
+}
+
+/// Titlecase of a character: uppercase, except the digraphs whose titlecase is their own letter.
+fn titlecase(c: char, out: &mut String) {
+    match c {
+        'Ǆ' | 'ǅ' | 'ǆ' => out.push('ǅ'),
+        'Ǉ' | 'ǈ' | 'ǉ' => out.push('ǈ'),
+        'Ǌ' | 'ǋ' | 'ǌ' => out.push('ǋ'),
+        'Ǳ' | 'ǲ' | 'ǳ' => out.push('ǲ'),
+        _ => out.extend(c.to_uppercase()),
+    }
+}
+
+/// Python's "cased" characters (Lu, Ll, Lt).
+fn is_cased(c: char) -> bool {
+    c.is_uppercase() || c.is_lowercase() || matches!(c, 'ǅ' | 'ǈ' | 'ǋ' | 'ǲ')
+}
+
+/// The result of `s.method(*args)`, or `None` when this module does not handle `method`.
+pub(crate) fn call(s: &str, method: &str, args: &[Value]) -> Option<Result<Value, Error>> {
+    Some(match method {
+        "partition" | "rpartition" => partition(s, method, args),
+        "ljust" | "rjust" | "center" => justify(s, method, args),
+        "swapcase" => Ok(Value::from(swapcase(s))),
+        "istitle" => Ok(Value::from(istitle(s))),
+        "expandtabs" => expandtabs(s, args),
+        "translate" => translate(s, args),
+        "title" => Ok(Value::from(title(s))),
+        "capitalize" => Ok(Value::from(capitalize(s))),
+        "find" | "rfind" | "index" | "rindex" => find(s, method, args),
+        "startswith" | "endswith" => affix(s, method, args),
+        _ => return None,
+    })
+}
+
+fn partition(s: &str, method: &str, args: &[Value]) -> Result<Value, Error> {
+    let sep = str_arg(method, args, 0)?.ok_or_else(|| value_error(format!("str.{method}: a separator is required")))?;
+    if sep.is_empty() {
+        return Err(value_error("empty separator"));
+    }
+    let found = if method == "partition" { s.find(&sep) } else { s.rfind(&sep) };
+    let parts: [&str; 3] = match (found, method) {
+        (Some(at), _) => [&s[..at], &sep, &s[at + sep.len()..]],
+        (None, "partition") => [s, "", ""],
+        (None, _) => ["", "", s],
+    };
+    Ok(Value::from(Tuple::from(parts.map(Value::from))))
+}
+
+fn justify(s: &str, method: &str, args: &[Value]) -> Result<Value, Error> {
+    let width = int_arg(method, args.first().ok_or_else(|| value_error(format!("str.{method}: width is required")))?)?;
+    let fill = fill_char(method, args)?;
+    let len = s.chars().count() as i64;
+    if width <= len {
+        return Ok(Value::from(s));
+    }
+    let margin = width - len;
+    // CPython's `str.center` puts the odd character on the left when the width is odd.
+    let left = match method {
+        "ljust" => 0,
+        "rjust" => margin,
+        _ => margin / 2 + (margin & width & 1),
+    };
+    let pad = |n: i64| std::iter::repeat_n(fill, n as usize).collect::<String>();
+    Ok(Value::from(format!("{}{s}{}", pad(left), pad(margin - left))))
+}
+
+fn swapcase(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_uppercase() {
+            out.extend(c.to_lowercase());
+        } else if c.is_lowercase() {
+            out.extend(c.to_uppercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Python's `istitle`: uppercase and titlecase characters follow only uncased ones, lowercase ones
+/// only cased ones, and there is at least one cased character.
+fn istitle(s: &str) -> bool {
+    let (mut cased, mut previous_cased) = (false, false);
+    for c in s.chars() {
+        if c.is_uppercase() || matches!(c, 'ǅ' | 'ǈ' | 'ǋ' | 'ǲ') {
+            if previous_cased {
+                return false;
+            }
+            previous_cased = true;
+            cased = true;
+        } else if c.is_lowercase() {
+            if !previous_cased {
+                return false;
+            }
+            previous_cased = true;
+            cased = true;
+        } else {
+            previous_cased = false;
+        }
+    }
+    cased
+}
+
+fn expandtabs(s: &str, args: &[Value]) -> Result<Value, Error> {
+    let size = args.first().map(|v| int_arg("expandtabs", v)).transpose()?.unwrap_or(8).max(0) as usize;
+    let mut out = String::with_capacity(s.len());
+    let mut column = 0usize;
+    for c in s.chars() {
+        match c {
+            '\t' if size > 0 => {
+                let spaces = size - column % size;
+                out.extend(std::iter::repeat_n(' ', spaces));
+                column += spaces;
+            }
+            '\t' => {}
+            '\n' | '\r' => {
+                out.push(c);
+                column = 0;
+            }
+            _ => {
+                out.push(c);
+                column += 1;
+            }
+        }
+    }
+    Ok(Value::from(out))
+}
+
+/// `translate(table)`: a mapping from code points to a string, a code point or `None` (deleted).
+fn translate(s: &str, args: &[Value]) -> Result<Value, Error> {
+    let table = args
+        .first()
+        .filter(|t| t.kind() == ValueKind::Map)
+        .ok_or_else(|| value_error("str.translate: a mapping is required"))?;
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let mapped = table.get_item(&Value::from(c as u32))?;
+        match Some(mapped).filter(|v| !v.is_undefined()) {
+            None => out.push(c),
+            Some(v) if v.is_none() => {}
+            Some(v) if v.kind() == ValueKind::String => out.push_str(v.as_str().unwrap_or_default()),
+            Some(v) => {
+                let code = int_arg("translate", &v)?;
+                let mapped = u32::try_from(code).ok().and_then(char::from_u32);
+                out.push(
+                    mapped.ok_or_else(|| {
+                        value_error(format!("character mapping must be in range(0x110000), not {code}"))
+                    })?,
+                );
+            }
+        }
+    }
+    Ok(Value::from(out))
+}
+
+/// Python's `title`: the first cased character after an uncased one in titlecase, the others lower.
+fn title(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut previous_cased = false;
+    for c in s.chars() {
+        if previous_cased {
+            out.extend(c.to_lowercase());
+        } else {
+            titlecase(c, &mut out);
+        }
+        previous_cased = is_cased(c);
+    }
+    out
+}
+
+/// Python's `capitalize` (3.8+): the first character in titlecase, the rest lowercase.
+fn capitalize(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    if let Some(first) = chars.next() {
+        titlecase(first, &mut out);
+    }
+    for c in chars {
+        out.extend(c.to_lowercase());
+    }
+    out
+}
+
+fn find(s: &str, method: &str, args: &[Value]) -> Result<Value, Error> {
+    let needle =
+        str_arg(method, args, 0)?.ok_or_else(|| value_error(format!("str.{method}: a substring is required")))?;
+    let len = s.chars().count();
+    let (start, end) = slice_bounds(method, args, 1, len)?;
+    let found = if start > end {
+        None
+    } else {
+        let (from, to) = (byte_at(s, start), byte_at(s, end));
+        let window = &s[from..to];
+        let at = if method.starts_with('r') { window.rfind(&needle) } else { window.find(&needle) };
+        at.map(|byte| start + window[..byte].chars().count())
+    };
+    match (found, method) {
+        (Some(i), _) => Ok(Value::from(i)),
+        (None, "find" | "rfind") => Ok(Value::from(-1)),
+        (None, _) => Err(value_error("substring not found")),
+    }
+}
+
+fn affix(s: &str, method: &str, args: &[Value]) -> Result<Value, Error> {
+    let candidates: Vec<String> = match args.first() {
+        Some(v) if v.kind() == ValueKind::String => vec![v.as_str().unwrap_or_default().to_owned()],
+        Some(v) if v.kind() == ValueKind::Seq => v
+            .try_iter()?
+            .map(|item| {
+                item.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| value_error(format!("str.{method}: a tuple of strings is required")))
+            })
+            .collect::<Result<_, _>>()?,
+        _ => return Err(value_error(format!("str.{method}: a string or a tuple of strings is required"))),
+    };
+    let len = s.chars().count();
+    let (start, end) = slice_bounds(method, args, 1, len)?;
+    if start > end {
+        return Ok(Value::from(false));
+    }
+    let window = &s[byte_at(s, start)..byte_at(s, end)];
+    let hit = candidates
+        .iter()
+        .any(|c| if method == "startswith" { window.starts_with(c.as_str()) } else { window.ends_with(c.as_str()) });
+    Ok(Value::from(hit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_follow_python() {
+        let args = [Value::from("a"), Value::from(-1)];
+        assert_eq!(call("abca", "find", &args).unwrap().unwrap(), Value::from(3));
+        assert!(call("abc", "index", &[Value::from("a"), Value::from(99)]).unwrap().is_err());
+        assert_eq!(call("ǆa", "capitalize", &[]).unwrap().unwrap(), Value::from("ǅa"));
+        assert_eq!(call("x", "unknown", &[]).map(|_| ()), None);
+    }
+}
