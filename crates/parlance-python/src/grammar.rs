@@ -101,6 +101,38 @@ impl CompiledGrammar {
     }
 }
 
+/// The request arguments `compile_tools` and `structural_tag` share.
+struct ToolRequest<'a, 'py> {
+    tools: Option<&'a Bound<'py, PyAny>>,
+    tool_choice: Option<&'a Bound<'py, PyAny>>,
+    parallel_tool_calls: bool,
+    thinking: Option<bool>,
+    response_format: Option<&'a Bound<'py, PyAny>>,
+    reasoning_budget: Option<u32>,
+    strict: Option<bool>,
+}
+
+impl ToolRequest<'_, '_> {
+    /// The parser's request and the derivation's options under `format`.
+    fn read(
+        self,
+        py: Python<'_>,
+        format: &parlance::Format,
+    ) -> PyResult<(parlance::ParseOptions, parlance::constrain::ConstrainOptions)> {
+        let auto = pyo3::types::PyString::new(py, "auto");
+        let choice = self.tool_choice.cloned().unwrap_or_else(|| auto.into_any());
+        let request = parse_options(py, format, self.tools, &choice, self.parallel_tool_calls, self.thinking, None)?;
+        let response_format = self.response_format.filter(|r| !r.is_none()).map(|r| to_json(py, r, "response_format"));
+        let options = parlance::constrain::ConstrainOptions {
+            response_format: response_format.transpose()?,
+            reasoning_budget: self.reasoning_budget,
+            strict: self.strict,
+            ..Default::default()
+        };
+        Ok((request, options))
+    }
+}
+
 /// Compiles grammars for one vocabulary and keeps them in a cache (by source text) with a byte limit.
 #[pyclass(frozen, module = "parlance")]
 pub(crate) struct GrammarCompiler {
@@ -207,16 +239,16 @@ impl GrammarCompiler {
         reasoning_budget: Option<u32>,
         strict: Option<bool>,
     ) -> PyResult<CompiledGrammar> {
-        let auto = pyo3::types::PyString::new(py, "auto");
-        let choice = tool_choice.cloned().unwrap_or_else(|| auto.into_any());
-        let request = parse_options(py, &format.inner, tools, &choice, parallel_tool_calls, thinking, None)?;
-        let response_format = response_format.filter(|r| !r.is_none()).map(|r| to_json(py, r, "response_format"));
-        let options = parlance::constrain::ConstrainOptions {
-            response_format: response_format.transpose()?,
+        let (request, options) = ToolRequest {
+            tools,
+            tool_choice,
+            parallel_tool_calls,
+            thinking,
+            response_format,
             reasoning_budget,
             strict,
-            ..Default::default()
-        };
+        }
+        .read(py, &format.inner)?;
         let (compiler, format) = (&self.inner, &format.inner);
         let inner = py
             .detach(|| {
@@ -256,16 +288,9 @@ pub(crate) fn structural_tag(
     reasoning_budget: Option<u32>,
     strict: Option<bool>,
 ) -> PyResult<Py<PyAny>> {
-    let auto = pyo3::types::PyString::new(py, "auto");
-    let choice = tool_choice.cloned().unwrap_or_else(|| auto.into_any());
-    let request = parse_options(py, &format.inner, tools, &choice, parallel_tool_calls, thinking, None)?;
-    let response_format = response_format.filter(|r| !r.is_none()).map(|r| to_json(py, r, "response_format"));
-    let options = parlance::constrain::ConstrainOptions {
-        response_format: response_format.transpose()?,
-        reasoning_budget,
-        strict,
-        ..Default::default()
-    };
+    let (request, options) =
+        ToolRequest { tools, tool_choice, parallel_tool_calls, thinking, response_format, reasoning_budget, strict }
+            .read(py, &format.inner)?;
     let doc = parlance::constrain::structural_tag_with(&format.inner, &request, &options)
         .map_err(|e| GrammarError::new_err(e.to_string()))?;
     crate::from_json(py, &doc)

@@ -1453,12 +1453,11 @@ impl Machine {
                         Some(end) => Ok(self.end_broken_call_object(section, self.pos, end)),
                         None => {
                             let end = self.buf.len();
-                            self.span(SpanKind::Marker, self.pos, end);
-                            self.pos = end;
-                            self.issue(IssueKind::TruncatedCall, end, "the output ends inside a tool call object");
-                            self.close_call();
-                            self.state = State::Content;
-                            Ok(Step::Again)
+                            Ok(self.end_call_object_at_eof(
+                                IssueKind::TruncatedCall,
+                                end,
+                                "the output ends inside a tool call object",
+                            ))
                         }
                     }
                 }
@@ -1471,15 +1470,11 @@ impl Machine {
             // read as the inside of a string: past it the object was never closed.
             Phase::JsonTail { from, scan, broken: Some(at) } => match self.first_call_end(tools, self.pos) {
                 Some(end) => Ok(self.end_broken_call_object(section, at, end)),
-                None if self.eof => {
-                    let end = self.buf.len();
-                    self.span(SpanKind::Marker, self.pos, end);
-                    self.pos = end;
-                    self.issue(IssueKind::MalformedCall, at, "the tool call object is not JSON from here");
-                    self.close_call();
-                    self.state = State::Content;
-                    Ok(Step::Again)
-                }
+                None if self.eof => Ok(self.end_call_object_at_eof(
+                    IssueKind::MalformedCall,
+                    at,
+                    "the tool call object is not JSON from here",
+                )),
                 None => {
                     section.phase = Phase::JsonTail { from, scan, broken: Some(at) };
                     Ok(Step::Wait)
@@ -1846,6 +1841,18 @@ impl Machine {
     /// Where the first call end or section end marker at or after `from` begins, if one has come.
     fn first_call_end(&mut self, tools: &ToolSyntax, from: usize) -> Option<usize> {
         call_ends(tools).filter_map(|m| self.search.find(&self.buf, from, m).map(|(at, _)| at)).min()
+    }
+
+    /// Ends a call whose object runs to the end of the output with no end marker: the rest is markup,
+    /// reported as `kind` at `at`.
+    fn end_call_object_at_eof(&mut self, kind: IssueKind, at: usize, message: &'static str) -> Step {
+        let end = self.buf.len();
+        self.span(SpanKind::Marker, self.pos, end);
+        self.pos = end;
+        self.issue(kind, at, message);
+        self.close_call();
+        self.state = State::Content;
+        Step::Again
     }
 
     /// Ends a call whose object broke at `broken` (after its arguments were read) at the end marker
