@@ -246,10 +246,12 @@ impl Parser {
     /// `template_or_format`: a `ChatTemplate` (analyzed here) or a `Format`. `tool_choice`: `"auto"`,
     /// `"none"`, `"required"`, a function name, or an OpenAI `tool_choice` dict (`allowed_tools`
     /// too). `thinking`: whether the request switched thinking on or off (`None`: the template's
-    /// default prompt), which decides whether output starts inside reasoning. `id_seed`: seed of the
-    /// ids of calls the model wrote without one (`None`: fresh ids for every output).
+    /// default prompt), which decides whether output starts inside reasoning; `in_reasoning` says it
+    /// outright (`False` for text whose reasoning a server already split off). `id_seed`: seed of
+    /// the ids of calls the model wrote without one (`None`: fresh ids for every output).
     #[new]
-    #[pyo3(signature = (template_or_format, tools=None, tool_choice=None, parallel_tool_calls=true, thinking=None, id_seed=None))]
+    #[pyo3(signature = (template_or_format, tools=None, tool_choice=None, parallel_tool_calls=true, thinking=None, id_seed=None, in_reasoning=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         template_or_format: &Bound<'_, PyAny>,
@@ -258,6 +260,7 @@ impl Parser {
         parallel_tool_calls: bool,
         thinking: Option<bool>,
         id_seed: Option<u64>,
+        in_reasoning: Option<bool>,
     ) -> PyResult<Parser> {
         let format = if let Ok(format) = template_or_format.cast::<Format>() {
             format.get().inner.clone()
@@ -268,7 +271,8 @@ impl Parser {
         };
         let auto = pyo3::types::PyString::new(py, "auto");
         let choice = tool_choice.cloned().unwrap_or_else(|| auto.into_any());
-        let options = parse_options(py, &format, tools, &choice, parallel_tool_calls, thinking, id_seed)?;
+        let mut options = parse_options(py, &format, tools, &choice, parallel_tool_calls, thinking, id_seed)?;
+        options.in_reasoning = in_reasoning.or(options.in_reasoning);
         Ok(Parser { inner: parlance::Parser::new(&format, &options) })
     }
 

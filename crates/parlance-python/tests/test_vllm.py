@@ -100,3 +100,15 @@ def test_reasoning_parser_splits_by_the_templates_markers(qwen):
             got_reasoning += message.reasoning or ""
             got_content += message.content or ""
     assert got_reasoning == reasoning and got_content == content
+
+
+def test_tool_parser_reads_text_after_split_off_reasoning_as_content(corpus, tokenizers):
+    # QwQ's prompt opens `<think>`: the text vLLM hands the tool parser (after the reasoning parser)
+    # starts outside reasoning, so its content is content, not reasoning.
+    from parlance.integrations.vllm import ParlanceToolParser
+
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tokenizers / "qwen3" / "tokenizer.json"))
+    tokenizer.chat_template = (corpus / "templates" / "Qwen-QwQ-32B.jinja").read_text()
+    text = 'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    result = ParlanceToolParser(tokenizer).extract_tool_calls(text, request())
+    assert result.content == "Checking." and [c.function.name for c in result.tool_calls] == ["get_weather"]

@@ -60,8 +60,10 @@ class Parser:
         parallel_tool_calls: bool = True,
         thinking: Optional[bool] = None,
         id_seed: Optional[int] = None,
+        in_reasoning: Optional[bool] = None,
     ) -> None:
-        """`id_seed`: seed of the ids of calls written without one (`None`: fresh ids per output)."""
+        """`id_seed`: seed of the ids of calls written without one (`None`: fresh ids per output).
+        `in_reasoning`: whether the output starts inside reasoning (default: as the prompt leaves it)."""
     def parse(self, text: str) -> dict[str, Any]:
         """`content`, `reasoning_content`, `tool_calls` (arguments as JSON text) and `issues`."""
     def stream(self) -> Stream: ...

@@ -86,14 +86,17 @@ class ParlanceToolParser(ToolParser):
         self._stream = None
         self._arguments: list[str] = []
 
-    def _parser(self, request: Any, reasoning_separated: bool) -> parlance.Parser:
-        # With a reasoning parser in front, the text this parser sees starts after reasoning.
+    def _parser(self, request: Any) -> parlance.Parser:
+        # vLLM hands this parser the text after reasoning when a reasoning parser runs first; read
+        # it as starting outside reasoning either way, so calls are found even where the prompt
+        # opened a reasoning block (without a reasoning parser, reasoning text stays content).
         return parlance.Parser(
             self.format,
             tools=_request_tools(request) or None,
             tool_choice=_tool_choice(request),
             parallel_tool_calls=getattr(request, "parallel_tool_calls", True) is not False,
-            thinking=False if reasoning_separated else _thinking(request),
+            thinking=_thinking(request),
+            in_reasoning=False,
         )
 
     def adjust_request(self, request: Any) -> Any:
@@ -117,7 +120,7 @@ class ParlanceToolParser(ToolParser):
         return request
 
     def extract_tool_calls(self, model_output: str, request: Any) -> ExtractedToolCallInformation:
-        message = self._parser(request, reasoning_separated=False).parse(model_output)
+        message = self._parser(request).parse(model_output)
         calls = [
             ToolCall(id=c["id"], function=FunctionCall(name=c["function"]["name"], arguments=c["function"]["arguments"]))
             for c in message.get("tool_calls") or []
@@ -135,7 +138,7 @@ class ParlanceToolParser(ToolParser):
         request: Any,
     ) -> DeltaMessage | None:
         if self._stream is None:
-            self._stream = self._parser(request, reasoning_separated=False).stream()
+            self._stream = self._parser(request).stream()
             # Text before this call (vLLM may start streaming tools after other parsers).
             deltas = self._stream.push(previous_text) if previous_text else []
             deltas += self._stream.push(delta_text)
