@@ -10,6 +10,7 @@ use minijinja::value::{Kwargs, Rest, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind};
 
 use super::environment::py_str;
+use super::pystr::python_int;
 
 /// Adds the filters and tests to `env`.
 pub(crate) fn install(env: &mut Environment<'static>) {
@@ -108,7 +109,7 @@ fn float(value: Value, default: Option<Value>) -> Value {
 /// Jinja2's `int(value, default=0, base=10)`: Python's `int(value, base)` for strings (else
 /// `int(value)`), then `int(float(value))`, else the default.
 fn int(value: Value, default: Option<Value>, base: Option<Value>) -> Result<Value, Error> {
-    let base = base.map(|b| int_arg(&b, "int() base")).transpose()?.unwrap_or(10);
+    let base = base.map(|b| python_int(&b, "int() base")).transpose()?.unwrap_or(10);
     let base = u32::try_from(base).ok().filter(|b| *b == 0 || (2..=36).contains(b));
     let whole = |f: f64| (f.is_finite() && f.abs() < 1.7e38).then(|| f.trunc() as i128);
     let converted = match value.kind() {
@@ -167,21 +168,10 @@ fn type_error(message: String) -> Error {
     Error::new(ErrorKind::InvalidOperation, message)
 }
 
-/// An integer argument as Python takes it (`True` is 1; floats and strings are refused).
-fn int_arg(value: &Value, what: &str) -> Result<i64, Error> {
-    match value.kind() {
-        ValueKind::Bool => Ok(i64::from(value.is_true())),
-        ValueKind::Number if value.as_i64().is_some() && !py_str(value).contains(['.', 'e', 'n']) => {
-            Ok(value.as_i64().unwrap_or(0))
-        }
-        _ => Err(type_error(format!("{what}: an integer is required, not {}", py_str(value)))),
-    }
-}
-
 /// `str.center(width)`: CPython puts the odd space on the left when the width is odd.
 fn center(value: Value, width: Option<Value>) -> Result<String, Error> {
     let text = py_str(&value);
-    let width = width.map(|w| int_arg(&w, "center() width")).transpose()?.unwrap_or(80);
+    let width = width.map(|w| python_int(&w, "center() width")).transpose()?.unwrap_or(80);
     let len = text.chars().count() as i64;
     if width <= len {
         return Ok(text);
@@ -234,10 +224,10 @@ fn truncate(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<String, E
     }
     kwargs.assert_all_used()?;
     let [length, killwords, end, leeway] = slots;
-    let length = length.map(|v| int_arg(&v, "truncate() length")).transpose()?.unwrap_or(255);
+    let length = length.map(|v| python_int(&v, "truncate() length")).transpose()?.unwrap_or(255);
     let killwords = killwords.is_some_and(|v| v.is_true());
     let end = end.map(|v| py_str(&v)).unwrap_or_else(|| "...".to_owned());
-    let leeway = leeway.filter(|v| !v.is_none()).map(|v| int_arg(&v, "truncate() leeway")).transpose()?.unwrap_or(5);
+    let leeway = leeway.filter(|v| !v.is_none()).map(|v| python_int(&v, "truncate() leeway")).transpose()?.unwrap_or(5);
     let end_len = end.chars().count() as i64;
     if length < end_len {
         return Err(type_error(format!("expected length >= {end_len}, got {length}")));

@@ -24,13 +24,18 @@ fn str_arg(method: &str, args: &[Value], i: usize) -> Result<Option<String>, Err
     }
 }
 
-/// An integer argument (Python's `__index__`: booleans are 0 and 1, floats are refused).
-fn int_arg(method: &str, value: &Value) -> Result<i64, Error> {
+/// An integer argument as Python takes one (`__index__`: booleans are 0 and 1, floats and strings
+/// are refused); `what` names the argument in the error.
+pub(crate) fn python_int(value: &Value, what: &str) -> Result<i64, Error> {
     match value.kind() {
         ValueKind::Bool => Ok(i64::from(value.is_true())),
         ValueKind::Number if value.is_integer() => i64::try_from(value.clone()),
-        _ => Err(value_error(format!("str.{method}: an integer is required, not {value}"))),
+        _ => Err(value_error(format!("{what}: an integer is required, not {value}"))),
     }
+}
+
+fn int_arg(method: &str, value: &Value) -> Result<i64, Error> {
+    python_int(value, &format!("str.{method}"))
 }
 
 /// Python's slice bounds `s[start:end]` over `len` code points: negative from the end, clamped.
