@@ -93,7 +93,14 @@ pub(crate) fn lower(
     let Value::Object(top) = doc else {
         return Err(invalid("", "a structural tag is a JSON object"));
     };
-    let mut lower = Lowering { b: Grammar::builder(), options, vocab, depth: 0 };
+    let mut lower = Lowering {
+        b: Grammar::builder(),
+        options,
+        vocab,
+        depth: 0,
+        schemas: Default::default(),
+        alternatives: Vec::new(),
+    };
     let root = lower.b.declare("root");
     let body = if top.contains_key("structures") {
         lower.legacy(top)?
@@ -138,6 +145,12 @@ struct Lowering<'a> {
     options: &'a StructuralTagOptions,
     vocab: Option<&'a crate::vocab::TokenVocab>,
     depth: usize,
+    /// The rule of each `json_schema` (style `json`) lowered so far, by the schema's JSON text: a
+    /// document that names a tool in two places (gpt-oss: the first message and every later one)
+    /// compiles its schema once.
+    schemas: std::collections::HashMap<String, crate::grammar::RuleId>,
+    /// Each `or` lowered so far and its rule (see [`Lowering::shared_alternatives`]).
+    alternatives: Vec<(Expr, crate::grammar::RuleId)>,
 }
 
 impl Lowering<'_> {
@@ -232,7 +245,10 @@ impl Lowering<'_> {
                     let end = if kind == "or" || i == last { end } else { &[] };
                     parts.push(self.format(e, &format!("{ptr}/elements/{i}"), end)?);
                 }
-                Ok(if kind == "or" { Expr::alt(parts) } else { Expr::seq(parts) })
+                if kind == "sequence" {
+                    return Ok(Expr::seq(parts));
+                }
+                Ok(self.shared_alternatives(Expr::alt(parts)))
             }
             "optional" | "plus" | "star" => {
                 let content = self.format(f.get("content")?, &format!("{ptr}/content"), end)?;
@@ -328,6 +344,20 @@ impl Lowering<'_> {
         }
     }
 
+    /// An `or` as a rule of its own. Documents repeat a whole choice (gpt-oss: the first message,
+    /// then `<|start|>assistant` and the same choice again); a choice met a second time is kept as
+    /// one rule that both places reference, where inlining would build its automaton, every tool's
+    /// schema within, twice.
+    fn shared_alternatives(&mut self, alt: Expr) -> Expr {
+        if let Some(&(_, rule)) = self.alternatives.iter().find(|(e, _)| *e == alt) {
+            self.b.keep_rule(rule);
+            return Expr::Rule(rule);
+        }
+        let rule = self.b.rule("or", alt.clone());
+        self.alternatives.push((alt, rule));
+        Expr::Rule(rule)
+    }
+
     fn json_schema(&mut self, f: &Fields<'_>, xml: bool) -> Result<Expr, StructuralTagError> {
         let style = if xml { "qwen_xml" } else { f.opt_string("style")?.unwrap_or("json") };
         let xml_style = XmlStyle::named(style);
@@ -350,9 +380,15 @@ impl Lowering<'_> {
         if let Some(xml_style) = xml_style {
             return self.xml_parameters(schema, &format!("{}/json_schema", f.ptr), xml_style);
         }
+        let key = schema.to_string();
+        if let Some(&rule) = self.schemas.get(&key) {
+            return Ok(Expr::Rule(rule));
+        }
         let (g, _report) = json_schema_to_grammar(schema, &self.options.json)
             .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_owned(), source })?;
-        Ok(Expr::Rule(self.b.import(&g)))
+        let rule = self.b.import(&g);
+        self.schemas.insert(key, rule);
+        Ok(Expr::Rule(rule))
     }
 
     /// The XML parameter styles (Qwen3-Coder's `<parameter=NAME>VALUE</parameter>` and its kin, see

@@ -46,6 +46,8 @@ pub(crate) struct Automaton {
     self_loop: Vec<[u64; 4]>,
     /// Per state, whether every multi-byte UTF-8 character leads back to the same state.
     char_loop: Vec<bool>,
+    /// Per state, see [`Automaton::is_string_body`].
+    string_body: Vec<bool>,
     /// Per state, how many JSON-string characters in a row it reads for certain (see
     /// [`Automaton::reads_chars`]); `u32::MAX` when the run never ends.
     char_run: Vec<u32>,
@@ -119,6 +121,14 @@ impl Automaton {
     pub(crate) fn loops_on_chars(&self, state: u32, bytes: &[u64; 4], utf8_prefix: bool) -> bool {
         let l = &self.self_loop[state as usize];
         utf8_prefix && self.char_loop[state as usize] && bytes[0] & !l[0] == 0 && bytes[1] & !l[1] == 0
+    }
+
+    /// Whether `state` is a string's inside: every JSON-string character without an escape (see
+    /// [`Automaton::reads_chars`]) leads back to it, passing no final state, and it is not final
+    /// itself. A token that begins with such characters then fares from here as its rest does.
+    #[inline]
+    pub(crate) fn is_string_body(&self, state: u32) -> bool {
+        self.string_body[state as usize]
     }
 
     /// Whether `state` reads any `chars` characters in a row, each a JSON-string character without
@@ -290,6 +300,37 @@ impl Automaton {
     }
 
     /// Whether every multi-byte UTF-8 character read from `state` leads to `target`.
+    fn string_body_at(&self, state: u32, reps: &Utf8Reps) -> bool {
+        if !self.char_loop[state as usize] || self.finals[state as usize] {
+            return false;
+        }
+        let l = &self.self_loop[state as usize];
+        if !reps.ascii.iter().all(|&b| l[b as usize / 64] >> (b % 64) & 1 == 1) {
+            return false;
+        }
+        // The states inside a multi-byte character: none may be final.
+        let mut cur = Vec::new();
+        let mut next = Vec::new();
+        for seq in &reps.sequences {
+            cur.clear();
+            cur.push(state);
+            for bytes in &seq[..seq.len() - 1] {
+                next.clear();
+                for &s in &cur {
+                    for &b in bytes {
+                        let t = self.next(s, b);
+                        if t == DEAD || self.finals[t as usize] {
+                            return false;
+                        }
+                        push_unique(&mut next, t);
+                    }
+                }
+                std::mem::swap(&mut cur, &mut next);
+            }
+        }
+        true
+    }
+
     fn multibyte_all_reach(&self, state: u32, target: u32, reps: &Utf8Reps) -> bool {
         let mut out = Vec::new();
         self.multibyte_targets(state, reps, &mut out, &mut Vec::new(), &mut Vec::new()) && out == [target]
@@ -1409,11 +1450,13 @@ impl Dfa {
             scannable,
             self_loop,
             char_loop: Vec::new(),
+            string_body: Vec::new(),
             char_run: Vec::new(),
             minimal,
         };
         let reps = Utf8Reps::new(&a.classes);
         a.char_loop = (0..n as u32).map(|s| a.loops_on_all_multibyte(s, &reps)).collect();
+        a.string_body = (0..n as u32).map(|s| a.string_body_at(s, &reps)).collect();
         a.char_run = a.char_runs(&reps);
         a
     }

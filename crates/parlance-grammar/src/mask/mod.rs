@@ -10,22 +10,25 @@
 //! stored as a list, a bitset or a complement list, whichever is smallest; a state that reads `k`
 //! JSON-string characters for certain (a string's inside, a `maxLength` chain, an unanchored
 //! `pattern`) stores only what it accepts beyond the vocabulary's shared set of plain tokens of at
-//! most `k` characters, which saves building a bitset of most of the vocabulary per state.
+//! most `k` characters, which saves building a bitset of most of the vocabulary per state. A string's
+//! inside (every such character leads back to it) does not walk the trie at all: a token that
+//! begins with string characters fares as what follows them does, so the walk covers the
+//! vocabulary's [`StringExits`](crate::vocab::StringExits), a few hundred distinct rests.
 
 use crate::compile::CompiledGrammar;
 use crate::earley::{Earley, Item, ROOT_ORIGIN, SetLimit, Tables};
-use crate::vocab::TokenVocab;
+use crate::vocab::{TokenVocab, Trie, TrieNode};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Tokens a scannable item accepts, in the most compact form.
 #[derive(Debug)]
 pub(crate) enum Accepted {
-    /// These token ids.
+    /// These token ids (in no particular order).
     Ids(Vec<u32>),
     /// A bitset over token ids (`u32` words, like the output mask).
     Bits(Vec<u32>),
-    /// Every normal (non-special) token except these ids.
+    /// Every normal (non-special) token except these ids (sorted).
     AllExcept(Vec<u32>),
     /// The tokens of at most `k` JSON-string characters (one set per vocabulary and `k`, shared by
     /// every state that reads `k` such characters for certain: a string's inside, a `maxLength`
@@ -79,17 +82,25 @@ impl MaskEntry {
                 }
             }
             Accepted::AllExcept(ids) => {
-                let mut it = ids.iter().peekable();
-                for (w, (m, n)) in mask.iter_mut().zip(normal).enumerate() {
-                    let mut word = *n;
-                    while let Some(&&id) = it.peek() {
-                        if id as usize / 32 != w {
-                            break;
-                        }
-                        word &= !(1 << (id % 32));
-                        it.next();
+                // Whole words between the excluded ids are copied as they are (a loop the compiler
+                // vectorizes); only words holding an excluded id are edited.
+                let mut from = 0;
+                let mut i = 0;
+                while let Some(&id) = ids.get(i) {
+                    let w = id as usize / 32;
+                    for (m, n) in mask[from..w].iter_mut().zip(&normal[from..w]) {
+                        *m |= n;
                     }
-                    *m |= word;
+                    let mut word = normal[w];
+                    while let Some(&id) = ids.get(i).filter(|&&id| id as usize / 32 == w) {
+                        word &= !(1 << (id % 32));
+                        i += 1;
+                    }
+                    mask[w] |= word;
+                    from = w + 1;
+                }
+                for (m, n) in mask[from..].iter_mut().zip(&normal[from..]) {
+                    *m |= n;
                 }
             }
         }
@@ -203,26 +214,82 @@ impl PosBits {
     fn new(n: usize) -> PosBits {
         PosBits(vec![0; n.div_ceil(64)])
     }
-    fn set_range(&mut self, lo: u32, hi: u32) {
-        let (mut lo, hi) = (lo as usize, hi as usize);
-        while lo < hi && lo % 64 != 0 {
-            self.0[lo / 64] |= 1 << (lo % 64);
-            lo += 1;
-        }
-        while lo + 64 <= hi {
-            self.0[lo / 64] = u64::MAX;
-            lo += 64;
-        }
-        while lo < hi {
-            self.0[lo / 64] |= 1 << (lo % 64);
-            lo += 1;
-        }
-    }
     fn set(&mut self, p: u32) {
         self.0[p as usize / 64] |= 1 << (p % 64);
     }
     fn get(&self, p: u32) -> bool {
         self.0[p as usize / 64] >> (p % 64) & 1 == 1
+    }
+
+    /// The words covering `[lo, hi)` (not empty): index, the word, and which of its bits are inside.
+    fn words_in(&self, lo: u32, hi: u32) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
+        let (lo, hi) = (lo as usize, hi as usize);
+        (lo / 64..hi.div_ceil(64)).map(move |w| {
+            let (from, to) = (lo.max(w * 64) - w * 64, hi.min(w * 64 + 64) - w * 64);
+            let inside = if to - from == 64 { u64::MAX } else { ((1u64 << (to - from)) - 1) << from };
+            (w, self.0[w], inside)
+        })
+    }
+
+    fn any_in(&self, lo: u32, hi: u32) -> bool {
+        lo < hi && self.words_in(lo, hi).any(|(_, w, inside)| w & inside != 0)
+    }
+
+    fn count_in(&self, lo: u32, hi: u32) -> usize {
+        if lo >= hi {
+            return 0;
+        }
+        self.words_in(lo, hi).map(|(_, w, inside)| (w & inside).count_ones() as usize).sum()
+    }
+
+    /// Calls `f` with every position in `[lo, hi)` whose bit is clear.
+    fn each_clear_in(&self, lo: u32, hi: u32, f: &mut dyn FnMut(u32)) {
+        if lo >= hi {
+            return;
+        }
+        for (w, word, inside) in self.words_in(lo, hi) {
+            let mut bits = !word & inside;
+            while bits != 0 {
+                f((w * 64) as u32 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
+    }
+}
+
+/// Sorted, disjoint ranges `[lo, hi)` of trie positions: what a walk accepts. Walks visit the trie
+/// in preorder, so ranges arrive in increasing order and adjacent ones merge; an entry that accepts
+/// a few tokens costs a few ranges, not a bitset of the whole vocabulary.
+#[derive(Debug, Default)]
+pub(crate) struct Ranges(Vec<(u32, u32)>);
+
+impl Ranges {
+    fn push(&mut self, lo: u32, hi: u32) {
+        if lo >= hi {
+            return;
+        }
+        match self.0.last_mut() {
+            Some(last) if last.1 >= lo => {
+                debug_assert!(last.0 <= lo, "walks accept positions in increasing order");
+                last.1 = last.1.max(hi);
+            }
+            _ => self.0.push((lo, hi)),
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.0.iter().map(|&(lo, hi)| (hi - lo) as usize).sum()
+    }
+
+    /// The ranges not covered, within `[0, n)`.
+    fn gaps(&self, n: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let mut at = 0;
+        self.0.iter().map(Some).chain(std::iter::once(None)).filter_map(move |r| {
+            let (lo, hi) = r.copied().unwrap_or((n, n));
+            let gap = (at, lo);
+            at = hi;
+            (gap.0 < gap.1).then_some(gap)
+        })
     }
 }
 
@@ -273,100 +340,114 @@ const COMPONENT_MAX: usize = 32;
 /// component's shape, so the first walk from a component records, per trie node, whether its whole
 /// subtree stays inside; walks from any state with an isomorphic component skip those subtrees.
 ///
+/// A string's inside ([`crate::automaton::Automaton::is_string_body`]) walks no token trie at all
+/// but the vocabulary's [`StringExits`](crate::vocab::StringExits): its plain tokens are the shared
+/// set, and every other token fares as the part of it after its leading characters does.
+///
 /// `used_rules` is set when the walk entered a referenced rule (an Earley parser took over): the
 /// entry then depends on those rules, not only on this automaton.
 fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32, used_rules: &mut bool) -> Result<MaskEntry, SetLimit> {
     let (tables, vocab) = (&g.tables, &*g.vocab);
-    let max_items = g.limits.earley_set_items;
     let a = &tables.rules[rule as usize];
-    let nodes = vocab.nodes();
-    let mut accepted = PosBits::new(vocab.sorted_len());
+    let trie = vocab.trie();
+    let mut accepted = Ranges::default();
     let mut uncertain: Vec<u32> = Vec::new();
     if !a.rule_edges(state).is_empty() {
         *used_rules = true;
-        let mut parser = Earley::new(tables, Item { rule, state, origin: ROOT_ORIGIN }, max_items)?;
+        let mut parser = Earley::new(tables, Item { rule, state, origin: ROOT_ORIGIN }, g.limits.earley_set_items)?;
         // Completing before the first byte is not "uncertain": the chart's closure has already
         // advanced the parents, whose own entries cover those tokens.
-        earley_walk(tables, vocab, &mut parser, 0, false, &mut accepted, &mut uncertain)?;
+        earley_walk(tables, &trie.nodes, &mut parser, 0, false, &mut accepted, &mut uncertain)?;
         return Ok(make_entry(vocab, &accepted, uncertain, None));
     }
+    if a.is_string_body(state) {
+        return string_body_entry(g, rule, state, used_rules);
+    }
     let sccs = g.sccs(rule);
-    let comp = sccs[state as usize];
     let key = a.component_key(state, sccs, COMPONENT_MAX);
     let flags = key.as_ref().and_then(|k| vocab.pool.component(k));
     let recording = key.is_some() && flags.is_none();
-    let n = if recording { nodes.len() } else { 0 };
-    let (mut alive_in_k, mut subtree_ok) = (PosBits::new(n), PosBits::new(n));
-    // Nodes either set is marked on, in walk (pre)order: only these can be flagged.
-    let mut marked: Vec<u32> = Vec::new();
-    let mut states = vec![state];
-    // See above: completion before the first byte is covered by the parents' entries.
-    let mut done = vec![false];
-    let mut in_k = vec![true];
-    let mut i = 1;
-    while i < nodes.len() {
-        let node = &nodes[i];
-        let d = node.depth as usize;
-        states.truncate(d);
-        done.truncate(d);
-        in_k.truncate(d);
-        let t = states[d - 1];
-        if in_k[d - 1] && flags.as_ref().is_some_and(|f| f.get(i as u32)) {
-            accepted.set_range(node.lo, node.hi);
-            i = node.end as usize;
-            continue;
-        }
-        if a.loops_on_all(t, &node.bytes) || a.loops_on_chars(t, &node.bytes, node.utf8_prefix) {
-            accepted.set_range(node.lo, node.hi);
-            if recording && in_k[d - 1] {
-                subtree_ok.set(i as u32);
-                marked.push(i as u32);
-            }
-            i = node.end as usize;
-            continue;
-        }
-        // A run of string characters long enough for every token below (a counting chain may
-        // leave the component, so the subtree is not flagged: flags stay conservative).
-        if a.reads_chars(t, node.plain_chars) {
-            accepted.set_range(node.lo, node.hi);
-            i = node.end as usize;
-            continue;
-        }
-        let u = a.next(t, node.byte);
-        if u == crate::automaton::DEAD {
-            if done[d - 1] {
-                uncertain.extend(node.lo..node.hi);
-            }
-            i = node.end as usize;
-            continue;
-        }
-        accepted.set_range(node.lo, node.here);
-        if !a.rule_edges(u).is_empty() {
-            *used_rules = true;
-            let mut parser = Earley::new(tables, Item { rule, state: u, origin: ROOT_ORIGIN }, max_items)?;
-            let done0 = done[d - 1] || parser.root_done(0);
-            earley_walk(tables, vocab, &mut parser, i, done0, &mut accepted, &mut uncertain)?;
-            i = node.end as usize;
-            continue;
-        }
-        let ink = in_k[d - 1] && sccs[u as usize] == comp;
-        if recording && ink {
-            alive_in_k.set(i as u32);
-            marked.push(i as u32);
-        }
-        states.push(u);
-        done.push(done[d - 1] || a.is_final(u));
-        in_k.push(ink);
-        i += 1;
+    let mut component = Component {
+        sccs,
+        comp: sccs[state as usize],
+        flags,
+        recording: recording.then(|| Recording {
+            alive_in_k: PosBits::new(trie.nodes.len()),
+            subtree_ok: PosBits::new(trie.nodes.len()),
+            marked: Vec::new(),
+        }),
+    };
+    let mut walk = DfaWalk { g, rule, accepted: &mut accepted, uncertain: &mut uncertain, used_rules };
+    walk.run(trie, state, Some(&mut component))?;
+    if let (Some(rec), Some(key)) = (component.recording, key) {
+        vocab.pool.insert_component(key, Arc::new(rec.flags(&trie.nodes)));
     }
-    if recording && let Some(key) = key {
-        // flag(n): the whole subtree of n stays inside the component.
+    // The plain tokens this state reads for certain are one shared set; the entry keeps the rest.
+    let run = a.char_run(state).min(vocab.max_plain());
+    let plain = (run > 0).then(|| vocab.pool.plain_set(vocab, run));
+    Ok(make_entry(vocab, &accepted, uncertain, plain))
+}
+
+/// The entry of a string's inside: the shared set of plain tokens (every one returns to the state),
+/// and of the others, what their rests after the leading characters give (`tails`), or the tokens
+/// themselves when they lead with something else (`heads`). Leading characters pass no final state
+/// (`is_string_body`), so nothing is uncertain before the rest begins.
+fn string_body_entry(g: &CompiledGrammar, rule: u32, state: u32, used_rules: &mut bool) -> Result<MaskEntry, SetLimit> {
+    let vocab = &*g.vocab;
+    let exits = vocab.string_exits();
+    let (mut rest, mut uncertain) = (Vec::new(), Vec::new());
+    for group in [&exits.heads, &exits.tails] {
+        let (mut accepted, mut unsure) = (Ranges::default(), Vec::new());
+        DfaWalk { g, rule, accepted: &mut accepted, uncertain: &mut unsure, used_rules }.run(
+            &group.trie,
+            state,
+            None,
+        )?;
+        rest.extend(accepted.0.iter().flat_map(|&(lo, hi)| lo..hi).flat_map(|q| group.members(q)));
+        uncertain.extend(unsure.iter().flat_map(|&q| group.members(q)));
+    }
+    uncertain.sort_unstable();
+    let plain = vocab.pool.plain_set(vocab, vocab.max_plain());
+    let ids: Vec<u32> = rest.iter().map(|&p| vocab.id_at(p)).collect();
+    let accepted = if ids.len() <= vocab.len() / 48 {
+        Accepted::PlainAnd(plain, ids)
+    } else {
+        let mut bits = plain.words.clone();
+        for id in ids {
+            bits[id as usize / 32] |= 1 << (id % 32);
+        }
+        Accepted::Bits(bits)
+    };
+    Ok(MaskEntry { accepted, uncertain })
+}
+
+/// Component sharing during one walk over the vocabulary's trie (see [`compute_entry`]).
+struct Component<'a> {
+    sccs: &'a [u32],
+    /// The start state's component.
+    comp: u32,
+    /// Recorded flags of an isomorphic component: nodes whose subtree stays inside.
+    flags: Option<Arc<PosBits>>,
+    /// Set when this walk records the flags.
+    recording: Option<Recording>,
+}
+
+struct Recording {
+    alive_in_k: PosBits,
+    subtree_ok: PosBits,
+    /// Nodes either set is marked on, in walk (pre)order: only these can be flagged.
+    marked: Vec<u32>,
+}
+
+impl Recording {
+    /// flag(n): the whole subtree of n stays inside the component.
+    fn flags(&self, nodes: &[TrieNode]) -> PosBits {
         let mut flag = PosBits::new(nodes.len());
         // Children before parents (preorder, reversed); a node nothing marked has no flag.
-        for &j in marked.iter().rev() {
+        for &j in self.marked.iter().rev() {
             let j = j as usize;
-            let ok = subtree_ok.get(j as u32)
-                || (alive_in_k.get(j as u32) && {
+            let ok = self.subtree_ok.get(j as u32)
+                || (self.alive_in_k.get(j as u32) && {
                     let mut c = j + 1;
                     let mut all = true;
                     while c < nodes[j].end as usize {
@@ -382,26 +463,129 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32, used_rules: &mut bo
                 flag.set(j as u32);
             }
         }
-        vocab.pool.insert_component(key, Arc::new(flag));
+        flag
     }
-    // The plain tokens this state reads for certain are one shared set; the entry keeps the rest.
-    let run = a.char_run(state).min(vocab.max_plain());
-    let plain = (run > 0).then(|| vocab.pool.plain_set(vocab, run));
-    Ok(make_entry(vocab, &accepted, uncertain, plain))
+}
+
+/// A walk of one trie from one state of `rule`'s automaton, collecting accepted and uncertain
+/// positions of that trie.
+struct DfaWalk<'a> {
+    g: &'a CompiledGrammar,
+    rule: u32,
+    accepted: &'a mut Ranges,
+    uncertain: &'a mut Vec<u32>,
+    used_rules: &'a mut bool,
+}
+
+impl DfaWalk<'_> {
+    fn run(&mut self, trie: &Trie, state: u32, mut component: Option<&mut Component<'_>>) -> Result<(), SetLimit> {
+        let (g, rule) = (self.g, self.rule);
+        let tables = &g.tables;
+        let a = &tables.rules[rule as usize];
+        let nodes = &trie.nodes;
+        let mut states = vec![state];
+        // See `compute_entry`: completion before the first byte is covered by the parents' entries.
+        let mut done = vec![false];
+        // Whether the path so far stayed in the start state's component.
+        let mut in_k = vec![true];
+        let mut i = 1;
+        while i < nodes.len() {
+            // Most first bytes die at once: skip them without touching their nodes (nothing can be
+            // uncertain before the first byte, see `done`).
+            if nodes[i].depth == 1 {
+                let roots = &trie.roots;
+                let mut r = roots.partition_point(|&(_, n)| (n as usize) < i);
+                while r < roots.len() && a.next(state, roots[r].0) == crate::automaton::DEAD {
+                    r += 1;
+                }
+                match roots.get(r) {
+                    Some(&(_, n)) => i = n as usize,
+                    None => break,
+                }
+            }
+            let node = &nodes[i];
+            let d = node.depth as usize;
+            states.truncate(d);
+            done.truncate(d);
+            in_k.truncate(d);
+            let t = states[d - 1];
+            if let Some(c) = component.as_deref()
+                && in_k[d - 1]
+                && c.flags.as_ref().is_some_and(|f| f.get(i as u32))
+            {
+                self.accepted.push(node.lo, node.hi);
+                i = node.end as usize;
+                continue;
+            }
+            if a.loops_on_all(t, &node.bytes) || a.loops_on_chars(t, &node.bytes, node.utf8_prefix) {
+                self.accepted.push(node.lo, node.hi);
+                if let Some(rec) = component.as_deref_mut().and_then(|c| c.recording.as_mut())
+                    && in_k[d - 1]
+                {
+                    rec.subtree_ok.set(i as u32);
+                    rec.marked.push(i as u32);
+                }
+                i = node.end as usize;
+                continue;
+            }
+            // A run of string characters long enough for every token below (a counting chain may
+            // leave the component, so the subtree is not flagged: flags stay conservative).
+            if a.reads_chars(t, node.plain_chars) {
+                self.accepted.push(node.lo, node.hi);
+                i = node.end as usize;
+                continue;
+            }
+            let u = a.next(t, node.byte);
+            if u == crate::automaton::DEAD {
+                if done[d - 1] {
+                    self.uncertain.extend(node.lo..node.hi);
+                }
+                i = node.end as usize;
+                continue;
+            }
+            self.accepted.push(node.lo, node.here);
+            if !a.rule_edges(u).is_empty() {
+                *self.used_rules = true;
+                let item = Item { rule, state: u, origin: ROOT_ORIGIN };
+                let mut parser = Earley::new(tables, item, g.limits.earley_set_items)?;
+                let done0 = done[d - 1] || parser.root_done(0);
+                earley_walk(tables, nodes, &mut parser, i, done0, self.accepted, self.uncertain)?;
+                i = node.end as usize;
+                continue;
+            }
+            let ink = match component.as_deref_mut() {
+                Some(c) => {
+                    let ink = in_k[d - 1] && c.sccs[u as usize] == c.comp;
+                    if let Some(rec) = c.recording.as_mut()
+                        && ink
+                    {
+                        rec.alive_in_k.set(i as u32);
+                        rec.marked.push(i as u32);
+                    }
+                    ink
+                }
+                None => false,
+            };
+            states.push(u);
+            done.push(done[d - 1] || a.is_final(u));
+            in_k.push(ink);
+            i += 1;
+        }
+        Ok(())
+    }
 }
 
 /// Earley walk over the subtree of trie node `top` (the whole trie for node 0); `parser` is positioned
 /// after `top`'s bytes. `done0`: the root item completed at or before `top`.
 fn earley_walk(
     tables: &Tables,
-    vocab: &TokenVocab,
+    nodes: &[TrieNode],
     parser: &mut Earley,
     top: usize,
     done0: bool,
-    accepted: &mut PosBits,
+    accepted: &mut Ranges,
     uncertain: &mut Vec<u32>,
 ) -> Result<(), SetLimit> {
-    let nodes = vocab.nodes();
     let base = nodes[top].depth as usize;
     let end = nodes[top].end as usize;
     // done[k]: the root item completed somewhere on the current path, at or before relative depth k.
@@ -421,7 +605,7 @@ fn earley_walk(
         }) {
             // One item of this set reads every token below and stays alive: the whole subtree is
             // accepted.
-            accepted.set_range(node.lo, node.hi);
+            accepted.push(node.lo, node.hi);
             i = node.end as usize;
             continue;
         }
@@ -433,54 +617,47 @@ fn earley_walk(
             continue;
         }
         done.push(done[depth - 1] || parser.root_done(depth));
-        accepted.set_range(node.lo, node.here);
+        accepted.push(node.lo, node.here);
         i += 1;
     }
     Ok(())
 }
 
-fn make_entry(vocab: &TokenVocab, accepted: &PosBits, uncertain: Vec<u32>, plain: Option<Arc<PlainSet>>) -> MaskEntry {
-    let n = vocab.sorted_len();
+fn make_entry(vocab: &TokenVocab, accepted: &Ranges, uncertain: Vec<u32>, plain: Option<Arc<PlainSet>>) -> MaskEntry {
+    let n = vocab.sorted_len() as u32;
     let small = vocab.len() / 48;
-    // Calls `f` with the id at every position of `words` whose bit equals `want`.
-    let each = |words: &[u64], want: bool, f: &mut dyn FnMut(u32)| {
-        for (w, &word) in words.iter().enumerate() {
-            let mut bits = if want { word } else { !word };
-            while bits != 0 {
-                let p = w * 64 + bits.trailing_zeros() as usize;
-                if p >= n {
-                    break;
-                }
-                f(vocab.id_at(p as u32));
-                bits &= bits - 1;
-            }
-        }
+    // The ids at the positions of `ranges` (in trie order: only `AllExcept` needs them sorted).
+    let ids_of = |ranges: &mut dyn Iterator<Item = (u32, u32)>| -> Vec<u32> {
+        ranges.flat_map(|(lo, hi)| lo..hi).map(|p| vocab.id_at(p)).collect()
     };
-    let sorted_ids = |words: &[u64], want: bool| {
-        let mut out = Vec::new();
-        each(words, want, &mut |id| out.push(id));
-        out.sort_unstable();
-        out
-    };
-    let count = |words: &[u64]| words.iter().map(|w| w.count_ones() as usize).sum::<usize>();
     // The walk accepts every plain token the state reads for certain; checked all the same, since a
     // mask must never allow a token the walk rejected.
     if let Some(plain) = plain
-        && plain.positions.0.iter().zip(&accepted.0).all(|(p, a)| p & !a == 0)
+        && accepted.gaps(n).all(|(lo, hi)| !plain.positions.any_in(lo, hi))
     {
-        let rest: Vec<u64> = accepted.0.iter().zip(&plain.positions.0).map(|(a, p)| a & !p).collect();
-        if count(&rest) <= small {
-            return MaskEntry { accepted: Accepted::PlainAnd(plain, sorted_ids(&rest, true)), uncertain };
+        let rest =
+            accepted.count() - accepted.0.iter().map(|&(lo, hi)| plain.positions.count_in(lo, hi)).sum::<usize>();
+        if rest <= small {
+            let mut ids = Vec::with_capacity(rest);
+            for &(lo, hi) in &accepted.0 {
+                plain.positions.each_clear_in(lo, hi, &mut |p| ids.push(vocab.id_at(p)));
+            }
+            return MaskEntry { accepted: Accepted::PlainAnd(plain, ids), uncertain };
         }
     }
-    let total = count(&accepted.0);
+    let total = accepted.count();
     let accepted = if total <= small {
-        Accepted::Ids(sorted_ids(&accepted.0, true))
-    } else if n - total <= small {
-        Accepted::AllExcept(sorted_ids(&accepted.0, false))
+        Accepted::Ids(ids_of(&mut accepted.0.iter().copied()))
+    } else if n as usize - total <= small {
+        let mut ids = ids_of(&mut accepted.gaps(n));
+        ids.sort_unstable();
+        Accepted::AllExcept(ids)
     } else {
         let mut bits = vec![0u32; vocab.mask_words()];
-        each(&accepted.0, true, &mut |id| bits[id as usize / 32] |= 1 << (id % 32));
+        for p in accepted.0.iter().flat_map(|&(lo, hi)| lo..hi) {
+            let id = vocab.id_at(p);
+            bits[id as usize / 32] |= 1 << (id % 32);
+        }
         Accepted::Bits(bits)
     };
     MaskEntry { accepted, uncertain }

@@ -69,7 +69,9 @@ pub struct TokenVocab {
     /// Sorted position -> token id, every token but EOS and empty ones (special tokens sorted by
     /// their grammar bytes).
     sorted: Vec<u32>,
-    nodes: Vec<TrieNode>,
+    trie: Trie,
+    /// How tokens leave a JSON string's inside (see [`StringExits`]).
+    string_exits: StringExits,
     /// Bitset (mask words) of the normal tokens.
     normal: Vec<u32>,
     /// Per sorted position, how many JSON-string characters the token is (as
@@ -107,13 +109,14 @@ impl TokenVocab {
         let mut sorted: Vec<u32> =
             (0..size as u32).filter(|&i| !eos_ids.contains(&i) && !grammar_bytes[i as usize].is_empty()).collect();
         sorted.sort_by(|&a, &b| grammar_bytes[a as usize].cmp(&grammar_bytes[b as usize]).then(a.cmp(&b)));
-        let nodes = build_trie(&grammar_bytes, &sorted);
+        let trie = Trie::new(&grammar_bytes, &sorted);
         let mut normal = vec![0u32; size.div_ceil(32)];
         for &id in &sorted {
             normal[id as usize / 32] |= 1 << (id % 32);
         }
         let plain: Vec<u32> = sorted.iter().map(|&id| plain_chars(&grammar_bytes[id as usize])).collect();
         let max_plain = plain.iter().copied().max().unwrap_or(0);
+        let string_exits = StringExits::new(&grammar_bytes, &sorted, &plain);
         let special_by_text = special_ids
             .iter()
             .filter(|id| !eos_ids.contains(id))
@@ -126,7 +129,8 @@ impl TokenVocab {
             special,
             eos: eos_ids.to_vec(),
             sorted,
-            nodes,
+            trie,
+            string_exits,
             normal,
             plain,
             max_plain,
@@ -189,8 +193,12 @@ impl TokenVocab {
         &self.normal
     }
 
-    pub(crate) fn nodes(&self) -> &[TrieNode] {
-        &self.nodes
+    pub(crate) fn trie(&self) -> &Trie {
+        &self.trie
+    }
+
+    pub(crate) fn string_exits(&self) -> &StringExits {
+        &self.string_exits
     }
 
     pub(crate) fn sorted_len(&self) -> usize {
@@ -217,6 +225,111 @@ impl TokenVocab {
     pub(crate) fn bytes_at(&self, pos: u32) -> &[u8] {
         &self.grammar_bytes[self.sorted[pos as usize] as usize]
     }
+}
+
+/// A trie in preorder (see [`TrieNode`]) over strings sorted by their bytes, its root's children
+/// listed apart: a walk skips the first bytes a state refuses without touching their nodes, which
+/// lie spread over the whole trie.
+#[derive(Debug)]
+pub(crate) struct Trie {
+    pub(crate) nodes: Vec<TrieNode>,
+    /// `(byte, node index)` of the root's children, in order.
+    pub(crate) roots: Vec<(u8, u32)>,
+}
+
+impl Trie {
+    /// The trie of `strings[sorted[0]], strings[sorted[1]], ...` (already sorted by bytes).
+    fn new(strings: &[Vec<u8>], sorted: &[u32]) -> Trie {
+        let nodes = build_trie(strings, sorted);
+        let mut roots = Vec::new();
+        let mut c = 1;
+        while c < nodes.len() {
+            roots.push((nodes[c].byte, c as u32));
+            c = nodes[c].end as usize;
+        }
+        Trie { nodes, roots }
+    }
+}
+
+/// Distinct strings, each standing for a group of vocabulary tokens: a trie over the strings and,
+/// per string (its position in the trie), the sorted positions of its tokens in the vocabulary.
+#[derive(Debug)]
+pub(crate) struct Grouped {
+    pub(crate) trie: Trie,
+    starts: Vec<u32>,
+    members: Vec<u32>,
+}
+
+impl Grouped {
+    fn new(mut entries: Vec<(Vec<u8>, u32)>) -> Grouped {
+        entries.sort_unstable();
+        let (mut strings, mut starts, mut members) = (Vec::<Vec<u8>>::new(), Vec::new(), Vec::new());
+        for (bytes, pos) in entries {
+            if strings.last() != Some(&bytes) {
+                starts.push(members.len() as u32);
+                strings.push(bytes);
+            }
+            members.push(pos);
+        }
+        starts.push(members.len() as u32);
+        let order: Vec<u32> = (0..strings.len() as u32).collect();
+        Grouped { trie: Trie::new(&strings, &order), starts, members }
+    }
+
+    /// The vocabulary positions of the tokens string `q` stands for.
+    pub(crate) fn members(&self, q: u32) -> &[u32] {
+        &self.members[self.starts[q as usize] as usize..self.starts[q as usize + 1] as usize]
+    }
+}
+
+/// The tokens that are not JSON-string characters only, split for a string's inside (a state every
+/// such character leads back to): a token that begins with `k >= 1` whole characters returns to
+/// that state after them and fares as the rest of it does, so `tails` holds that rest, once for
+/// every token with the same rest (~800 strings for ~3,000 tokens in Llama 3's vocabulary, where
+/// the full trie has ~7,000 nodes above them); `heads` holds the tokens that begin with anything
+/// else (a quote, a backslash, a control byte, a broken character, a special token).
+#[derive(Debug)]
+pub(crate) struct StringExits {
+    pub(crate) tails: Grouped,
+    pub(crate) heads: Grouped,
+}
+
+impl StringExits {
+    fn new(strings: &[Vec<u8>], sorted: &[u32], plain: &[u32]) -> StringExits {
+        let (mut tails, mut heads) = (Vec::new(), Vec::new());
+        for (p, &id) in sorted.iter().enumerate() {
+            if plain[p] > 0 {
+                continue;
+            }
+            let bytes = &strings[id as usize];
+            match plain_prefix(bytes) {
+                0 => heads.push((bytes.clone(), p as u32)),
+                k => tails.push((bytes[k..].to_vec(), p as u32)),
+            }
+        }
+        StringExits { tails: Grouped::new(tails), heads: Grouped::new(heads) }
+    }
+}
+
+/// Length in bytes of the longest prefix of `bytes` made of whole JSON-string characters without
+/// escapes (bytes `0x20..=0x7F` but `"` and `\\`, well-formed multi-byte characters).
+fn plain_prefix(bytes: &[u8]) -> usize {
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let len = match b {
+            b'"' | b'\\' | 0..0x20 => return i,
+            0x20..0x80 => 1,
+            0xC0..0xE0 => 2,
+            0xE0..0xF0 => 3,
+            0xF0..0xF8 => 4,
+            _ => return i,
+        };
+        match bytes.get(i..i + len) {
+            Some(c) if std::str::from_utf8(c).is_ok() => i += len,
+            _ => return i,
+        }
+    }
+    i
 }
 
 /// Whether `bytes` is well-formed UTF-8 but for a cut-short last character (`error_len() == None`:
@@ -337,7 +450,7 @@ mod tests {
             ["ab", "a", "b", "abc", "", "ab", "<eos>"].iter().map(|s| s.as_bytes().to_vec()).collect();
         let v = TokenVocab::new(toks, &[], &[6]).expect("valid");
         assert_eq!(v.sorted_len(), 5);
-        let n = v.nodes();
+        let n = &v.trie().nodes;
         // root, a, ab, abc, b
         assert_eq!(n.len(), 5);
         assert_eq!((n[1].byte, n[1].lo, n[1].here, n[1].hi, n[1].end), (b'a', 0, 1, 4, 4));
@@ -352,7 +465,7 @@ mod tests {
         // "é" is C3 A9: a token ending after C3 is a prefix of text, one starting with A9 is not.
         let toks: Vec<Vec<u8>> = vec![b"a\xC3".to_vec(), b"\xA9b".to_vec(), b"<eos>".to_vec()];
         let v = TokenVocab::new(toks, &[], &[2]).expect("valid");
-        let node = |first: u8| v.nodes().iter().find(|n| n.depth == 1 && n.byte == first).expect("node");
+        let node = |first: u8| v.trie().nodes.iter().find(|n| n.depth == 1 && n.byte == first).expect("node");
         assert!(node(b'a').utf8_prefix);
         assert!(!node(0xA9).utf8_prefix);
     }

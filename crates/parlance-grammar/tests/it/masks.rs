@@ -200,3 +200,44 @@ proptest::proptest! {
         proptest::prop_assert_eq!(m.num_steps(), 1);
     }
 }
+
+/// Inside JSON strings the mask cache classifies tokens by their rest after the leading string
+/// characters (`StringExits`); check it against brute force at every byte of tool calls whose
+/// strings hold quotes, escapes, multi-byte characters and characters cut short, on a real
+/// vocabulary cut down to the tokens that matter there (every token holding a quote, a backslash, a
+/// control byte, a brace, a colon or a comma, or a byte above ASCII; and one in 16 of the others).
+#[test]
+fn masks_inside_strings_equal_brute_force_llama3_vocab() {
+    let Some((_, toks)) = real_vocab("llama3_1", "<|eot_id|>") else { return };
+    let keep = |(i, t): &(usize, &Vec<u8>)| {
+        i % 16 == 0 || t.iter().any(|&b| !(0x20..0x80).contains(&b) || b"\"\\{}:,".contains(&b))
+    };
+    let mut kept: Vec<Vec<u8>> = toks.iter().enumerate().filter(keep).map(|(_, t)| t.clone()).collect();
+    kept.push(b"<eos>".to_vec());
+    let eos = kept.len() as u32 - 1;
+    let vocab = Arc::new(TokenVocab::new(kept, &[], &[eos]).expect("vocab"));
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "location": {"type": "string"},
+        "note": {"type": "string", "maxLength": 12},
+        "unit": {"enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer"}},
+        "required": ["location"], "additionalProperties": false});
+    let tag = |name: &str| {
+        serde_json::json!({"type": "tag", "begin": format!("{{\"name\": \"{name}\", \"parameters\": "),
+            "content": {"type": "json_schema", "json_schema": schema}, "end": "}"})
+    };
+    let doc = serde_json::json!({"type": "structural_tag", "format": {"type": "triggered_tags",
+        "triggers": ["{\"name\": "], "tags": [tag("get_weather"), tag("get_time")]}});
+    let grammar = Arc::new(
+        parlance_grammar::CompiledGrammar::from_structural_tag(vocab.clone(), &doc, &Default::default())
+            .expect("compiles"),
+    );
+    let text = "Let me check. {\"name\": \"get_weather\", \"parameters\": {\"location\": \"Z\u{fc}rich \\\"Alt\\\" \u{6771}\u{4eac}\\u00e9\", \"note\": \"a\\nb \u{20ac}\", \"unit\": \"celsius\", \"days\": 3}} Done.";
+    let bytes = text.as_bytes();
+    let start = text.find("{\"location").expect("arguments");
+    for cut in start..bytes.len() {
+        let mut m = Matcher::new(grammar.clone()).expect("matcher");
+        assert!(m.accept_bytes(&bytes[..cut]), "prefix of {cut} bytes accepted");
+        check_mask_brute_force(&mut m, &vocab, &format!("after {:?}", String::from_utf8_lossy(&bytes[..cut])));
+    }
+}
