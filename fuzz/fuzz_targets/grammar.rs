@@ -20,13 +20,24 @@ use parlance_grammar::{
     json_schema_to_grammar, structural_tag_to_grammar,
 };
 
-/// 256 one-byte tokens, an EOS token and two special tokens (257 `<|call|>`, 258 `<|start|>`).
+/// Multi-byte tokens (ids from 259 on): JSON punctuation glued to string characters, escapes,
+/// multi-byte and cut-short characters, so that masks inside strings (where the mask cache walks
+/// the rest of a token after its leading string characters) meet tokens that leave the string.
+const MULTI: &[&[u8]] = &[
+    b"a\"", b"ab\",", b"\"}", b"\",\"", b"\":", b"{\"", b"\"a", b"\\n", b"\\\"", b"\\u00", b"a\\", b"\xC3\xA9\"",
+    b"\xE2\x82\xAC", b"x\xC3", b"\xA9\"", b" \"", b"\"\n", b"1,", b"12}", b"a\n", b"<|c", b"{\"name\": ", b"ab", b"\"\"",
+    b"true}", b"-1", b"], ", b"\t\"",
+];
+
+/// 256 one-byte tokens, an EOS token, two special tokens (257 `<|call|>`, 258 `<|start|>`) and
+/// [`MULTI`].
 fn vocab() -> Arc<TokenVocab> {
     static VOCAB: OnceLock<Arc<TokenVocab>> = OnceLock::new();
     VOCAB
         .get_or_init(|| {
             let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
             tokens.extend([b"<eos>".to_vec(), b"<|call|>".to_vec(), b"<|start|>".to_vec()]);
+            tokens.extend(MULTI.iter().map(|t| t.to_vec()));
             Arc::new(TokenVocab::new(tokens, &[256, 257, 258], &[256]).expect("byte vocabulary"))
         })
         .clone()
@@ -93,7 +104,12 @@ fuzz_target!(|data: &[u8]| {
         if matcher.fill_next_token_bitmask(&mut mask).is_err() {
             return;
         }
-        let allowed = mask[token as usize / 32] >> (token % 32) & 1 == 1;
+        let allowed = |t: u32| mask[t as usize / 32] >> (t % 32) & 1 == 1;
+        // Every multi-byte token against accepting it on a copy.
+        for t in 259..259 + MULTI.len() as u32 {
+            assert_eq!(allowed(t), matcher.clone().accept_token(t), "mask and accept disagree on token {t}");
+        }
+        let allowed = allowed(token);
         let took = matcher.accept_token(token);
         assert_eq!(allowed, took, "mask and accept disagree on token {token}");
         if !took {
