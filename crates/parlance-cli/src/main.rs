@@ -582,7 +582,7 @@ fn for_each_stdin_chunk(n: usize, mut push: impl FnMut(&str) -> anyhow::Result<(
 }
 
 fn eval_parse(args: EvalParseArgs) -> anyhow::Result<()> {
-    use parlance::parse::eval::{EvalSetup, Evaluator, Status};
+    use parlance_eval::{EvalSetup, Evaluator, Status};
     let first_dir = args.cases[0].parent().map(PathBuf::from).unwrap_or_default();
     let templates = args.templates.unwrap_or_else(|| first_dir.join("../templates"));
     let map = args.template_map.or_else(|| Some(first_dir.join("template_map.json")).filter(|p| p.exists()));

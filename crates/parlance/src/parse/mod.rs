@@ -74,7 +74,6 @@
 //! around them (`<parameter=a>\nv\n</parameter>` gives `v`). Trimmed bytes are `Whitespace` spans.
 
 pub(crate) mod channel;
-pub mod eval;
 pub mod hostile;
 mod machine;
 pub(crate) mod scan;

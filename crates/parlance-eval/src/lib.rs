@@ -1,3 +1,6 @@
+//! The peers' parse-case harness, kept out of the library (it is a test and benchmark tool, with its
+//! own overlay file and note heuristics, not something parlance's users call).
+//!
 //! `parlance eval parse`: runs the peers' parse cases (`corpus/parse/*.jsonl`) through parlance's
 //! parser, each against the corpus template that renders its format.
 //!
@@ -47,10 +50,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value as Json, json};
 
-use super::{IssueKind, ParseOptions, Parser, ToolChoice};
-use crate::analyze::{AnalyzeOptions, analyze};
-use crate::format::Format;
-use crate::template::{ChatTemplate, RenderLimits, TemplateSource};
+use parlance::analyze::{AnalyzeOptions, analyze};
+use parlance::format::Format;
+use parlance::parse::{IssueKind, ParseOptions, Parser, ToolChoice};
+use parlance::template::{ChatTemplate, RenderLimits, TemplateSource};
 
 /// Where templates come from and how peer parser names map to them.
 #[derive(Debug, Clone, Default)]

@@ -1,0 +1,73 @@
+//! The peers' parse cases through parlance's parser, ratcheted per case against
+//! `tests/expected/parse_eval.json`. The corpus is found through `PARLANCE_CORPUS` (a missing folder
+//! named there fails), else `../shared/corpus` beside the project (the test skips, saying so, when
+//! it is absent).
+
+use parlance_eval::{EvalSetup, Evaluator, Status};
+use serde_json::Value as Json;
+use std::path::{Path, PathBuf};
+
+fn corpus() -> Option<PathBuf> {
+    let (dir, explicit) = match std::env::var_os("PARLANCE_CORPUS") {
+        Some(dir) => (PathBuf::from(dir), true),
+        None => (PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"), false),
+    };
+    if dir.is_dir() {
+        Some(dir)
+    } else if explicit {
+        panic!("PARLANCE_CORPUS is set to {}, which is not a folder", dir.display());
+    } else {
+        eprintln!("skipping: corpus not found at {} (set PARLANCE_CORPUS)", dir.display());
+        None
+    }
+}
+
+/// The peers' cases, ratcheted per case: every non-quirk case passes unless
+/// `tests/expected/parse_eval.json` lists it with the reason; a listed case that now passes is
+/// reported, to be removed.
+#[test]
+fn peer_parse_cases_ratchet() {
+    let Some(corpus) = corpus() else { return };
+    let dir = corpus.join("parse");
+    let setup = EvalSetup::with_template_map(corpus.join("templates"), Some(&dir.join("template_map.json"))).unwrap();
+    let mut evaluator = Evaluator::new(setup);
+    let expected_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/expected/parse_eval.json");
+    let expected: Json = serde_json::from_str(&std::fs::read_to_string(expected_path).unwrap()).unwrap();
+    let listed = expected["failing"].as_object().expect("a `failing` map");
+    let mut passed = 0;
+    let (mut failed, mut now_pass) = (Vec::new(), Vec::new());
+    let mut inputs = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "jsonl") {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()) {
+            let case: Json = serde_json::from_str(line).unwrap();
+            let (_, status) = evaluator.run(&case);
+            let id = case["id"].as_str().unwrap_or_default();
+            match status {
+                Status::Pass if case["quirk"] != true => {
+                    passed += 1;
+                    if listed.contains_key(id) {
+                        now_pass.push(id.to_owned());
+                    }
+                }
+                Status::Fail(why) if case["quirk"] != true && !listed.contains_key(id) => {
+                    failed.push(format!("{id}: {why}"));
+                }
+                _ => {}
+            }
+            inputs.push(case["input"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    eprintln!("{passed} peer cases pass; {} listed as failing with their reasons", listed.len());
+    assert!(
+        failed.is_empty(),
+        "{} peer cases fail that parse_eval.json does not list:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+    assert!(now_pass.is_empty(), "listed in parse_eval.json but now passing, remove: {now_pass:?}");
+    assert!(inputs.len() > 600, "read only {} cases", inputs.len());
+}
