@@ -428,14 +428,18 @@ impl Renderer {
     }
 
     /// The assistant message a client sends back, from a `Parser.parse` result (its `issues` left
-    /// out).
-    #[staticmethod]
-    fn to_assistant_message(py: Python<'_>, parsed: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    /// out); where the template reads past reasoning from a key of its own (MiniCPM3's `thought`),
+    /// the reasoning under that key too, so the next render writes it back.
+    fn to_assistant_message(&self, py: Python<'_>, parsed: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let mut message = to_json(py, parsed, "parsed")?;
+        let field = self.inner.format().reasoning_details.as_ref().and_then(|d| d.field.clone());
         if let Some(object) = message.as_object_mut() {
             object.remove("issues");
             if object.get("reasoning_content").is_some_and(Json::is_null) {
                 object.remove("reasoning_content");
+            }
+            if let (Some(field), Some(reasoning)) = (field, object.get("reasoning_content").cloned()) {
+                object.insert(field, reasoning);
             }
         }
         from_json(py, &message)

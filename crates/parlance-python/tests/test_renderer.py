@@ -19,7 +19,7 @@ def test_render_parse_bridge(corpus, tokenizers):
     completion = '<think>\nParis.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
     stop = renderer.stop_token_ids
     message = parlance.Parser(template, tools=TOOLS).parse(completion)
-    assistant = parlance.Renderer.to_assistant_message(message)
+    assistant = renderer.to_assistant_message(message)
     assert "issues" not in assistant and json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris"}
     result = {"role": "tool", "tool_call_id": assistant["tool_calls"][0]["id"], "content": '{"temperature": 21}'}
     completion_ids = Tokenizer.from_file(str(tokenizers / "qwen3" / "tokenizer.json")).encode(completion, add_special_tokens=False).ids + stop[:1]

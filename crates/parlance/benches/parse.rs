@@ -31,7 +31,7 @@ fn output() -> String {
 fn benches(c: &mut Criterion) {
     let Some(corpus) = corpus() else { return };
     let template = ChatTemplate::from_path(corpus.join("templates/Qwen-Qwen3-0.6B.jinja")).expect("template");
-    let format = Format::from_template(&template).expect("Qwen3 analyzes");
+    let format = Format::from_template(&template, &Default::default()).expect("Qwen3 analyzes");
     let tools = vec![serde_json::json!({"type": "function", "function": {"name": "get_weather", "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}, "days": {"type": "integer"}}}}})];
     let parser = Parser::new(&format, &ParseOptions { tools, ..ParseOptions::default() });

@@ -11,7 +11,9 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use parlance::{ArgumentsAs, ChatTemplate, Conversation, ParseOptions, Parser, RenderOptions, Renderer, Tokenizer};
+//! use parlance::{
+//!     ArgumentsAs, ChatTemplate, Conversation, Format, ParseOptions, Parser, RenderOptions, Renderer, Tokenizer,
+//! };
 //! use serde_json::json;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -19,7 +21,7 @@
 //! # let (template_path, tokenizer_path) =
 //! #     (shared.join("corpus/templates/Qwen-Qwen3-0.6B.jinja"), shared.join("tokenizers/qwen3/tokenizer.json"));
 //! let template = ChatTemplate::from_path(template_path)?; // a .jinja, tokenizer_config.json or model folder
-//! let format = Arc::new(parlance::analyze(&template, &Default::default())?);
+//! let format = Arc::new(Format::from_template(&template, &Default::default())?);
 //! let tokenizer = Arc::new(Tokenizer::from_path(tokenizer_path)?);
 //! let options = RenderOptions { add_generation_prompt: true, ..Default::default() };
 //! let renderer = Renderer::new(template, format.clone(), tokenizer.clone(), options)?;
@@ -39,7 +41,8 @@
 //! let text = tokenizer.decode(&completion_ids[..stop.unwrap_or(completion_ids.len())])?;
 //! let request = ParseOptions { tools: tools.clone(), ..Default::default() };
 //! let message = Parser::new(&format, &request).parse(&text);
-//! let assistant = message.to_assistant_message(ArgumentsAs::Object);
+//! // The message the client sends back (reasoning also under the template's own key, if any).
+//! let assistant = renderer.to_assistant_message(&message, ArgumentsAs::Object);
 //! assert_eq!(assistant["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
 //! let result = json!({"role": "tool", "tool_call_id": assistant["tool_calls"][0]["id"], "content": "21°C"});
 //! // The next prompt: the previous ids as they were, then the tool result and the generation prompt.

@@ -100,8 +100,9 @@ class Renderer:
         """The next prompt's ids, the previous prompt and completion kept as they are."""
     @property
     def stop_token_ids(self) -> list[int]: ...
-    @staticmethod
-    def to_assistant_message(parsed: dict[str, Any]) -> dict[str, Any]: ...
+    def to_assistant_message(self, parsed: dict[str, Any]) -> dict[str, Any]:
+        """The message a client sends back from a `Parser.parse` result; reasoning also under the
+        template's own key where it reads one (MiniCPM3's `thought`)."""
 
 class GrammarError(ValueError):
     """A grammar, JSON Schema or structural tag failed to compile (the message names where)."""

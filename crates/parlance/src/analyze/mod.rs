@@ -71,9 +71,9 @@ impl Default for AnalyzeOptions {
 }
 
 impl Format {
-    /// Analyzes `template` with default options.
-    pub fn from_template(template: &ChatTemplate) -> Result<Format, AnalyzeError> {
-        analyze(template, &AnalyzeOptions::default())
+    /// Analyzes `template` ([`analyze`]).
+    pub fn from_template(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Format, AnalyzeError> {
+        analyze(template, options)
     }
 }
 

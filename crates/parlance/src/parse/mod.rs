@@ -419,7 +419,8 @@ pub enum ArgumentsAs {
 impl ParsedMessage {
     /// The assistant message a client sends back in the next request (OpenAI-shaped: `role`,
     /// `content` — `null` when there was none —, `reasoning_content` when there was reasoning,
-    /// `tool_calls` with their ids), to render or bridge the next turn.
+    /// `tool_calls` with their ids), to render or bridge the next turn. A template that reads past
+    /// reasoning from a key of its own wants it there too: [`crate::Renderer::to_assistant_message`].
     pub fn to_assistant_message(&self, arguments: ArgumentsAs) -> Json {
         let mut message = serde_json::json!({"role": "assistant", "content": self.content});
         if let Some(reasoning) = &self.reasoning_content {

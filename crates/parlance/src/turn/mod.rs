@@ -1,8 +1,9 @@
 //! The turn API a server or an RL trainer holds: [`Renderer`] — a chat template, its `Format` and a
 //! tokenizer, owned and shared — renders conversations to token ids attributed to their messages,
 //! with the caller's options, and bridges a model's completion to the next prompt without
-//! re-tokenizing what the model generated. With [`ParsedMessage::to_assistant_message`] between
-//! them, the loop of a serving or training stack is:
+//! re-tokenizing what the model generated. With [`Renderer::to_assistant_message`] between them (the
+//! parsed completion as the message a client sends back, reasoning also under the template's own
+//! key where it reads one), the loop of a serving or training stack is:
 //!
 //! render → generate → parse → `to_assistant_message` (+ tool results) → `bridge` → generate → …
 //!
@@ -18,8 +19,6 @@
 //! assistant turn (true of turn-by-turn templates; the roundtrip sessions check it against full
 //! re-renders). The join is always right after a special token, which BPE never merges across; a
 //! template whose turn close is not a single token has no bridge.
-//!
-//! [`ParsedMessage::to_assistant_message`]: crate::ParsedMessage::to_assistant_message
 
 mod stops;
 mod tokens;
@@ -33,7 +32,7 @@ use crate::analyze::probe::split_output;
 use crate::format::{Format, Workaround};
 use crate::message::Conversation;
 use crate::message::{null_content_beside_calls, wire_message};
-use crate::parse::{ArgumentsAs, ParseOptions, Parser};
+use crate::parse::{ArgumentsAs, ParseOptions, ParsedMessage, Parser};
 use crate::template::{ChatTemplate, RenderOptions, TemplateError};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 
@@ -280,6 +279,20 @@ impl Renderer {
     }
 
     /// The next prompt's tokens without re-rendering the previous turn: `prev_prompt` and
+    /// The assistant message a client sends back for `parsed`, to render in the next request:
+    /// [`ParsedMessage::to_assistant_message`], and, where the template reads past reasoning from a
+    /// key of its own ([`crate::format::ReasoningDetails::field`]: MiniCPM3's `thought`, Command A's
+    /// `tool_plan`), the reasoning under that key too, so that the next render writes it back where
+    /// the model wrote it (`reasoning_content` alone would be dropped from the history).
+    pub fn to_assistant_message(&self, parsed: &ParsedMessage, arguments: ArgumentsAs) -> Json {
+        let mut message = parsed.to_assistant_message(arguments);
+        let field = self.format.reasoning_details.as_ref().and_then(|d| d.field.as_deref());
+        if let (Some(field), Some(reasoning)) = (field, &parsed.reasoning_content) {
+            message[field] = Json::from(reasoning.as_str());
+        }
+        message
+    }
+
     /// `prev_completion_ids` kept as they are (trimmed after the first stop token, or, when there is
     /// none, closed with the close the template writes after such a turn), then the tokens of
     /// `new_messages` (tool results, a user message: never an assistant message) and the
@@ -311,7 +324,7 @@ impl Renderer {
         };
         let parsed = Parser::new(&self.format, &parse_options).parse(&text);
         let mut stand_in: Vec<Json> = self.opening.clone();
-        stand_in.push(parsed.to_assistant_message(ArgumentsAs::Object));
+        stand_in.push(self.to_assistant_message(&parsed, ArgumentsAs::Object));
         stand_in.extend(new_messages.iter().cloned());
         let rendered = match self.render_text(&stand_in, tools, true) {
             Err(_) if stand_in[self.opening.len()]["content"].is_null() => {

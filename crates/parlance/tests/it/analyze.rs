@@ -154,7 +154,7 @@ fn corpus_formats_agree_with_the_manifest() {
 fn qwen3_format_json_is_readable_and_round_trips() {
     let Some(corpus) = corpus::corpus() else { return };
     let template = ChatTemplate::from_path(corpus.join("templates/Qwen-Qwen3-0.6B.jinja")).unwrap();
-    let format = parlance::Format::from_template(&template).unwrap();
+    let format = parlance::Format::from_template(&template, &Default::default()).unwrap();
     let json = serde_json::to_value(&format).unwrap();
     // Outside tools read these two fields with the manifest's words.
     assert_eq!(json["tool_format"], "json-native");
@@ -170,12 +170,12 @@ fn qwen3_format_json_is_readable_and_round_trips() {
 #[test]
 fn templates_that_raise_on_everything_are_reported_not_panicking() {
     let template = ChatTemplate::from_text("{{ raise_exception('no') }}").unwrap();
-    let err = parlance::Format::from_template(&template).unwrap_err();
+    let err = parlance::Format::from_template(&template, &Default::default()).unwrap_err();
     assert!(err.to_string().contains("cannot be analyzed"), "{err}");
     // A template that renders content but no tool calls: family none, reported unsupported.
     let template =
         ChatTemplate::from_text("{% for m in messages %}<{{ m.role }}>{{ m.content }}</s>{% endfor %}").unwrap();
-    let format = parlance::Format::from_template(&template).unwrap();
+    let format = parlance::Format::from_template(&template, &Default::default()).unwrap();
     assert_eq!(format.tool_format, parlance::ToolFamily::None);
     assert!(format.unsupported.iter().any(|u| u.starts_with("tool calls")), "{:?}", format.unsupported);
     assert_eq!(format.turn_end, "</s>");
@@ -190,13 +190,14 @@ fn stripped_mirror_tag_workaround_finds_a_reasoning_end_no_render_shows() {
     let text = "{% for m in messages %}{% if m.role == 'assistant' %}<A>{{ m.content.split('</think>')[-1] }}</s>\
                 {% else %}<U>{{ m.content }}{% endif %}{% endfor %}{% if add_generation_prompt %}<A><think>\n{% endif %}";
     let template = ChatTemplate::from_text(text).unwrap();
-    let format = parlance::Format::from_template(&template).unwrap();
+    let format = parlance::Format::from_template(&template, &Default::default()).unwrap();
     let reasoning = format.reasoning.as_ref().expect("reasoning found");
     assert_eq!((reasoning.start.as_str(), reasoning.end.as_str()), ("<think>", "</think>"));
     assert_eq!(format.workarounds, [parlance::Workaround::ReasoningEndFromStrippedMirrorTag]);
     // Without the stripping, the guess is not confirmed and nothing is claimed.
     let text = text.replace(".split('</think>')[-1]", "");
-    let format = parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap()).unwrap();
+    let format =
+        parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap(), &Default::default()).unwrap();
     assert!(format.reasoning.is_none() && format.workarounds.is_empty(), "{format:?}");
 }
 
@@ -208,7 +209,7 @@ fn stripped_mirror_tag_workaround_reads_the_stripping_off_history_turns() {
     let text = "{% for m in messages %}{% if m.role == 'assistant' %}{% if loop.last %}<A><think>\n{{ m.content }}</s>\
                 {% else %}<A>{{ m.content.split('</think>')[-1] }}</s>{% endif %}\
                 {% else %}<U>{{ m.content }}{% endif %}{% endfor %}{% if add_generation_prompt %}<A><think>\n{% endif %}";
-    let format = parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap()).unwrap();
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap(), &Default::default()).unwrap();
     let reasoning = format.reasoning.as_ref().expect("reasoning found");
     assert_eq!((reasoning.start.as_str(), reasoning.end.as_str()), ("<think>", "</think>"));
     assert_eq!(format.workarounds, [parlance::Workaround::ReasoningEndFromStrippedMirrorTag]);
@@ -216,7 +217,8 @@ fn stripped_mirror_tag_workaround_reads_the_stripping_off_history_turns() {
     assert_eq!((parsed.reasoning_content.as_deref(), parsed.content.as_deref()), (Some("R"), Some("C")));
     // History kept as written: no stripping shown, nothing claimed.
     let text = text.replace(".split('</think>')[-1]", "");
-    let format = parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap()).unwrap();
+    let format =
+        parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap(), &Default::default()).unwrap();
     assert!(format.reasoning.is_none() && format.workarounds.is_empty(), "{format:?}");
 }
 
@@ -229,7 +231,7 @@ fn arguments_printed_as_values_are_probed_as_json_strings() {
                 {% endfor %}</s>{% elif m.role == 'assistant' %}<A>{{ m.content }}</s>{% else %}<U>{{ m.content }}{% endif %}\
                 {% endfor %}{% if add_generation_prompt %}<A>{% endif %}";
     let template = ChatTemplate::from_text(text).unwrap();
-    let format = parlance::Format::from_template(&template).unwrap();
+    let format = parlance::Format::from_template(&template, &Default::default()).unwrap();
     assert_eq!(format.tool_format, parlance::ToolFamily::JsonNative, "{format:?}");
     let tools = format.tools.as_ref().unwrap();
     assert!(tools.arguments_from_string);
@@ -242,7 +244,8 @@ fn arguments_printed_as_values_are_probed_as_json_strings() {
     assert_eq!(parsed.tool_calls[0].arguments, "{\"a\": 1}");
     // Where the template writes JSON for an object (`tojson`), the object shape stays.
     let text = text.replace("c.function.arguments|string", "c.function.arguments|tojson");
-    let format = parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap()).unwrap();
+    let format =
+        parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap(), &Default::default()).unwrap();
     assert!(!format.tools.as_ref().unwrap().arguments_from_string, "{format:?}");
 }
 
@@ -258,7 +261,7 @@ fn null_content_workaround_finds_calls_that_render_only_beside_null_content() {
                 {% elif m.role == 'assistant' %}<A>{{ m.content }}</s>{% else %}<U>{{ m.content }}{% endif %}{% endfor %}\
                 {% if add_generation_prompt %}<A>{% endif %}";
     let template = ChatTemplate::from_text(text).unwrap();
-    let format = parlance::Format::from_template(&template).unwrap();
+    let format = parlance::Format::from_template(&template, &Default::default()).unwrap();
     assert_eq!(format.workarounds, [parlance::Workaround::CallsWithNullContent], "{format:?}");
     assert_eq!(format.turn_end, "</s>");
     let tools = format.tools.as_ref().expect("calls found");
@@ -276,7 +279,8 @@ fn null_content_workaround_finds_calls_that_render_only_beside_null_content() {
     }
     // A template that writes calls whatever the content needs no workaround.
     let text = text.replace("m.content is none", "m.tool_calls");
-    let format = parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap()).unwrap();
+    let format =
+        parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap(), &Default::default()).unwrap();
     assert!(format.workarounds.is_empty() && format.tools.is_some(), "{format:?}");
 }
 
@@ -290,7 +294,7 @@ fn undeclared_variables_workaround_analyzes_a_template_that_needs_caller_variabl
                 {% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
     let template = ChatTemplate::from_text(text).unwrap();
     assert_eq!(template.undeclared_variables(), ["functions"]);
-    let format = parlance::Format::from_template(&template).unwrap();
+    let format = parlance::Format::from_template(&template, &Default::default()).unwrap();
     assert_eq!(format.workarounds, [parlance::Workaround::UndeclaredVariablesSetEmpty]);
     assert!(format.unsupported.iter().any(|u| u.contains("\"functions\"")), "{:?}", format.unsupported);
     assert_eq!(format.tool_format, parlance::ToolFamily::JsonNative);
@@ -322,7 +326,7 @@ fn list_append_workaround_analyzes_calls_of_a_template_that_appends() {
     };
     let err = template.render(&conversation, &parlance::RenderOptions::default()).unwrap_err();
     assert!(err.to_string().contains("append"), "{err}");
-    let format = parlance::Format::from_template(&template).unwrap();
+    let format = parlance::Format::from_template(&template, &Default::default()).unwrap();
     assert_eq!(format.workarounds, [parlance::Workaround::ListAppendIgnored]);
     assert_eq!(format.tool_format, parlance::ToolFamily::TagJson);
     let tools = format.tools.as_ref().expect("tool calls found");
@@ -331,14 +335,15 @@ fn list_append_workaround_analyzes_calls_of_a_template_that_appends() {
     assert!(template.render(&conversation, &parlance::RenderOptions::default()).is_err());
     // Without the append, no workaround is claimed.
     let plain = ChatTemplate::from_text(&text.replace("{% set _ = queue.ids.append(c.id) %}", "")).unwrap();
-    assert!(parlance::Format::from_template(&plain).unwrap().workarounds.is_empty());
+    assert!(parlance::Format::from_template(&plain, &Default::default()).unwrap().workarounds.is_empty());
 }
 
 // See: issue 25, class 2. The templates below are written here in the shape of real ones.
 #[test]
 fn reasoning_is_found_from_thinking_switches_and_stripped_history() {
     let reasoning = |text: &str| {
-        let format = parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap()).unwrap();
+        let format =
+            parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap(), &Default::default()).unwrap();
         let mode = format.reasoning_details.as_ref().map(|d| d.mode.as_str().to_owned());
         (format.reasoning.map(|r| (r.start, r.end)), mode)
     };
@@ -365,7 +370,8 @@ fn reasoning_is_found_from_thinking_switches_and_stripped_history() {
 // See: issue 25, class 4 (probes that do not fit the template's inputs).
 #[test]
 fn templates_that_need_tools_or_content_parts_are_probed_in_that_shape() {
-    let analyze = |text: &str| parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap());
+    let analyze =
+        |text: &str| parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap(), &Default::default());
     // `tools | length` on an undefined `tools` raises: every render must declare tools.
     let text = "{{ 'T' ~ (tools | length) }}{% for m in messages %}<{{ m.role }}>{{ m.content }}\
                 {% for c in m.tool_calls or [] %}<call>{{ c.function | tojson }}</call>{% endfor %}</s>{% endfor %}\
@@ -396,7 +402,7 @@ fn a_marker_holding_probe_text_is_a_failed_derivation_and_said_so() {
                 {% else %}[INST]{{ m.content }}[/INST]{% endif %}{% elif m.role == 'assistant' %}\
                 {% if m.tool_calls %}[TOOL_CALLS]{{ m.tool_calls | map(attribute='function') | list | tojson }}\
                 {% else %}{{ m.content }}{% endif %}</s>{% endif %}{% endfor %}";
-    let format = parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap()).unwrap();
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap(), &Default::default()).unwrap();
     let json = serde_json::to_string(&format).unwrap();
     let markers = json.split("\"unsupported\"").next().unwrap();
     assert!(!markers.contains("PLNC"), "a marker holds probe text: {json}");
@@ -406,7 +412,8 @@ fn a_marker_holding_probe_text_is_a_failed_derivation_and_said_so() {
     assert!(format.unsupported.iter().any(|u| u.contains("render the last user turn differently")), "{json}");
     // Where no cut explains the probe text, the feature is dropped and said so.
     let text = text.replace("[/INST]", "");
-    let format = parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap()).unwrap();
+    let format =
+        parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap(), &Default::default()).unwrap();
     let json = serde_json::to_string(&format).unwrap();
     assert!(!json.split("\"unsupported\"").next().unwrap().contains("PLNC"), "{json}");
     assert!(format.unsupported.iter().any(|u| u.contains("holds probe text")), "{json}");
@@ -420,7 +427,7 @@ fn reasoning_under_a_key_of_the_templates_own_is_found_and_self_checks() {
     let text = "{% for m in messages %}<|{{ m.role }}|>{% if m.thought %}<thought>{{ m.thought }}</thought>{% endif %}\
                 {{ m.content }}<|end|>{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
     let template = ChatTemplate::from_text(text).unwrap();
-    let format = parlance::Format::from_template(&template).unwrap();
+    let format = parlance::Format::from_template(&template, &Default::default()).unwrap();
     let reasoning = format.reasoning.as_ref().expect("reasoning found");
     assert_eq!((reasoning.start.as_str(), reasoning.end.as_str()), ("<thought>", "</thought>"));
     let details = format.reasoning_details.as_ref().unwrap();
@@ -433,7 +440,7 @@ fn reasoning_under_a_key_of_the_templates_own_is_found_and_self_checks() {
     // Standard names are never described by a key of the template's own.
     let qwen = "{% for m in messages %}<|{{ m.role }}|>{% if m.reasoning_content %}<think>{{ m.reasoning_content }}\
                 </think>{% endif %}{{ m.content }}{{ m.metadata }}<|end|>{% endfor %}";
-    let format = parlance::Format::from_template(&ChatTemplate::from_text(qwen).unwrap()).unwrap();
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(qwen).unwrap(), &Default::default()).unwrap();
     assert_eq!(format.reasoning_details.as_ref().and_then(|d| d.field.clone()), None);
 
     // Reasoning written only in call turns, from a key of its own, with an empty block when there is
@@ -442,7 +449,7 @@ fn reasoning_under_a_key_of_the_templates_own_is_found_and_self_checks() {
                 {{ m.tool_calls | map(attribute='function') | list | tojson }}<|/ACT|>{% else %}{{ m.content }}\
                 {% endif %}<|end|>{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
     let template = ChatTemplate::from_text(text).unwrap();
-    let format = parlance::Format::from_template(&template).unwrap();
+    let format = parlance::Format::from_template(&template, &Default::default()).unwrap();
     let details = format.reasoning_details.as_ref().expect("reasoning found");
     assert_eq!((details.mode, details.field.as_deref()), (ReasoningMode::ToolsOnly, Some("plan")));
     assert_eq!(details.empty_block, "<|TH|><|/TH|>");
@@ -488,7 +495,7 @@ fn a_helper_the_caller_provides_is_stubbed_and_an_opened_recipient_found() {
                 {% for c in m.tool_calls or [] %}<|recipient|>{{ c.function.name }}\n<|content|>{{ c.function.arguments }}{% endfor %}\
                 {% else %}<|recipient|>all\n<|content|>{{ m.content }}{% endif %}<|stop|>{% endfor %}\
                 {% if add_generation_prompt %}\n<|from|>assistant\n<|recipient|>{% endif %}";
-    let format = parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap()).unwrap();
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(text).unwrap(), &Default::default()).unwrap();
     assert_eq!(format.output_prefix, "<|recipient|>", "{}", format.summary());
     assert_eq!(format.tool_format, parlance::ToolFamily::RecipientBased, "{}", format.summary());
     assert!(format.unsupported.iter().any(|u| u.contains("describe_tools")), "{:?}", format.unsupported);

@@ -103,7 +103,7 @@ fn renders_that_copy_megabytes_per_instruction_stop_at_the_wall_clock_budget() {
     // The analysis pays that budget once, not once per probe, and says why it stopped.
     let template = ChatTemplate::from_source(TemplateSource::from_text("bomb.jinja", bomb), limits).unwrap();
     let started = std::time::Instant::now();
-    let err = parlance::Format::from_template(&template).unwrap_err().to_string();
+    let err = parlance::Format::from_template(&template, &Default::default()).unwrap_err().to_string();
     assert!(err.contains("wall-clock milliseconds limit"), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
 }
@@ -133,7 +133,7 @@ fn analysis_and_roundtrip_end_within_their_whole_run_budget() {
     assert!(err.contains("analysis wall-clock milliseconds limit reached (1000)"), "{err}");
     assert!(took < budget + per_render * 3 + std::time::Duration::from_secs(1), "took {took:?}");
     // The roundtrip's renders share one budget the same way (the Format from the fast template).
-    let format = parlance::Format::from_template(&ChatTemplate::from_text(body).unwrap()).unwrap();
+    let format = parlance::Format::from_template(&ChatTemplate::from_text(body).unwrap(), &Default::default()).unwrap();
     assert!(format.tools.is_some(), "{}", format.summary());
     let options =
         parlance::RoundtripOptions { max_wall_time: budget, sessions: 0, ..parlance::RoundtripOptions::default() };

@@ -304,3 +304,33 @@ fn the_turn_loop_renders_with_the_callers_options_and_bridges() {
         assert_eq!(next.message_count, 3);
     }
 }
+
+/// MiniCPM3's template reads past reasoning from `message.thought`: the renderer's
+/// `to_assistant_message` puts the parsed reasoning there as well as in `reasoning_content`, so the
+/// next render writes it back as the model wrote it; the plain `ParsedMessage` one loses it.
+#[test]
+fn the_turn_loop_keeps_reasoning_under_the_templates_own_key() {
+    let Some(tokenizers) = corpus::tokenizers() else { return };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/outside/serving/vllm-minicpm3.jinja");
+    let template = parlance::ChatTemplate::from_path(&path).unwrap();
+    let format = Arc::new(analyze(&template, &parlance::AnalyzeOptions::default()).unwrap());
+    assert_eq!(format.reasoning_details.as_ref().and_then(|d| d.field.as_deref()), Some("thought"));
+    // Text only matters here; ChatML's `<|im_end|>` is a special token of Qwen3's tokenizer.
+    let tokenizer = Arc::new(Tokenizer::from_path(tokenizers.join("qwen3")).unwrap());
+    let renderer = Renderer::new(template.clone(), format.clone(), tokenizer, RenderOptions::default()).unwrap();
+    let completion = "<|thought_start|>\nParis is in France.\n<|thought_end|>\nIt is sunny in Paris.";
+    let parsed = parlance::Parser::new(&format, &Default::default()).parse(completion);
+    assert_eq!(parsed.reasoning_content.as_deref(), Some("Paris is in France."));
+    let user = json!({"role": "user", "content": "Weather in Paris?"});
+    let render = |assistant: Json| {
+        let conversation = Conversation { messages: vec![user.clone(), assistant], tools: None, documents: None };
+        template.render(&conversation, &RenderOptions::default()).unwrap()
+    };
+    let message = renderer.to_assistant_message(&parsed, parlance::ArgumentsAs::Object);
+    assert_eq!(message["thought"], "Paris is in France.");
+    assert_eq!(message["reasoning_content"], "Paris is in France.");
+    let kept = render(message);
+    assert!(kept.contains("<|thought_start|>\nParis is in France.\n<|thought_end|>\nIt is sunny in Paris."), "{kept}");
+    let lost = render(parsed.to_assistant_message(parlance::ArgumentsAs::Object));
+    assert!(!lost.contains("Paris is in France."), "{lost}");
+}
