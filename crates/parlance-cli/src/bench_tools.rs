@@ -3,7 +3,9 @@
 //! the same item and `summary` fields.
 //!
 //! Per request: every 10th request first clears every cache and times all 50 tools cold; then all
-//! tools again (a hit), the request's own tool subset (new), the subset again (a hit). TTFM = compile
+//! tools again (a hit), the request's own tool subset (new), the subset again (a hit), and all tools
+//! with one never seen (its first tool renamed, with one more parameter: `all_one_new`, not a peer
+//! runner figure). TTFM = compile
 //! (through one [`GrammarCompiler`], the cache a server would hold) + matcher + first mask. TBM
 //! forces the target output under the all-tools grammar, each token's step classified by the
 //! segment holding its first byte; the subset grammar must accept the output too. With `--template`,
@@ -68,6 +70,7 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
             .filter_map(|name| tools.iter().find(|t| name.as_str() == Some(t.name.as_str())))
             .collect();
         let all: Vec<&Tool> = tools.iter().collect();
+        let fresh = fresh_tool(subset.first().copied().unwrap_or(&tools[0]), i)?;
         let mut item = json!({"id": req["id"], "n_tools_subset": subset.len()});
         // TTFM = compile (through the cache) + matcher + first mask, recorded under `name`.
         let mut timed = || -> anyhow::Result<(Arc<CompiledGrammar>, Arc<CompiledGrammar>)> {
@@ -90,6 +93,10 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
             let all_grammar = ttfm("all_hit", &all)?;
             ttfm("subset_new", &subset)?;
             let subset_grammar = ttfm("subset_hit", &subset)?;
+            // Every tool seen, plus one never seen (a per-tool cache compiles only that one).
+            let mut with_new = all.clone();
+            with_new.push(&fresh);
+            ttfm("all_one_new", &with_new)?;
             Ok((all_grammar, subset_grammar))
         };
         let (all_grammar, subset_grammar) = match timed() {
@@ -208,6 +215,20 @@ impl Workload {
     }
 }
 
+/// A tool no earlier request had: `base` renamed, with one more (string) parameter, so that its
+/// schema is new too.
+fn fresh_tool(base: &Tool, request: usize) -> anyhow::Result<Tool> {
+    let name = format!("{}_v{request}", base.name);
+    let mut definition = base.definition.clone();
+    definition["function"]["name"] = json!(name);
+    let parameters = &mut definition["function"]["parameters"];
+    let properties =
+        parameters.get_mut("properties").and_then(Value::as_object_mut).context("a tool without properties")?;
+    properties.insert(format!("note_{request}"), json!({"type": "string"}));
+    let parameters = parameters.to_string();
+    Ok(Tool { name, parameters, definition })
+}
+
 /// A tool of the workload: its name, its parameters' schema as JSON text, its OpenAI definition.
 struct Tool {
     name: String,
@@ -251,14 +272,17 @@ fn summarize(items: &[Value]) -> Value {
         "ttfm_all_hit_us",
         "ttfm_subset_new_us",
         "ttfm_subset_hit_us",
+        "ttfm_all_one_new_us",
         "all_cold_compile_us",
         "all_hit_compile_us",
         "subset_new_compile_us",
         "subset_hit_compile_us",
+        "all_one_new_compile_us",
         "all_cold_derive_us",
         "all_hit_derive_us",
         "subset_new_derive_us",
         "subset_hit_derive_us",
+        "all_one_new_derive_us",
     ];
     let mut timings: Vec<Vec<f64>> = vec![Vec::new(); keys.len()];
     for item in items {
