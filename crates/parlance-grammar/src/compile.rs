@@ -6,7 +6,10 @@
 //! token-mask cache entries are filled lazily per `(rule, state)` and shared across grammars through
 //! the vocabulary's pool, keyed by the structural encoding of the rule and every rule it reaches.
 //! Rule automata themselves are cached process-wide by the shape of the rules they reach
-//! (`RuleShape`), so the generic JSON rules every schema shares are built once.
+//! (`RuleShape`: the bodies of the rules inlined into them, the numbers of the others), so the
+//! generic JSON rules every schema shares are built once, and so is a tool's tag (a rule of its
+//! own in a dispatch, of any size, marked by `GrammarBuilder::cache_rule`): a request whose tools
+//! were seen before builds only the new ones.
 
 use crate::automaton::{self, Automaton, BuildError, DEAD};
 use crate::earley::Tables;
@@ -375,12 +378,19 @@ struct RuleShape {
 }
 
 /// Process-wide automata by [`RuleShape`] key.
-type ShapeCache = std::sync::Mutex<HashMap<Vec<u32>, Arc<Automaton>>>;
+type ShapeCache = std::sync::Mutex<ShapeEntries>;
+
+#[derive(Default)]
+struct ShapeEntries {
+    map: HashMap<Vec<u32>, Arc<Automaton>>,
+    /// Keys and automata, approximately.
+    bytes: usize,
+}
 
 /// Empties the process-wide automaton cache (see [`RuleShape`]).
 pub(crate) fn clear_shape_cache() {
     if let Ok(mut cache) = shape_cache().lock() {
-        cache.clear();
+        *cache = ShapeEntries::default();
     }
 }
 
@@ -390,15 +400,25 @@ fn shape_cache() -> &'static ShapeCache {
 }
 
 /// Only rules reaching at most this many rules, with keys at most this long, are cached (whole
-/// schemas are unique: encoding them would be wasted work).
+/// schemas are unique: encoding them would be wasted work)...
 const SHAPE_MAX_RULES: usize = 16;
 const SHAPE_MAX_KEY: usize = 4096;
-/// Automata larger than this, and entries past this count, are not cached.
+/// ...but units (`GrammarBuilder::cache_rule`: a tool's tag), which recur across grammars.
+const UNIT_MAX_RULES: usize = 1024;
+const UNIT_MAX_KEY: usize = 1 << 18;
+/// Automata larger than this, and entries past this count or this many bytes in all, are not
+/// cached.
 const SHAPE_MAX_STATES: usize = 4096;
 const SHAPE_MAX_ENTRIES: usize = 4096;
+const SHAPE_MAX_BYTES: usize = 256 << 20;
 
 impl RuleShape {
     fn of(g: &Grammar, rule: usize, recursive: &[bool], long: &[bool], budget: usize, max: usize) -> Option<RuleShape> {
+        // Whole schemas are unique: only small rules are worth encoding, and the rules the front
+        // end marked as recurring units (a tool's tag: a request whose tools were all seen before
+        // builds none of them again), whatever their size.
+        let unit = g.cached_rules().binary_search(&crate::grammar::RuleId(rule as u32)).is_ok();
+        let (max_rules, max_key) = if unit { (UNIT_MAX_RULES, UNIT_MAX_KEY) } else { (SHAPE_MAX_RULES, SHAPE_MAX_KEY) };
         let mut rules: Vec<u32> = vec![rule as u32];
         let mut key: Vec<u32> = vec![budget as u32, max as u32];
         let mut i = 0;
@@ -413,8 +433,8 @@ impl RuleShape {
                     rules.len() as u32 - 1
                 }
             };
-            encode_expr(&g.rules()[r].expr, &mut local, &mut key);
-            if rules.len() > SHAPE_MAX_RULES || key.len() > SHAPE_MAX_KEY {
+            encode_expr(&g.rules()[r].expr, &mut local, &mut key, max_key);
+            if rules.len() > max_rules || key.len() > max_key {
                 return None;
             }
             i += 1;
@@ -423,7 +443,7 @@ impl RuleShape {
     }
 
     fn cached(&self) -> Option<Arc<Automaton>> {
-        shape_cache().lock().ok()?.get(&self.key).cloned()
+        shape_cache().lock().ok()?.map.get(&self.key).cloned()
     }
 
     /// Caches `a`, whose rule references are compiled ids (`grammar_rule` maps them back).
@@ -443,16 +463,18 @@ impl RuleShape {
             complete = false;
         }
         let Ok(mut cache) = shape_cache().lock() else { return };
-        if complete && cache.len() < SHAPE_MAX_ENTRIES {
-            cache.insert(self.key.clone(), Arc::new(local));
+        let bytes = self.key.len() * 4 + local.approx_bytes();
+        if complete && cache.map.len() < SHAPE_MAX_ENTRIES && cache.bytes + bytes <= SHAPE_MAX_BYTES {
+            cache.bytes += bytes;
+            cache.map.insert(self.key.clone(), Arc::new(local));
         }
     }
 }
 
 /// A canonical encoding of `e`, rule references through `local`.
-fn encode_expr(e: &Expr, local: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) {
+fn encode_expr(e: &Expr, local: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>, limit: usize) {
     const END: u32 = u32::MAX;
-    if out.len() > SHAPE_MAX_KEY {
+    if out.len() > limit {
         return; // too long to be cached: the caller gives up
     }
     match e {
@@ -471,13 +493,13 @@ fn encode_expr(e: &Expr, local: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) 
         Expr::Seq(p) | Expr::Alt(p) => {
             out.push(if matches!(e, Expr::Seq(_)) { 4 } else { 5 });
             for x in p {
-                encode_expr(x, local, out);
+                encode_expr(x, local, out, limit);
             }
             out.push(END);
         }
         Expr::Repeat { expr, min, max } => {
             out.extend([6, *min, max.map_or(u32::MAX, |m| m)]);
-            encode_expr(expr, local, out);
+            encode_expr(expr, local, out, limit);
         }
         Expr::Regex(s) => {
             out.extend([7, s.len() as u32]);
@@ -485,9 +507,9 @@ fn encode_expr(e: &Expr, local: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) 
         }
         Expr::Restrict { base, and, not } => {
             out.extend([8, and.len() as u32, not.len() as u32]);
-            encode_expr(base, local, out);
+            encode_expr(base, local, out, limit);
             for x in and.iter().chain(not) {
-                encode_expr(x, local, out);
+                encode_expr(x, local, out, limit);
             }
         }
         Expr::Token(id) => out.extend([10, *id]),
@@ -505,7 +527,7 @@ fn encode_expr(e: &Expr, local: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) 
                     crate::grammar::Trigger::Text(text) => strings(std::slice::from_ref(text), out),
                     crate::grammar::Trigger::Token(id) => out.extend([u32::MAX - 2, *id]),
                 }
-                encode_expr(rest, local, out);
+                encode_expr(rest, local, out, limit);
             }
             strings(&d.excludes, out);
             strings(&d.stop_strings, out);

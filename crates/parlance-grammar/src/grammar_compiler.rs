@@ -95,7 +95,8 @@ impl GrammarCompiler {
         self.cache.lock().map(|c| c.bytes).unwrap_or(0) + self.vocab.pool.bytes()
     }
 
-    /// Empties every cache: compiled grammars, the vocabulary's mask pool, the automaton cache.
+    /// Empties every cache: compiled grammars, the vocabulary's mask pool, the automaton cache, the
+    /// lowered schemas.
     /// Grammars handed out earlier stay valid.
     pub fn clear(&self) {
         if let Ok(mut c) = self.cache.lock() {
@@ -104,6 +105,7 @@ impl GrammarCompiler {
         }
         self.vocab.pool.clear();
         clear_shape_cache();
+        crate::json_schema::clear_lowered_schemas();
     }
 
     fn cached(

@@ -145,10 +145,10 @@ struct Lowering<'a> {
     options: &'a StructuralTagOptions,
     vocab: Option<&'a crate::vocab::TokenVocab>,
     depth: usize,
-    /// The rule of each `json_schema` (style `json`) lowered so far, by the schema's JSON text: a
-    /// document that names a tool in two places (gpt-oss: the first message and every later one)
-    /// compiles its schema once.
-    schemas: std::collections::HashMap<String, crate::grammar::RuleId>,
+    /// The rule of each `json_schema` (style `json`) lowered so far, by the schema: a document that
+    /// names a tool in two places (gpt-oss: the first message and every later one) compiles its
+    /// schema once. (Across documents, `json_schema::lowered_grammar` caches the lowering.)
+    schemas: Vec<(Value, crate::grammar::RuleId)>,
     /// Each `or` lowered so far and its rule (see [`Lowering::shared_alternatives`]).
     alternatives: Vec<(Expr, crate::grammar::RuleId)>,
 }
@@ -312,7 +312,9 @@ impl Lowering<'_> {
                         return Err(invalid(&format!("{rule_ptr}/0"), "a trigger must not be empty"));
                     }
                     let body = self.format(format, &format!("{rule_ptr}/1"), &[])?;
-                    tags.push((Trigger::Text(trigger.clone()), Expr::Rule(self.b.rule("dispatch", body))));
+                    let rule = self.b.rule("dispatch", body);
+                    self.b.cache_rule(rule);
+                    tags.push((Trigger::Text(trigger.clone()), Expr::Rule(rule)));
                 }
                 let looping = f.opt_flag("loop")?.unwrap_or(true);
                 Ok(free_text(tags, f.strings("excludes")?, end, looping))
@@ -329,7 +331,9 @@ impl Lowering<'_> {
                     };
                     let id = self.token(token, &format!("{rule_ptr}/0"))?;
                     let body = self.format(format, &format!("{rule_ptr}/1"), &[])?;
-                    tags.push((Trigger::Token(id), Expr::Rule(self.b.rule("dispatch", body))));
+                    let rule = self.b.rule("dispatch", body);
+                    self.b.cache_rule(rule);
+                    tags.push((Trigger::Token(id), Expr::Rule(rule)));
                 }
                 let looping = f.opt_flag("loop")?.unwrap_or(true);
                 Ok(free_text(tags, Vec::new(), end, looping))
@@ -380,14 +384,13 @@ impl Lowering<'_> {
         if let Some(xml_style) = xml_style {
             return self.xml_parameters(schema, &format!("{}/json_schema", f.ptr), xml_style);
         }
-        let key = schema.to_string();
-        if let Some(&rule) = self.schemas.get(&key) {
+        if let Some(&(_, rule)) = self.schemas.iter().find(|(s, _)| s == schema) {
             return Ok(Expr::Rule(rule));
         }
-        let (g, _report) = json_schema_to_grammar(schema, &self.options.json)
+        let g = crate::json_schema::lowered_grammar(schema, &self.options.json)
             .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_owned(), source })?;
         let rule = self.b.import(&g);
-        self.schemas.insert(key, rule);
+        self.schemas.push((schema.clone(), rule));
         Ok(Expr::Rule(rule))
     }
 
@@ -547,6 +550,7 @@ impl Lowering<'_> {
                 ));
             }
             let rule = self.b.rule("tag", rest);
+            self.b.cache_rule(rule);
             first.push(Expr::seq(vec![Expr::Token(id), Expr::Rule(rule)]));
             tags.push((Trigger::Token(id), Expr::Rule(rule)));
         }
@@ -590,6 +594,7 @@ impl Lowering<'_> {
             };
             let after = Expr::seq(vec![Expr::literal(&begin[trigger.len()..]), rest]);
             let rule = self.b.rule("tag", after);
+            self.b.cache_rule(rule);
             first.push(Expr::seq(vec![Expr::literal(trigger.clone()), Expr::Rule(rule)]));
             tags.push((Trigger::Text(trigger.clone()), Expr::Rule(rule)));
         }

@@ -217,6 +217,9 @@ pub struct Grammar {
     /// [`GrammarBuilder::keep_rule`]), sorted. A hint on how to build automata, not part of the
     /// language: the text syntax does not carry it.
     kept: Vec<RuleId>,
+    /// Rules worth caching across grammars whatever their size (see [`GrammarBuilder::cache_rule`]),
+    /// sorted. A hint, like `kept`.
+    units: Vec<RuleId>,
 }
 
 impl Grammar {
@@ -232,6 +235,7 @@ impl Grammar {
             start: RuleId(0),
             token_budgets: Vec::new(),
             kept: Vec::new(),
+            units: Vec::new(),
         }
     }
 
@@ -269,6 +273,12 @@ impl Grammar {
     pub fn kept_rules(&self) -> &[RuleId] {
         &self.kept
     }
+
+    /// The rules whose automata are cached across grammars whatever their size (see
+    /// [`GrammarBuilder::cache_rule`]), sorted.
+    pub fn cached_rules(&self) -> &[RuleId] {
+        &self.units
+    }
 }
 
 /// Builds a [`Grammar`] from rules declared first and defined later (so they may refer to each other).
@@ -282,6 +292,7 @@ pub struct GrammarBuilder {
     next_suffix: HashMap<String, u32>,
     token_budgets: Vec<(RuleId, u32)>,
     kept: Vec<RuleId>,
+    units: Vec<RuleId>,
 }
 
 impl GrammarBuilder {
@@ -320,6 +331,9 @@ impl GrammarBuilder {
         for &rule in &grammar.kept {
             self.keep_rule(ids[rule.index()]);
         }
+        for &rule in &grammar.units {
+            self.cache_rule(ids[rule.index()]);
+        }
         ids[grammar.start.index()]
     }
 
@@ -344,6 +358,16 @@ impl GrammarBuilder {
     pub fn keep_rule(&mut self, rule: RuleId) {
         if let Err(at) = self.kept.binary_search(&rule) {
             self.kept.insert(at, rule);
+        }
+    }
+
+    /// Marks `rule` as a unit that recurs across grammars (a tool's tag in a dispatch): the compiler
+    /// caches its automaton process-wide by its shape whatever its size, so that a request whose
+    /// tools were all seen before builds none of them again. Other rules but small ones are not
+    /// worth the encoding. The language is unchanged.
+    pub fn cache_rule(&mut self, rule: RuleId) {
+        if let Err(at) = self.units.binary_search(&rule) {
+            self.units.insert(at, rule);
         }
     }
 
@@ -373,7 +397,7 @@ impl GrammarBuilder {
         if start.index() >= self.rules.len() {
             return Err(GrammarError::Empty);
         }
-        Ok(Grammar { rules: self.rules, start, token_budgets: self.token_budgets, kept: self.kept })
+        Ok(Grammar { rules: self.rules, start, token_budgets: self.token_budgets, kept: self.kept, units: self.units })
     }
 }
 

@@ -30,6 +30,8 @@ use crate::limits::Limits;
 use crate::regex::{RegexMode, regex_to_expr};
 use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Why a schema cannot be turned into a grammar.
@@ -175,6 +177,100 @@ pub fn json_schema_to_grammar(
 ) -> Result<(Grammar, SchemaReport), SchemaError> {
     let lowered = lower(schema, options, Instant::now() + options.limits.compile_time)?;
     Ok((lowered.grammar, lowered.report))
+}
+
+/// [`json_schema_to_grammar`]'s grammar through a process-wide cache keyed by the schema (as a
+/// value) and the options: a tool's schema is lowered once however many requests name it. Errors
+/// are not cached. Bounded in entries and bytes; [`clear_lowered_schemas`] empties it.
+pub(crate) fn lowered_grammar(schema: &Value, options: &JsonSchemaOptions) -> Result<Arc<Grammar>, SchemaError> {
+    let options_key = format!("{options:?}");
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    hash_value(schema, &mut h);
+    options_key.hash(&mut h);
+    let hash = h.finish();
+    if let Ok(cache) = schema_cache().lock()
+        && let Some((_, _, g)) =
+            cache.map.get(&hash).and_then(|v| v.iter().find(|(s, o, _)| s == schema && *o == options_key))
+    {
+        return Ok(g.clone());
+    }
+    let (grammar, _) = json_schema_to_grammar(schema, options)?;
+    let grammar = Arc::new(grammar);
+    if let Ok(mut cache) = schema_cache().lock() {
+        // The schema's own size stands for the entry's: its grammar is about as large.
+        let bytes = 3 * value_size(schema) + options_key.len();
+        if cache.entries < SCHEMA_CACHE_ENTRIES && cache.bytes + bytes <= SCHEMA_CACHE_BYTES {
+            cache.entries += 1;
+            cache.bytes += bytes;
+            cache.map.entry(hash).or_default().push((schema.clone(), options_key, grammar.clone()));
+        }
+    }
+    Ok(grammar)
+}
+
+const SCHEMA_CACHE_ENTRIES: usize = 8192;
+const SCHEMA_CACHE_BYTES: usize = 128 << 20;
+
+#[derive(Default)]
+struct SchemaCache {
+    map: HashMap<u64, Vec<(Value, String, Arc<Grammar>)>>,
+    entries: usize,
+    bytes: usize,
+}
+
+fn schema_cache() -> &'static std::sync::Mutex<SchemaCache> {
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<SchemaCache>> = std::sync::OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// Empties the cache of lowered schemas ([`lowered_grammar`]).
+pub(crate) fn clear_lowered_schemas() {
+    if let Ok(mut cache) = schema_cache().lock() {
+        *cache = SchemaCache::default();
+    }
+}
+
+/// Hashes a JSON value by its content (object members in their order, as equality compares them
+/// with `preserve_order`), without serializing it; iterative, since schemas nest without bound.
+fn hash_value(v: &Value, h: &mut impl Hasher) {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Null => 0u8.hash(h),
+            Value::Bool(b) => (1u8, b).hash(h),
+            Value::Number(n) => (2u8, n.as_f64().map(f64::to_bits), n.as_i64(), n.as_u64()).hash(h),
+            Value::String(s) => (3u8, s).hash(h),
+            Value::Array(a) => {
+                (4u8, a.len()).hash(h);
+                stack.extend(a.iter().rev());
+            }
+            Value::Object(o) => {
+                (5u8, o.len()).hash(h);
+                for (k, x) in o.iter().rev() {
+                    k.hash(h);
+                    stack.push(x);
+                }
+            }
+        }
+    }
+}
+
+/// Approximate bytes of a JSON value (iterative, as [`hash_value`]).
+fn value_size(v: &Value) -> usize {
+    let (mut stack, mut bytes) = (vec![v], 0);
+    while let Some(v) = stack.pop() {
+        bytes += 24;
+        match v {
+            Value::String(s) => bytes += s.len(),
+            Value::Array(a) => stack.extend(a),
+            Value::Object(o) => {
+                bytes += o.keys().map(|k| k.len() + 24).sum::<usize>();
+                stack.extend(o.values());
+            }
+            _ => {}
+        }
+    }
+    bytes
 }
 
 /// A schema lowered to a grammar, with where each rule came from.
