@@ -210,6 +210,11 @@ impl Machine {
 
     // ----- spans, deltas -------------------------------------------------------------------
 
+    // The helpers the phases call on every chunk are `#[inline]`: the phases sit in other files
+    // (other codegen units), and without it streaming measured about 3% slower than when the
+    // machine was one file.
+
+    #[inline]
     fn span(&mut self, kind: SpanKind, start: usize, end: usize) {
         if start >= end {
             return;
@@ -230,6 +235,7 @@ impl Machine {
 
     /// Emits reasoning or content text `pos..upto`: leading whitespace of a segment and (when
     /// `last`) trailing whitespace are trimmed; otherwise trailing whitespace waits, undecided.
+    #[inline]
     fn emit_text(&mut self, reasoning: bool, upto: usize, last: bool) {
         let kind = if reasoning { SpanKind::Reasoning } else { SpanKind::Content };
         self.skip_output_prefix(upto);
@@ -256,6 +262,7 @@ impl Machine {
     }
 
     /// Reasoning or content text `start..end` of the buffer, as written; a delta when streaming.
+    #[inline]
     fn text_piece(&mut self, reasoning: bool, start: usize, end: usize) {
         let after_turn_end = !reasoning && self.turn_ended != TurnEnded::No && !self.text_after_turn_end;
         let text_at = start + leading_ws(&self.buf[start..end]);
@@ -282,6 +289,7 @@ impl Machine {
 
     /// Moves past the setup's `output_prefix` (up to `upto`): text that reverts to content never
     /// carries bytes the model did not write.
+    #[inline]
     fn skip_output_prefix(&mut self, upto: usize) {
         if self.pos < self.prefix_len {
             let end = self.prefix_len.min(upto);
@@ -313,6 +321,7 @@ impl Machine {
         had_text
     }
 
+    #[inline]
     fn marker(&mut self, end: usize) {
         // Leading whitespace before a marker, then the marker.
         let text = &self.buf[self.pos..end];
@@ -324,6 +333,7 @@ impl Machine {
 
     /// `Full(end)` when the text at `pos` is (whitespace and) `marker`, `end` in the buffer;
     /// `Partial` undecided; `No` for an empty marker, and for one the output ended inside.
+    #[inline]
     fn at_marker(&self, marker: &str) -> Match {
         if marker.is_empty() {
             return Match::No;
@@ -378,6 +388,7 @@ impl Machine {
 
     /// A marker that may open what follows: consumed (`Again`), maybe still arriving (`Wait`), or
     /// not there (`None`, also for an empty marker).
+    #[inline]
     fn opening_marker(&mut self, marker: &str) -> Option<Step> {
         match self.at_marker(marker) {
             Match::Full(end) => {
@@ -411,6 +422,7 @@ impl Machine {
         self.call = Some(index);
     }
 
+    #[inline]
     fn push_arguments(&mut self, fragment: &str) {
         if fragment.is_empty() {
             return;
