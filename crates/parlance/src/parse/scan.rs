@@ -19,23 +19,22 @@ pub(crate) fn partial_suffix(text: &str, marker: &str) -> usize {
         .unwrap_or(0)
 }
 
-/// Where `text` starts with `marker` after optional whitespace: `Some(Ok(end))` past the marker,
-/// `Some(Err(()))` when the text may still become the marker (it is a prefix of it), `None` when
-/// it cannot. Whitespace inside the marker matches any whitespace, or none.
-pub(crate) fn starts_with_marker(text: &str, marker: &str) -> Option<Result<usize, ()>> {
+/// Where `text` starts with `marker` after optional whitespace: `Full(end)` past the marker,
+/// `Partial` when the text may still become the marker (it is a prefix of it), `No` when it
+/// cannot. Whitespace inside the marker matches any whitespace, or none.
+pub(crate) fn starts_with_marker(text: &str, marker: &str) -> Match {
     let rest = text.trim_start();
     let skipped = text.len() - rest.len();
     match match_at(rest, marker) {
-        Match::Full(n) => Some(Ok(skipped + n)),
-        Match::Partial => Some(Err(())),
-        Match::No => None,
+        Match::Full(n) => Match::Full(skipped + n),
+        other => other,
     }
 }
 
 /// How text at a position matches a marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Match {
-    /// The marker, `n` bytes long in the text.
+    /// The marker, ending this many bytes into the text.
     Full(usize),
     /// The text ends while still matching.
     Partial,

@@ -1,0 +1,531 @@
+//! Tagged arguments (`<parameter=name>value</parameter>` and kin): each argument's name and value
+//! read between the format's markers, converted by the tool's schema and emitted as JSON.
+
+use serde_json::Value as Json;
+
+use super::section::{CallFailure, Phase, Section, is_name_char};
+use super::{MAX_NAME, Machine, State, Step};
+use crate::parse::IssueKind;
+use crate::parse::SpanKind;
+use crate::parse::scan::{Match, find_marker, leading_literal_ws, marker_hold, starts_with_marker};
+use crate::parse::syntax::ToolSyntax;
+use crate::parse::values::{
+    Converted, NestedTags, allowed_types, convert, nested, python_string_body, read_literal, requote, written_json,
+};
+
+/// XML CDATA delimiters: tagged values may wrap text in them.
+const CDATA_OPEN: &str = "<![CDATA[";
+const CDATA_CLOSE: &str = "]]>";
+
+/// Tagged arguments being read.
+#[derive(Debug)]
+pub(super) struct Tagged {
+    count: usize,
+    /// The separator after the last argument was read (a wait after it must not read another).
+    separated: bool,
+    step: TaggedStep,
+}
+
+/// Where reading a literal value stopped: byte offset in the value, bracket depth, open quote.
+#[derive(Debug, Clone, Copy, Default)]
+struct LiteralScan {
+    pos: usize,
+    depth: usize,
+    in_quote: Option<char>,
+    escape: bool,
+}
+
+#[derive(Debug)]
+enum TaggedStep {
+    BeforeArg,
+    Name {
+        from: usize,
+    },
+    /// `searched`: bytes of the value already searched for its end (kept so long values streamed
+    /// in small chunks are scanned once).
+    Value {
+        name: String,
+        from: usize,
+        searched: usize,
+        literal: LiteralScan,
+    },
+}
+
+impl Tagged {
+    pub(super) fn new() -> Tagged {
+        Tagged { count: 0, separated: false, step: TaggedStep::BeforeArg }
+    }
+}
+
+impl Machine {
+    pub(super) fn args_tagged(
+        &mut self,
+        tools: &ToolSyntax,
+        section: &mut Section,
+        mut tagged: Tagged,
+    ) -> Result<Step, CallFailure> {
+        match std::mem::replace(&mut tagged.step, TaggedStep::BeforeArg) {
+            TaggedStep::BeforeArg => {
+                if self.buf[self.pos..].trim_start().is_empty() && !self.eof {
+                    section.phase = Phase::Tagged(tagged);
+                    return Ok(Step::Wait);
+                }
+                if tagged.count > 0 && !tagged.separated {
+                    match self.at_marker(&tools.arg_separator) {
+                        Match::Full(end) => {
+                            self.marker(end);
+                            tagged.separated = true;
+                        }
+                        Match::Partial => {
+                            section.phase = Phase::Tagged(tagged);
+                            return Ok(Step::Wait);
+                        }
+                        Match::No => {}
+                    }
+                }
+                let end_markers = [tools.call_end.as_str(), tools.section_end.as_str()];
+                for marker in end_markers {
+                    match self.at_marker(marker) {
+                        Match::Full(_) => return Ok(self.finish_tagged(section, tagged, None)),
+                        Match::Partial => {
+                            section.phase = Phase::Tagged(tagged);
+                            return Ok(Step::Wait);
+                        }
+                        Match::No => {}
+                    }
+                }
+                if self.eof && self.buf[self.pos..].trim().is_empty() {
+                    let at = self.buf.len();
+                    return Ok(self.finish_tagged(section, tagged, Some(at)));
+                }
+                if tools.arg_name_prefix.is_empty() {
+                    let rest = self.buf[self.pos..].trim_start();
+                    if rest.starts_with(is_name_char) {
+                        let start = self.buf.len() - rest.len();
+                        self.span(SpanKind::Whitespace, self.pos, start);
+                        self.pos = start;
+                        tagged.step = TaggedStep::Name { from: start };
+                        section.phase = Phase::Tagged(tagged);
+                        return Ok(Step::Again);
+                    }
+                } else {
+                    match self.at_marker(&tools.arg_name_prefix) {
+                        Match::Full(end) => {
+                            self.marker(end);
+                            tagged.step = TaggedStep::Name { from: end };
+                            section.phase = Phase::Tagged(tagged);
+                            return Ok(Step::Again);
+                        }
+                        Match::Partial => {
+                            section.phase = Phase::Tagged(tagged);
+                            return Ok(Step::Wait);
+                        }
+                        Match::No => {}
+                    }
+                }
+                // Neither an argument nor the call's end: the call ends here, malformed.
+                self.issue(IssueKind::MalformedArguments, self.pos, "unexpected text inside a tool call");
+                let at = self.pos;
+                Ok(self.finish_tagged(section, tagged, Some(at)))
+            }
+            TaggedStep::Name { from } => {
+                let rest = &self.buf[from..];
+                let found = tools
+                    .arg_name_suffixes
+                    .iter()
+                    .filter_map(|s| find_marker(rest, s).map(|(i, e)| (i, e - i)))
+                    .min_by_key(|(i, _)| *i);
+                match found {
+                    Some((i, len)) if i <= MAX_NAME && !rest[..i].contains(['<', '>', '\n']) => {
+                        let name = rest[..i].trim().to_owned();
+                        let suffix_end = from + i + len;
+                        // The whitespace the template writes after the suffix (`>\n`).
+                        let lead = leading_literal_ws(&self.buf[suffix_end..], &tools.arg_value_lead_ws);
+                        let lead_complete = lead == tools.arg_value_lead_ws.len() || self.buf.len() > suffix_end + lead;
+                        if !lead_complete && !self.eof {
+                            tagged.step = TaggedStep::Name { from };
+                            section.phase = Phase::Tagged(tagged);
+                            return Ok(Step::Wait);
+                        }
+                        self.span(SpanKind::ToolArguments, from, from + i);
+                        self.span(SpanKind::Marker, from + i, suffix_end);
+                        self.pos = suffix_end;
+                        self.span(SpanKind::Whitespace, self.pos, self.pos + lead);
+                        self.pos += lead;
+                        tagged.step =
+                            TaggedStep::Value { name, from: self.pos, searched: 0, literal: LiteralScan::default() };
+                        section.phase = Phase::Tagged(tagged);
+                        Ok(Step::Again)
+                    }
+                    Some(_) => {
+                        self.issue(
+                            IssueKind::MalformedArguments,
+                            from,
+                            "an argument name that does not end where a name can",
+                        );
+                        Ok(self.finish_tagged(section, tagged, Some(from)))
+                    }
+                    None if rest.len() > MAX_NAME
+                        && tools
+                            .arg_name_suffixes
+                            .iter()
+                            .all(|s| marker_hold(rest, s) == 0 || rest.len() - marker_hold(rest, s) > MAX_NAME) =>
+                    {
+                        // Decided the same way however the text arrived: no name within the bound.
+                        self.issue(
+                            IssueKind::MalformedArguments,
+                            from,
+                            "an argument name that does not end where a name can",
+                        );
+                        Ok(self.finish_tagged(section, tagged, Some(from)))
+                    }
+                    None if self.eof => {
+                        self.issue(IssueKind::TruncatedCall, from, "the output ends inside an argument name");
+                        let end = self.buf.len();
+                        self.span(SpanKind::ToolArguments, from, end);
+                        self.pos = end;
+                        Ok(self.finish_tagged(section, tagged, Some(end)))
+                    }
+                    None => {
+                        tagged.step = TaggedStep::Name { from };
+                        section.phase = Phase::Tagged(tagged);
+                        Ok(Step::Wait)
+                    }
+                }
+            }
+            TaggedStep::Value { name, from, searched, mut literal } => {
+                let value_suffix = tools.value_suffix_for(&name);
+                match self.read_value(tools, &value_suffix, from, searched, &mut literal) {
+                    None => {
+                        // Waiting for a CDATA section to close, nothing was searched for the
+                        // value's end yet: an unclosed one is no CDATA at the end of the output.
+                        let body = self.buf[from..].strip_prefix(CDATA_OPEN);
+                        let searched = if body.is_some_and(|b| !b.contains(CDATA_CLOSE)) {
+                            searched
+                        } else {
+                            self.buf.len() - from
+                        };
+                        tagged.step = TaggedStep::Value { name, from, searched, literal };
+                        section.phase = Phase::Tagged(tagged);
+                        Ok(Step::Wait)
+                    }
+                    Some((raw, quoted, value_end, end)) => {
+                        self.span(SpanKind::ToolArguments, from, value_end);
+                        self.span(SpanKind::Marker, value_end, end);
+                        self.pos = end;
+                        let truncated = end == self.buf.len() && self.eof && !value_suffix.is_empty();
+                        self.emit_argument(tools, &name, &raw, quoted, tagged.count, from);
+                        tagged.count += 1;
+                        tagged.separated = false;
+                        if truncated && !self.buf[from..end].contains(value_suffix.as_ref()) {
+                            self.issue(IssueKind::TruncatedCall, end, "the output ends inside an argument value");
+                            return Ok(self.finish_tagged(section, tagged, Some(end)));
+                        }
+                        tagged.step = TaggedStep::BeforeArg;
+                        section.phase = Phase::Tagged(tagged);
+                        Ok(Step::Again)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads a tagged value at `from`: `(raw, quoted, value_end, end)` where `end` is past its
+    /// suffix; `None` when undecided.
+    fn read_value(
+        &self,
+        tools: &ToolSyntax,
+        value_suffix: &str,
+        from: usize,
+        searched: usize,
+        literal: &mut LiteralScan,
+    ) -> Option<(String, bool, usize, usize)> {
+        let rest = &self.buf[from..];
+        if !value_suffix.is_empty() && tools.string_quote.is_empty() {
+            // Resume the search a marker's length (plus loose whitespace) before where it stopped.
+            let mut resume = searched.saturating_sub(value_suffix.len() + 32 * value_suffix.len());
+            while !rest.is_char_boundary(resume) {
+                resume -= 1;
+            }
+            // An XML CDATA section holds text verbatim, the value suffix included (MiniCPM5's
+            // `<![CDATA[…</param>…]]>`): the suffix is looked for after it.
+            let cdata = match rest.strip_prefix(CDATA_OPEN).map(|body| body.find(CDATA_CLOSE)) {
+                Some(None) if !self.eof => return None,
+                Some(Some(i)) => Some(CDATA_OPEN.len() + i + CDATA_CLOSE.len()),
+                _ => None,
+            };
+            resume = resume.max(cdata.unwrap_or(0));
+            let found = find_marker(&rest[resume..], value_suffix).map(|(i, e)| (resume + i, resume + e));
+            if let (Some(cdata_end), Some((i, suffix_end))) = (cdata, found)
+                && rest[cdata_end..i].trim().is_empty()
+            {
+                let inner = &rest[CDATA_OPEN.len()..cdata_end - CDATA_CLOSE.len()];
+                return Some((inner.to_owned(), true, from + i, from + suffix_end));
+            }
+            return match found {
+                Some((i, suffix_end)) => {
+                    let mut value = &rest[..i];
+                    // The whitespace the template writes before the suffix (`\n</parameter>`).
+                    let trail = tools.arg_value_trail_ws.as_str();
+                    let cut = value.len() - value.trim_end().len();
+                    let take = value[value.len() - cut..]
+                        .bytes()
+                        .rev()
+                        .zip(trail.bytes().rev())
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                    value = &value[..value.len() - take];
+                    Some((value.to_owned(), false, from + value.len(), from + suffix_end))
+                }
+                None if self.eof => Some((rest.to_owned(), false, self.buf.len(), self.buf.len())),
+                None => None,
+            };
+        }
+        // Literal values: a quoted string, or a bare literal up to the separator or the call end.
+        // Multi-character quotes (Gemma 4's `<|"|>`) hold anything; one-character quotes are
+        // literals with escapes, read below.
+        let quote = tools.string_quote.as_str();
+        if quote.chars().count() > 1 && rest.starts_with(quote) {
+            let body = &rest[quote.len()..];
+            let mut resume = searched.saturating_sub(2 * quote.len()).min(body.len());
+            while !body.is_char_boundary(resume) {
+                resume -= 1;
+            }
+            return match body[resume..].find(quote).map(|i| resume + i) {
+                Some(i) => {
+                    let end = from + quote.len() + i + quote.len();
+                    Some((body[..i].to_owned(), true, end, end))
+                }
+                None if self.eof => Some((body.to_owned(), true, self.buf.len(), self.buf.len())),
+                None => None,
+            };
+        }
+        let stops: Vec<&str> = [tools.arg_separator.as_str(), tools.call_end.as_str(), value_suffix]
+            .into_iter()
+            .filter(|m| !m.is_empty())
+            .collect();
+        // Resumed where the last chunk left it, so a long value streamed in small pieces is read once.
+        let LiteralScan { pos: resume, mut depth, mut in_quote, mut escape } = *literal;
+        for (i, c) in rest[resume..].char_indices().map(|(i, c)| (resume + i, c)) {
+            let before = LiteralScan { pos: i, depth, in_quote, escape };
+            if let Some(q) = in_quote {
+                if escape {
+                    escape = false;
+                } else if c == '\\' {
+                    escape = true;
+                } else if c == q {
+                    // A top-level string ends at a quote that the format's next marker follows;
+                    // another is a quote the model left unescaped inside it (`'sed -n '1,2p' f'`).
+                    if depth > 0 {
+                        in_quote = None;
+                        continue;
+                    }
+                    match self.quote_closes(tools, value_suffix, &rest[i + c.len_utf8()..]) {
+                        Some(true) => in_quote = None,
+                        Some(false) => {}
+                        None => {
+                            *literal = before;
+                            return None;
+                        }
+                    }
+                }
+                continue;
+            }
+            match c {
+                '"' | '\'' => in_quote = Some(c),
+                '[' | '{' | '(' => depth += 1,
+                ']' | '}' | ')' if depth > 0 => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 && in_quote.is_none() {
+                if let Some(stop) = stops.iter().find(|s| rest[i..].starts_with(**s)) {
+                    let value = rest[..i].trim_end();
+                    let end = if *stop == value_suffix { from + i + stop.len() } else { from + i };
+                    let (value_text, quoted) = unquote(value);
+                    return Some((value_text, quoted, from + value.len(), end));
+                }
+                if stops.iter().any(|s| s.starts_with(&rest[i..])) && !self.eof {
+                    *literal = before;
+                    return None;
+                }
+            }
+        }
+        if self.eof {
+            let (value_text, quoted) = unquote(rest.trim_end());
+            Some((value_text, quoted, from + rest.trim_end().len(), self.buf.len()))
+        } else {
+            *literal = LiteralScan { pos: rest.len(), depth, in_quote, escape };
+            None
+        }
+    }
+
+    /// Whether a quote closing a top-level literal string is followed by what may follow a value
+    /// (`after` is the text after the quote): the value suffix, the call end then another call or
+    /// the section end, the argument separator then `name=`, or the end of the output. `None`
+    /// while the text so far cannot tell.
+    fn quote_closes(&self, tools: &ToolSyntax, value_suffix: &str, after: &str) -> Option<bool> {
+        let after = after.trim_start();
+        if after.is_empty() {
+            return if self.eof { Some(true) } else { None };
+        }
+        let turn_end = self.setup.syntax.turn_end.iter().map(String::as_str);
+        let mut partial = false;
+        let ends_value = [value_suffix, tools.arg_value_suffix.as_str(), tools.section_end.as_str()];
+        if starts_with_any(after, turn_end.clone().chain(ends_value), &mut partial) {
+            return Some(true);
+        }
+        if !tools.call_end.is_empty() {
+            match starts_with_marker(after, &tools.call_end) {
+                Match::Full(n) => {
+                    let next = after[n..].trim_start();
+                    if next.is_empty() {
+                        return if self.eof { Some(true) } else { None };
+                    }
+                    // Another call, the section end, or the turn's end (an EOS) after the call.
+                    let after_call = [&tools.separator, &tools.section_end, &tools.call_start, &tools.name_prefix];
+                    if starts_with_any(next, after_call.map(String::as_str).into_iter().chain(turn_end), &mut partial) {
+                        return Some(true);
+                    }
+                }
+                Match::Partial => partial = true,
+                Match::No => {}
+            }
+        }
+        if !tools.arg_separator.is_empty() {
+            match starts_with_marker(after, &tools.arg_separator) {
+                Match::Full(n) => {
+                    let next = after[n..].trim_start();
+                    let name = next.find(|c: char| !is_name_char(c)).unwrap_or(next.len());
+                    if name == next.len() {
+                        partial = true;
+                    } else if name > 0
+                        && starts_with_any(
+                            &next[name..],
+                            tools.arg_name_suffixes.iter().map(String::as_str),
+                            &mut partial,
+                        )
+                    {
+                        return Some(true);
+                    }
+                }
+                Match::Partial => partial = true,
+                Match::No => {}
+            }
+        }
+        match (partial, self.eof) {
+            (true, false) => None,
+            _ => Some(false),
+        }
+    }
+
+    fn emit_argument(&mut self, tools: &ToolSyntax, name: &str, raw: &str, quoted: bool, count: usize, at: usize) {
+        let call_name = self.call.map(|i| self.message.tool_calls[i].name.clone()).unwrap_or_default();
+        let schema = self.setup.schemas.get(&call_name).cloned().flatten();
+        let param_schema = schema.as_ref().and_then(|s| s.get(name));
+        if schema.is_some() && param_schema.is_none() {
+            self.issue(IssueKind::UnknownParameter, at, format!("{call_name:?} has no parameter {name:?}"));
+        }
+        let types = allowed_types(param_schema);
+        let may_nest = types.is_empty() || types.iter().any(|t| t == "array" || t == "object");
+        let nested = match (&tools.nested_item_name, &tools.arg_value_suffix_after_name) {
+            (Some(item), Some(close_end)) if may_nest && !quoted => {
+                let tags = NestedTags {
+                    open: &tools.arg_name_prefix,
+                    open_end: tools.arg_name_suffixes.first().map_or("", String::as_str),
+                    close: &tools.arg_value_suffix,
+                    close_end,
+                    item,
+                    python: tools.python,
+                };
+                nested(raw, &tags, param_schema, 0)
+            }
+            _ => None,
+        };
+        // Strings inside a literal in a multi-character quote (Gemma 4's `[<|"|>a<|"|>]`), and its
+        // bare keys (`{k:1}`) whether or not a string is there.
+        let quote = tools.string_quote.as_str();
+        let requoted = (!quoted && may_nest && quote.chars().count() > 1)
+            .then(|| requote(raw, quote))
+            .flatten()
+            .filter(|json| serde_json::from_str::<Json>(json).is_ok());
+        let converted = match nested {
+            Some(value) => Converted::Fits(value),
+            // Where strings are quoted, a bare `None` / `True` is the template's Python repr of a
+            // null or a boolean, never a string.
+            None => convert(
+                requoted.as_deref().unwrap_or(raw),
+                quoted,
+                param_schema,
+                tools.python || !tools.string_quote.is_empty(),
+            ),
+        };
+        let value = match converted {
+            Converted::Fits(value) => value,
+            Converted::Misfit(value) => {
+                self.issue(
+                    IssueKind::ValueMisfit,
+                    at,
+                    format!("{name:?} of {call_name:?} does not fit its schema; kept as text"),
+                );
+                value
+            }
+        };
+        let key = Json::String(name.to_owned()).to_string();
+        // A value the model wrote as JSON goes into the arguments as written (compacted), so no
+        // digit of a number is lost to f64 (`123456789012345678901234567890`, `1.10`).
+        let written = (!value.is_string()).then(|| written_json(requoted.as_deref().unwrap_or(raw), &value)).flatten();
+        let fragment = match written {
+            Some(text) => format!("{}{key}: {text}", if count == 0 { "{" } else { ", " }),
+            None => format!("{}{key}: {value}", if count == 0 { "{" } else { ", " }),
+        };
+        self.push_arguments(&fragment);
+    }
+
+    /// Closes tagged arguments (`}`), then the call end; `truncated_at` when the call ends early.
+    fn finish_tagged(&mut self, section: &mut Section, tagged: Tagged, truncated_at: Option<usize>) -> Step {
+        self.push_arguments(if tagged.count == 0 { "{}" } else { "}" });
+        section.calls += 1;
+        if let Some(at) = truncated_at {
+            if self.eof
+                && at == self.buf.len()
+                && !self.message.issues.iter().any(|i| i.kind == IssueKind::TruncatedCall)
+            {
+                self.issue(IssueKind::TruncatedCall, at, "the output ends inside a tool call");
+            }
+            self.close_call();
+            self.state = State::Content;
+            return Step::Again;
+        }
+        section.phase = Phase::CallEnd;
+        Step::Again
+    }
+}
+
+/// A literal that is a quoted string (`'a'`, `"a"`, with escapes) is that string, marked quoted;
+/// so is one whose quote also occurs unescaped inside it (`'sed -n '1,2p' f'`, the scanner having
+/// found where it ends), its escapes read as Python reads them.
+fn unquote(value: &str) -> (String, bool) {
+    if value.len() >= 2 && (value.starts_with('\'') || value.starts_with('"')) {
+        if let Some(Json::String(text)) = read_literal(value, true) {
+            return (text, true);
+        }
+        let quote = &value[..1];
+        if value.ends_with(quote) {
+            return (python_string_body(&value[1..value.len() - 1]), true);
+        }
+    }
+    (value.to_owned(), false)
+}
+
+/// Whether `text` starts with one of `markers` (empty ones skipped); one that `text` may still
+/// complete sets `partial`.
+fn starts_with_any<'a>(text: &str, markers: impl IntoIterator<Item = &'a str>, partial: &mut bool) -> bool {
+    for marker in markers.into_iter().filter(|m| !m.is_empty()) {
+        match starts_with_marker(text, marker) {
+            Match::Full(_) => return true,
+            Match::Partial => *partial = true,
+            Match::No => {}
+        }
+    }
+    false
+}
