@@ -55,6 +55,7 @@
 pub mod analyze;
 pub mod constrain;
 pub mod format;
+mod markers;
 pub mod message;
 pub mod parse;
 pub mod response_template;

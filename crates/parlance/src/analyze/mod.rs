@@ -8,7 +8,6 @@
 //! that feature (reported in `Format::unsupported`), never the analysis.
 
 pub(crate) mod diff;
-pub(crate) use diff::bracketed_pieces;
 pub(crate) mod probe;
 mod tools;
 mod verify;
@@ -21,8 +20,9 @@ use serde_json::{Value as Json, json};
 use crate::format::{
     Confidence, Evidence, Finding, Format, ReasoningDetails, ReasoningMarkers, ReasoningMode, ToolFamily, Workaround,
 };
+use crate::markers;
+use crate::markers::common_suffix;
 use crate::template::ChatTemplate;
-use diff::common_suffix;
 use probe::{CONTENT, CONTENT_2, Output, Probe, REASONING};
 
 /// Why a template could not be analyzed at all.
@@ -313,7 +313,7 @@ fn before_calls(probe: &Probe, format: &Format) -> Option<String> {
     let at = diff::find_from(&output.text, opener, after)?;
     let between = output.text[after..at].trim();
     let between = between.strip_prefix(format.content.end.trim()).unwrap_or(between).trim();
-    let marked = !diff::bracketed_pieces(between).is_empty();
+    let marked = !markers::bracketed_pieces(between).is_empty();
     (marked && !between.contains("PLNC") && !between.contains(probe::FN_1)).then(|| between.to_owned())
 }
 
@@ -655,7 +655,7 @@ fn switched_markers(on: &str, off: &str) -> Option<(ReasoningMode, String, Strin
     if on == off {
         return None;
     }
-    let shared = diff::common_prefix(on, off);
+    let shared = markers::common_prefix(on, off);
     let (on_rest, off_rest) = (&on[shared..], &off[shared..]);
     let off_markers = markers_in(off_rest);
     match (markers_in(on_rest).is_empty(), off_markers.as_slice()) {
@@ -733,7 +733,7 @@ fn stripped_mirror_tag(probe: &Probe) -> Option<(String, String)> {
 fn content_opener_with_thinking_off(probe: &Probe, prompt: &str) -> Option<String> {
     ["enable_thinking", "thinking"].into_iter().find_map(|var| {
         let off = probe.generation_prompt(false, &[(var, json!(false))])?;
-        let mut shared = diff::common_prefix_angle(prompt, &off);
+        let mut shared = markers::common_prefix_angle(prompt, &off);
         // A word glued to the marker before it (`<|open|>` + `response`) goes with that marker.
         if !off[shared..].starts_with(['<', '[']) {
             shared = off[..shared].rfind(['<', '[']).unwrap_or(shared);
@@ -741,7 +741,7 @@ fn content_opener_with_thinking_off(probe: &Probe, prompt: &str) -> Option<Strin
         let rest = off[shared..].trim();
         let whole_markers = (rest.starts_with('<') || rest.starts_with('['))
             && (rest.ends_with('>') || rest.ends_with(']'))
-            && !diff::bracketed_pieces(rest).is_empty();
+            && !markers::bracketed_pieces(rest).is_empty();
         (whole_markers && !prompt.trim_end().ends_with(rest)).then(|| rest.to_owned())
     })
 }
@@ -806,7 +806,7 @@ fn reasoning_with_calls(probe: &Probe, key: &str) -> Option<(String, String)> {
     let name = diff::find_from(&with.text, probe::FN_1, r)?;
     let plain_name = without.text.find(probe::FN_1)?;
     // Text before the reasoning and between it and the call, minus what a call alone has there.
-    let lead = diff::common_prefix(&with.text[..r], &without.text[..plain_name]);
+    let lead = markers::common_prefix(&with.text[..r], &without.text[..plain_name]);
     let mut start = with.text[lead..r].trim().to_owned();
     if start.is_empty() {
         // A call alone writes an empty block too (`<|START_THINKING|><|END_THINKING|>`): the opener is
@@ -814,7 +814,7 @@ fn reasoning_with_calls(probe: &Probe, key: &str) -> Option<(String, String)> {
         start = last_marker(&with.text[..r]).unwrap_or_default();
     }
     let between = &with.text[r + REASONING.len()..name];
-    let call_lead = diff::common_suffix(between, &without.text[..plain_name]);
+    let call_lead = markers::common_suffix(between, &without.text[..plain_name]);
     let end = between[..between.len() - call_lead].trim().to_owned();
     (!start.is_empty() && !end.is_empty()).then_some((start, end))
 }
@@ -831,8 +831,8 @@ fn reasoning_by_insertion(probe: &Probe, key: &str) -> Option<(String, String)> 
     with_reasoning[key] = json!(REASONING);
     let with = probe.render(&[with_reasoning], true, false, &[])?;
     let without = probe.render(&[call], true, false, &[])?;
-    let lead = diff::common_prefix(&with, &without);
-    let tail = diff::common_suffix(&with[lead..], &without[lead.min(without.len())..]);
+    let lead = markers::common_prefix(&with, &without);
+    let tail = markers::common_suffix(&with[lead..], &without[lead.min(without.len())..]);
     let inserted = &with[lead..with.len() - tail];
     let r = inserted.find(REASONING)?;
     let (mut start, mut end) = (inserted[..r].trim().to_owned(), inserted[r + REASONING.len()..].trim().to_owned());
@@ -943,7 +943,7 @@ fn collect_preserved_tokens(format: &mut Format) {
     // bracketed pieces; a marker without any is kept whole unless it is a lone punctuation mark.
     let mut add = |marker: &str| {
         let marker = marker.trim();
-        let pieces = diff::bracketed_pieces(marker);
+        let pieces = markers::bracketed_pieces(marker);
         let pieces = if pieces.is_empty() { vec![marker] } else { pieces };
         for piece in pieces {
             let lone_punctuation = piece.chars().count() == 1 && !piece.chars().all(char::is_alphanumeric);

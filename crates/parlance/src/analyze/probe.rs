@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use indexmap::IndexMap;
 use serde_json::{Value as Json, json};
 
-use super::diff::{common_prefix, common_prefix_angle, common_suffix};
+use crate::markers::{common_prefix, common_prefix_angle, common_suffix};
 use crate::message::Conversation;
 use crate::message::null_content_beside_calls;
 use crate::template::{ChatTemplate, RenderOptions, RunBudget};

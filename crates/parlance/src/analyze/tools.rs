@@ -8,11 +8,12 @@
 
 use serde_json::{Value as Json, json};
 
-use super::diff::{common_prefix, common_suffix, find_from, json_values};
+use super::diff::{find_from, json_values};
 use super::probe::{ARG_1, ARG_2, FN_1, FN_2, ID_1, ID_2, Output, Probe, VALUE_1, VALUE_2, call};
 use crate::format::{
     ArgumentEncoding, Confidence, Finding, Format, JsonCallFields, ToolCallFormat, ToolFamily, ValueEncoding,
 };
+use crate::markers::{common_prefix, common_suffix};
 
 /// Analyzes tool calls into `format.tools` / `format.tool_format` and sets `format.turn_end` from
 /// `content_tail` (what follows content in a content-only turn).

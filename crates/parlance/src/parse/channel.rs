@@ -50,7 +50,7 @@ impl ChannelSyntax {
             return None;
         }
         let reasoning = format.reasoning.as_ref()?;
-        let pieces = crate::analyze::bracketed_pieces(&reasoning.start);
+        let pieces = crate::markers::bracketed_pieces(&reasoning.start);
         let (channel, message) = match pieces.as_slice() {
             [channel, .., message] => ((*channel).to_owned(), (*message).to_owned()),
             _ => return None,

@@ -122,7 +122,7 @@ fn markers(format: &Format) -> Vec<String> {
         if m.is_empty() {
             return;
         }
-        let pieces = crate::analyze::bracketed_pieces(m);
+        let pieces = crate::markers::bracketed_pieces(m);
         for piece in std::iter::once(m).chain(pieces) {
             if !piece.is_empty() && !found.iter().any(|f| f == piece) {
                 found.push(piece.to_owned());

@@ -155,7 +155,7 @@ impl Syntax {
                 .unwrap_or_default();
             syntax.bare_json = syntax.trigger.is_empty() && syntax.json.is_some();
             let end = syntax.section_end.as_str();
-            if end.starts_with('<') && end.ends_with('>') && !crate::analyze::bracketed_pieces(end).is_empty() {
+            if end.starts_with('<') && end.ends_with('>') && !crate::markers::bracketed_pieces(end).is_empty() {
                 syntax.turn_ending_section_end = end.to_owned();
             }
             if !t.before_calls.trim().is_empty() && !syntax.trigger.is_empty() {
@@ -165,7 +165,7 @@ impl Syntax {
             let section = syntax.section_start.as_str();
             if !section.is_empty()
                 && opener.starts_with(['<', '['])
-                && !crate::analyze::bracketed_pieces(opener).is_empty()
+                && !crate::markers::bracketed_pieces(opener).is_empty()
                 && !opener.starts_with(section)
                 && !section.starts_with(opener.as_str())
             {
@@ -178,7 +178,7 @@ impl Syntax {
                 && let Some(at) = prefix.rfind('<').filter(|&at| at > 0)
             {
                 let (head, tail) = prefix.split_at(at);
-                let pieces = crate::analyze::bracketed_pieces(head);
+                let pieces = crate::markers::bracketed_pieces(head);
                 let whole = pieces.iter().map(|p| p.len()).sum::<usize>()
                     == head.chars().filter(|c| !c.is_whitespace()).map(char::len_utf8).sum::<usize>();
                 if !pieces.is_empty() && whole && tail.len() > 1 && !tail.contains('>') {
@@ -202,7 +202,7 @@ impl Syntax {
 /// (`<|channel>thought` gives `<|channel>`); empty otherwise.
 fn start_token(start: &str) -> String {
     let start = start.trim();
-    let Some(&token) = crate::analyze::bracketed_pieces(start).first() else { return String::new() };
+    let Some(&token) = crate::markers::bracketed_pieces(start).first() else { return String::new() };
     match start.strip_prefix(token) {
         Some(word) if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphabetic()) => token.to_owned(),
         _ => String::new(),

@@ -27,9 +27,9 @@ use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
 
-use crate::analyze::diff::{bracketed_pieces, common_prefix_angle};
 use crate::analyze::probe::split_output;
 use crate::format::{Format, Workaround};
+use crate::markers::{bracketed_pieces, common_prefix_angle};
 use crate::message::Conversation;
 use crate::message::{null_content_beside_calls, wire_message};
 use crate::parse::{ArgumentsAs, ParseOptions, ParsedMessage, Parser};

@@ -1,8 +1,8 @@
 //! Which markers a model stops on, and where in a rendered turn it stops: read off the template's
 //! `Format` (turn end, content end), its EOS token, and the shape of special tokens.
 
-use crate::analyze::diff::bracketed_pieces;
 use crate::format::Format;
+use crate::markers::bracketed_pieces;
 use crate::template::ChatTemplate;
 
 /// Whether `marker` is one a model stops on: the turn end's or the content end's markers, the EOS

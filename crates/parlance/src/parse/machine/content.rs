@@ -16,7 +16,7 @@ fn cut_turn_end(text: &str, turn_end: &[String]) -> usize {
         .map(|m| marker_hold(text, m))
         .filter(|&hold| {
             let held = text[text.len() - hold..].trim_start();
-            (held.ends_with('>') || held.ends_with(']')) && !crate::analyze::bracketed_pieces(held).is_empty()
+            (held.ends_with('>') || held.ends_with(']')) && !crate::markers::bracketed_pieces(held).is_empty()
         })
         .max()
         .unwrap_or(0)
@@ -82,7 +82,7 @@ pub(super) fn content_markers(
         }
         // A reasoning end (a bracketed token) outside reasoning is a stray marker, not content.
         let end = reasoning.end.as_str();
-        let token = end.starts_with(['<', '[']) && !crate::analyze::bracketed_pieces(end).is_empty();
+        let token = end.starts_with(['<', '[']) && !crate::markers::bracketed_pieces(end).is_empty();
         if token && markers.iter().all(|(m, _)| !m.starts_with(end) && !end.starts_with(m)) {
             markers.push((end, StrayReasoningEnd));
         }

@@ -353,7 +353,7 @@ impl Machine {
             Match::No => {}
             found => return found,
         }
-        let pieces = crate::analyze::bracketed_pieces(marker);
+        let pieces = crate::markers::bracketed_pieces(marker);
         if pieces.len() < 2 {
             return Match::No;
         }
