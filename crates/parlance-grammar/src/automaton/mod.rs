@@ -44,6 +44,8 @@ pub(crate) struct Automaton {
     scannable: Vec<bool>,
     /// Per state, the bytes that lead back to the same state (used to accept whole trie subtrees).
     self_loop: Vec<[u64; 4]>,
+    /// Per state, the bytes it can scan (a transition other than to [`DEAD`]).
+    live: Vec<[u64; 4]>,
     /// Per state, whether every multi-byte UTF-8 character leads back to the same state.
     char_loop: Vec<bool>,
     /// Per state, see [`Automaton::is_string_body`].
@@ -104,6 +106,12 @@ impl Automaton {
     #[inline]
     pub(crate) fn is_scannable(&self, state: u32) -> bool {
         self.scannable[state as usize]
+    }
+
+    /// The bytes `state` can scan.
+    #[inline]
+    pub(crate) fn live_bytes(&self, state: u32) -> &[u64; 4] {
+        &self.live[state as usize]
     }
 
     /// Whether every byte in `bytes` loops on `state`.
@@ -1425,6 +1433,7 @@ impl Dfa {
         let n = self.len();
         let mut scannable = vec![false; n];
         let mut self_loop = vec![[0u64; 4]; n];
+        let mut live = vec![[0u64; 4]; n];
         let mut class_bytes = vec![[0u64; 4]; self.nclasses];
         for b in 0..256usize {
             class_bytes[self.classes[b] as usize][b / 64] |= 1 << (b % 64);
@@ -1433,6 +1442,9 @@ impl Dfa {
             for (c, &t) in self.trans[s * self.nclasses..(s + 1) * self.nclasses].iter().enumerate() {
                 if t != DEAD {
                     scannable[s] = true;
+                    for (l, b) in live[s].iter_mut().zip(class_bytes[c]) {
+                        *l |= b;
+                    }
                     if t as usize == s {
                         for (l, b) in self_loop[s].iter_mut().zip(class_bytes[c]) {
                             *l |= b;
@@ -1449,6 +1461,7 @@ impl Dfa {
             finals: self.finals,
             scannable,
             self_loop,
+            live,
             char_loop: Vec::new(),
             string_body: Vec::new(),
             char_run: Vec::new(),

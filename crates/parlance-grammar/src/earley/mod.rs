@@ -104,6 +104,17 @@ impl Earley {
         self.set(self.len() - 1)
     }
 
+    /// The bytes some item of the last set can scan: any other byte fails [`Earley::push_byte`].
+    pub(crate) fn live_bytes(&self, tables: &Tables) -> [u64; 4] {
+        let mut live = [0u64; 4];
+        for it in self.last() {
+            for (l, b) in live.iter_mut().zip(tables.rules[it.rule as usize].live_bytes(it.state)) {
+                *l |= b;
+            }
+        }
+        live
+    }
+
     /// Whether the root item is complete in set `k`.
     #[inline]
     pub(crate) fn root_done(&self, k: usize) -> bool {

@@ -590,12 +590,25 @@ fn earley_walk(
     let end = nodes[top].end as usize;
     // done[k]: the root item completed somewhere on the current path, at or before relative depth k.
     let mut done: Vec<bool> = vec![done0];
+    // live[k]: the bytes some item of the set at relative depth k can scan. A child whose byte is
+    // not among them fails without an Earley step (most children of a wide node, the root's above
+    // all, where a dispatch's trigger has just completed).
+    let mut live: Vec<[u64; 4]> = vec![parser.live_bytes(tables)];
     let mut i = top + 1;
     while i < end {
         let node = &nodes[i];
         let depth = node.depth as usize - base;
         parser.truncate(depth);
         done.truncate(depth);
+        live.truncate(depth);
+        let byte = node.byte as usize;
+        if live[depth - 1][byte / 64] >> (byte % 64) & 1 == 0 {
+            if done[depth - 1] {
+                uncertain.extend(node.lo..node.hi);
+            }
+            i = node.end as usize;
+            continue;
+        }
         let set = parser.last();
         if set.iter().any(|it| {
             let a = &tables.rules[it.rule as usize];
@@ -617,6 +630,7 @@ fn earley_walk(
             continue;
         }
         done.push(done[depth - 1] || parser.root_done(depth));
+        live.push(parser.live_bytes(tables));
         accepted.push(node.lo, node.here);
         i += 1;
     }
