@@ -35,20 +35,12 @@ impl Machine {
             }
         }
         let rest = &self.buf[self.pos..];
-        let Some(at) = rest.find(channel.message.as_str()) else {
-            // Undecided until a marker starting within the bound would have arrived whole.
-            if self.eof || rest.len() >= MAX_HEADER + channel.message.len() {
-                self.issue(
-                    IssueKind::UnparsedCall,
-                    self.pos,
-                    "a channel header without its message marker within the bound",
-                );
-                self.state = State::Content;
-                return Step::Again;
-            }
+        let found = rest.find(channel.message.as_str());
+        // Undecided until a marker starting within the bound would have arrived whole.
+        if found.is_none() && !self.eof && rest.len() < MAX_HEADER + channel.message.len() {
             return Step::Wait;
-        };
-        if at > MAX_HEADER {
+        }
+        let Some(at) = found.filter(|&at| at <= MAX_HEADER) else {
             self.issue(
                 IssueKind::UnparsedCall,
                 self.pos,
@@ -56,7 +48,7 @@ impl Machine {
             );
             self.state = State::Content;
             return Step::Again;
-        }
+        };
         let header = rest[..at].to_owned();
         let body = channel.classify(&header);
         let header_end = self.pos + at + channel.message.len();
