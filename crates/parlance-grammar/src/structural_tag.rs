@@ -19,9 +19,10 @@
 //! `any_order` — is an error naming the field and its JSON pointer, never silently a different
 //! language.
 
-use crate::grammar::{Expr, Grammar, GrammarBuilder, GrammarError, MAX_SPECIAL_TOKEN_ID, TagDispatch, Trigger};
+use crate::grammar::{Expr, Grammar, GrammarBuilder, GrammarError, MAX_SPECIAL_TOKEN_ID, RuleId, TagDispatch, Trigger};
 use crate::json_schema::{JsonSchemaOptions, SchemaError, json_schema_to_grammar};
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 
 /// How structural tags are compiled.
 #[derive(Debug, Clone, Default)]
@@ -98,8 +99,8 @@ pub(crate) fn lower(
         options,
         vocab,
         depth: 0,
-        schemas: Default::default(),
-        alternatives: Vec::new(),
+        schemas: HashMap::new(),
+        alternatives: HashMap::new(),
     };
     let root = lower.b.declare("root");
     let body = if top.contains_key("structures") {
@@ -148,9 +149,11 @@ struct Lowering<'a> {
     /// The rule of each `json_schema` (style `json`) lowered so far, by the schema: a document that
     /// names a tool in two places (gpt-oss: the first message and every later one) compiles its
     /// schema once. (Across documents, `json_schema::lowered_grammar` caches the lowering.)
-    schemas: Vec<(Value, crate::grammar::RuleId)>,
-    /// Each `or` lowered so far and its rule (see [`Lowering::shared_alternatives`]).
-    alternatives: Vec<(Expr, crate::grammar::RuleId)>,
+    /// (By content hash: documents may name thousands of tools.)
+    schemas: HashMap<u64, Vec<(Value, RuleId)>>,
+    /// Each `or` lowered so far and its rule, by the hash of its document node and end strings
+    /// (see [`Lowering::shared_alternatives`]).
+    alternatives: HashMap<u64, Vec<(Expr, RuleId)>>,
 }
 
 impl Lowering<'_> {
@@ -248,7 +251,7 @@ impl Lowering<'_> {
                 if kind == "sequence" {
                     return Ok(Expr::seq(parts));
                 }
-                Ok(self.shared_alternatives(Expr::alt(parts)))
+                Ok(self.shared_alternatives(v, end, Expr::alt(parts)))
             }
             "optional" | "plus" | "star" => {
                 let content = self.format(f.get("content")?, &format!("{ptr}/content"), end)?;
@@ -352,13 +355,14 @@ impl Lowering<'_> {
     /// then `<|start|>assistant` and the same choice again); a choice met a second time is kept as
     /// one rule that both places reference, where inlining would build its automaton, every tool's
     /// schema within, twice.
-    fn shared_alternatives(&mut self, alt: Expr) -> Expr {
-        if let Some(&(_, rule)) = self.alternatives.iter().find(|(e, _)| *e == alt) {
+    fn shared_alternatives(&mut self, node: &Value, end: &[String], alt: Expr) -> Expr {
+        let seen = self.alternatives.entry(crate::json_schema::value_hash(node, &end)).or_default();
+        if let Some(&(_, rule)) = seen.iter().find(|(e, _)| *e == alt) {
             self.b.keep_rule(rule);
             return Expr::Rule(rule);
         }
         let rule = self.b.rule("or", alt.clone());
-        self.alternatives.push((alt, rule));
+        seen.push((alt, rule));
         Expr::Rule(rule)
     }
 
@@ -384,13 +388,14 @@ impl Lowering<'_> {
         if let Some(xml_style) = xml_style {
             return self.xml_parameters(schema, &format!("{}/json_schema", f.ptr), xml_style);
         }
-        if let Some(&(_, rule)) = self.schemas.iter().find(|(s, _)| s == schema) {
+        let hash = crate::json_schema::value_hash(schema, &());
+        if let Some(&(_, rule)) = self.schemas.get(&hash).and_then(|v| v.iter().find(|(s, _)| s == schema)) {
             return Ok(Expr::Rule(rule));
         }
         let g = crate::json_schema::lowered_grammar(schema, &self.options.json)
             .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_owned(), source })?;
         let rule = self.b.import(&g);
-        self.schemas.push((schema.clone(), rule));
+        self.schemas.entry(hash).or_default().push((schema.clone(), rule));
         Ok(Expr::Rule(rule))
     }
 

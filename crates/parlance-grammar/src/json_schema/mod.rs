@@ -184,10 +184,7 @@ pub fn json_schema_to_grammar(
 /// are not cached. Bounded in entries and bytes; [`clear_lowered_schemas`] empties it.
 pub(crate) fn lowered_grammar(schema: &Value, options: &JsonSchemaOptions) -> Result<Arc<Grammar>, SchemaError> {
     let options_key = format!("{options:?}");
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    hash_value(schema, &mut h);
-    options_key.hash(&mut h);
-    let hash = h.finish();
+    let hash = value_hash(schema, &options_key);
     if let Ok(cache) = schema_cache().lock()
         && let Some((_, _, g)) =
             cache.map.get(&hash).and_then(|v| v.iter().find(|(s, o, _)| s == schema && *o == options_key))
@@ -228,6 +225,14 @@ pub(crate) fn clear_lowered_schemas() {
     if let Ok(mut cache) = schema_cache().lock() {
         *cache = SchemaCache::default();
     }
+}
+
+/// A JSON value's content hash, with `salt` (what else the key holds).
+pub(crate) fn value_hash(v: &Value, salt: &impl Hash) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    hash_value(v, &mut h);
+    salt.hash(&mut h);
+    h.finish()
 }
 
 /// Hashes a JSON value by its content (object members in their order, as equality compares them

@@ -409,7 +409,7 @@ fn string_body_entry(g: &CompiledGrammar, rule: u32, state: u32, used_rules: &mu
     uncertain.sort_unstable();
     let plain = vocab.pool.plain_set(vocab, vocab.max_plain());
     let ids: Vec<u32> = rest.iter().map(|&p| vocab.id_at(p)).collect();
-    let accepted = if ids.len() <= vocab.len() / 48 {
+    let accepted = if ids.len() <= list_limit(vocab) {
         Accepted::PlainAnd(plain, ids)
     } else {
         let mut bits = plain.words.clone();
@@ -637,9 +637,15 @@ fn earley_walk(
     Ok(())
 }
 
+/// The most ids an entry keeps as a list (of accepted tokens, or of the ones left out) rather than a
+/// bitset: where the list stops being smaller.
+fn list_limit(vocab: &TokenVocab) -> usize {
+    vocab.len() / 48
+}
+
 fn make_entry(vocab: &TokenVocab, accepted: &Ranges, uncertain: Vec<u32>, plain: Option<Arc<PlainSet>>) -> MaskEntry {
     let n = vocab.sorted_len() as u32;
-    let small = vocab.len() / 48;
+    let small = list_limit(vocab);
     // The ids at the positions of `ranges` (in trie order: only `AllExcept` needs them sorted).
     let ids_of = |ranges: &mut dyn Iterator<Item = (u32, u32)>| -> Vec<u32> {
         ranges.flat_map(|(lo, hi)| lo..hi).map(|p| vocab.id_at(p)).collect()
