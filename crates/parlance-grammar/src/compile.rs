@@ -1,7 +1,7 @@
 //! `CompiledGrammar`: a grammar lowered to automata for one vocabulary, shared by all its matchers.
 //!
 //! Compilation inlines non-recursive rules (see `automaton::build`) (so most JSON Schemas become one automaton and their masks
-//! need no context) except those the front end keeps apart (`GrammarBuilder::keep_rule`), builds one minimized automaton per remaining rule, drops references to rules
+//! need no context) except those the front end keeps apart (`GrammarBuilder::keep_rule`), builds one automaton per remaining rule (minimized when small and shared), drops references to rules
 //! that can never complete (recursion without a base case), and computes nullable rules. The
 //! token-mask cache entries are filled lazily per `(rule, state)` and shared across grammars through
 //! the vocabulary's pool, keyed by the structural encoding of the rule and every rule it reaches.
@@ -11,7 +11,7 @@
 //! own in a dispatch, of any size, marked by `GrammarBuilder::cache_rule`): a request whose tools
 //! were seen before builds only the new ones.
 
-use crate::automaton::{self, Automaton, BuildError, DEAD};
+use crate::automaton::{self, Automaton, BuildError, DEAD, Finish};
 use crate::earley::Tables;
 use crate::grammar::{Expr, Grammar, GrammarError};
 use crate::json_schema::SchemaError;
@@ -297,9 +297,14 @@ fn compile(
             i += 1;
             continue;
         }
-        // Only automata the shape cache can keep are worth minimizing (see `RuleShape`).
-        let minimize_up_to = if shape.is_some() { SHAPE_MAX_STATES } else { 0 };
-        let a = match automaton::build(body, &map, &inline_body, inline_budget, attempt_deadline, minimize_up_to) {
+        // Only automata the shape cache can keep recur (see `RuleShape`); of those, only the small
+        // shared rules are worth minimizing.
+        let finish = match &shape {
+            Some(shape) if shape.unit => Finish::Recurring,
+            Some(_) => Finish::MinimizeUpTo(SHAPE_MAX_STATES),
+            None => Finish::Once,
+        };
+        let a = match automaton::build(body, &map, &inline_body, inline_budget, attempt_deadline, finish) {
             Err(BuildError::Limit(..)) | Err(BuildError::Timeout) if Instant::now() < deadline => {
                 // Forget the rules the failed attempt referenced.
                 let mut guard = ids.borrow_mut();
@@ -308,7 +313,7 @@ fn compile(
                     new_id.remove(&r);
                 }
                 drop(guard);
-                automaton::build(body, &map, &no_inline, limits.automaton_states, deadline, minimize_up_to)
+                automaton::build(body, &map, &no_inline, limits.automaton_states, deadline, finish)
             }
             other => other,
         }
@@ -373,6 +378,8 @@ fn compile(
 /// its own rules.
 struct RuleShape {
     key: Vec<u32>,
+    /// Whether the rule is a unit (`GrammarBuilder::cache_rule`).
+    unit: bool,
     /// Grammar rule of each local number.
     rules: Vec<u32>,
 }
@@ -439,7 +446,7 @@ impl RuleShape {
             }
             i += 1;
         }
-        Some(RuleShape { key, rules })
+        Some(RuleShape { key, unit, rules })
     }
 
     fn cached(&self) -> Option<Arc<Automaton>> {
@@ -642,7 +649,7 @@ mod tests {
         }
         let g = Arc::new(CompiledGrammar::new(vocab(), &Grammar::parse(&text).expect("parses")).expect("compiles"));
         assert_eq!(g.tables.rules.len(), 1, "everything inlined");
-        assert!(!g.tables.rules[0].is_minimal());
+        assert!(!g.tables.rules[0].recurs());
         let vocab = g.vocab.clone();
         let mut words = vec![0u32; vocab.mask_words()];
         let mut m = Matcher::new(g.clone()).expect("matcher");

@@ -53,10 +53,9 @@ pub(crate) struct Automaton {
     /// Per state, how many JSON-string characters in a row it reads for certain (see
     /// [`Automaton::reads_chars`]); `u32::MAX` when the run never ends.
     char_run: Vec<u32>,
-    /// Minimized and canonically numbered: equal languages (and rule references) give equal
-    /// [`Automaton::encode`] output. Automata built without minimization (large, unique ones) only
-    /// encode equally when built from the same expression.
-    minimal: bool,
+    /// Built to recur across grammars ([`Finish::MinimizeUpTo`] within its bound, or
+    /// [`Finish::Recurring`]): its mask entries are worth pooling.
+    recurs: bool,
 }
 
 impl Automaton {
@@ -90,10 +89,10 @@ impl Automaton {
         &self.rule_edges[state as usize]
     }
 
-    /// Whether the automaton was minimized and numbered canonically (see the field).
+    /// Whether the automaton was built to recur across grammars (see the field).
     #[inline]
-    pub(crate) fn is_minimal(&self) -> bool {
-        self.minimal
+    pub(crate) fn recurs(&self) -> bool {
+        self.recurs
     }
 
     /// Whether `state` is final.
@@ -439,10 +438,10 @@ impl Automaton {
             rule_edges: std::mem::take(&mut self.rule_edges),
             finals: std::mem::take(&mut self.finals),
         };
-        let minimal = self.minimal;
+        let recurs = self.recurs;
         match dfa.trim().map(|d| d.canonical()) {
             Some(d) => {
-                *self = d.into_automaton(minimal);
+                *self = d.into_automaton(recurs);
                 true
             }
             None => false,
@@ -585,7 +584,7 @@ impl Nfa<'_> {
             if refs {
                 return Err(BuildError::Regex("rule references inside a restriction".into()));
             }
-            build(e, &no_rules, &|_| None, nfa.max_states, nfa.deadline, usize::MAX)
+            build(e, &no_rules, &|_| None, nfa.max_states, nfa.deadline, Finish::MinimizeUpTo(usize::MAX))
         };
         let mut parts = vec![part(base, self)?];
         for e in and {
@@ -867,15 +866,30 @@ struct Dfa {
     finals: Vec<bool>,
 }
 
-/// Builds the minimized automaton of `expr`. `rule_map` maps grammar rule ids to automaton rule ids
-/// (`None`: the reference can never match).
+/// What [`build`] does with the automaton the subset construction gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Finish {
+    /// Minimize and number canonically when at most this many states: a small shared rule, where
+    /// equal languages (and rule references) must give equal [`Automaton::encode`] output. Larger
+    /// ones are kept as built, like [`Finish::Once`].
+    MinimizeUpTo(usize),
+    /// Keep as built, and pool its mask entries: a unit whose expression recurs across grammars (a
+    /// tool's tag) builds to the same automaton each time, the subset construction being
+    /// deterministic, and minimizing it would cost more than the few states it saves.
+    Recurring,
+    /// Keep as built, entries not pooled: built once, for one grammar.
+    Once,
+}
+
+/// Builds the automaton of `expr`, finished as `finish` says. `rule_map` maps grammar rule ids to
+/// automaton rule ids (`None`: the reference can never match).
 pub(crate) fn build<'a>(
     expr: &Expr,
     rule_map: &dyn Fn(u32) -> Option<u32>,
     inline: &'a dyn Fn(u32) -> Option<&'a Expr>,
     max_states: usize,
     deadline: Instant,
-    minimize_up_to: usize,
+    finish: Finish,
 ) -> Result<Automaton, BuildError> {
     let mut nfa = Nfa {
         states: 0,
@@ -905,6 +919,11 @@ pub(crate) fn build<'a>(
     };
     // Minimization pays off where automata are shared (equal languages, equal encodings); a large
     // automaton built once for one grammar is used as the subset construction leaves it.
+    let minimize_up_to = match finish {
+        Finish::MinimizeUpTo(n) => n,
+        Finish::Recurring => return Ok(dfa.into_automaton(true)),
+        Finish::Once => return Ok(dfa.into_automaton(false)),
+    };
     if dfa.len() > minimize_up_to {
         return Ok(dfa.into_automaton(false));
     }
@@ -915,7 +934,7 @@ pub(crate) fn build<'a>(
 /// The automaton of the rule-free expression `e`, to test many texts with [`Automaton::matches`]
 /// (`None` if it cannot be built within the limit and `deadline`).
 pub(crate) fn build_matcher(e: &Expr, deadline: Instant) -> Option<Automaton> {
-    build(e, &|_| None, &|_| None, 100_000, deadline, usize::MAX).ok()
+    build(e, &|_| None, &|_| None, 100_000, deadline, Finish::MinimizeUpTo(usize::MAX)).ok()
 }
 
 impl Automaton {
@@ -1113,6 +1132,92 @@ fn determinize(
     Ok(Dfa { classes, nclasses, trans, rule_edges, finals })
 }
 
+/// A partition of `0..n` into blocks for Hopcroft's refinement: the elements in one array,
+/// grouped by block, with a block's marked elements moved to its front so that splitting off the
+/// marked ones costs as many steps as there are.
+struct Partition {
+    elems: Vec<u32>,
+    /// Position of each element in `elems`.
+    pos: Vec<u32>,
+    /// Block of each element.
+    block: Vec<u32>,
+    /// Per block, its range in `elems` and how many of its elements (at the front) are marked.
+    starts: Vec<u32>,
+    ends: Vec<u32>,
+    marked: Vec<u32>,
+}
+
+impl Partition {
+    /// Two blocks, those `second` says no and those it says yes (one, if either is empty).
+    fn new(n: usize, second: impl Fn(usize) -> bool) -> Partition {
+        let mut elems: Vec<u32> = (0..n as u32).filter(|&s| !second(s as usize)).collect();
+        let cut = elems.len();
+        elems.extend((0..n as u32).filter(|&s| second(s as usize)));
+        let mut pos = vec![0u32; n];
+        for (i, &s) in elems.iter().enumerate() {
+            pos[s as usize] = i as u32;
+        }
+        let (starts, ends) = if cut == 0 || cut == n {
+            (vec![0], vec![n as u32])
+        } else {
+            (vec![0, cut as u32], vec![cut as u32, n as u32])
+        };
+        let block = elems.iter().enumerate().fold(vec![0u32; n], |mut block, (i, &s)| {
+            block[s as usize] = u32::from(starts.len() == 2 && i >= cut);
+            block
+        });
+        let marked = vec![0; starts.len()];
+        Partition { elems, pos, block, starts, ends, marked }
+    }
+
+    fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    fn size(&self, b: usize) -> usize {
+        (self.ends[b] - self.starts[b]) as usize
+    }
+
+    fn members(&self, b: usize) -> &[u32] {
+        &self.elems[self.starts[b] as usize..self.ends[b] as usize]
+    }
+
+    /// Marks `s` (once); true when it is the first mark in its block.
+    fn mark(&mut self, s: u32) -> bool {
+        let b = self.block[s as usize] as usize;
+        let at = self.pos[s as usize];
+        let front = self.starts[b] + self.marked[b];
+        if at < front {
+            return false;
+        }
+        let other = self.elems[front as usize];
+        self.elems.swap(at as usize, front as usize);
+        self.pos[other as usize] = at;
+        self.pos[s as usize] = front;
+        self.marked[b] += 1;
+        self.marked[b] == 1
+    }
+
+    /// Splits block `y`'s marked elements off into a new block and returns it; `None` (marks
+    /// cleared) when all of `y` is marked.
+    fn split_marked(&mut self, y: usize) -> Option<usize> {
+        let m = std::mem::take(&mut self.marked[y]);
+        if m as usize == self.size(y) {
+            return None;
+        }
+        let z = self.starts.len();
+        let start = self.starts[y];
+        self.starts.push(start);
+        self.ends.push(start + m);
+        self.marked.push(0);
+        self.starts[y] = start + m;
+        for &s in &self.elems[start as usize..(start + m) as usize] {
+            self.block[s as usize] = z as u32;
+        }
+        Some(z)
+    }
+}
+
 impl Dfa {
     fn len(&self) -> usize {
         self.finals.len()
@@ -1211,30 +1316,22 @@ impl Dfa {
         if Instant::now() > deadline {
             return Err(BuildError::Timeout);
         }
-        let mut block: Vec<u32> = (0..total).map(|s| if s < n && self.finals[s] { 0 } else { 1 }).collect();
-        let mut members: Vec<Vec<u32>> = vec![Vec::new(), Vec::new()];
-        for s in 0..total {
-            members[block[s] as usize].push(s as u32);
-        }
-        if members[0].is_empty() || members[1].is_empty() {
-            members.retain(|m| !m.is_empty());
-            for (i, m) in members.iter().enumerate() {
-                for &s in m {
-                    block[s as usize] = i as u32;
-                }
-            }
-        }
+        // The partition as one array of states, each block a range of it (`Partition`), so a split
+        // costs the states it moves, not the block it splits.
+        let mut part = Partition::new(total, |s| s >= n || !self.finals[s]);
+        let nblocks0 = part.len();
         // in_work[block * nsym + symbol]
-        let mut in_work: Vec<bool> = vec![false; members.len() * nsym];
+        let mut in_work: Vec<bool> = vec![false; nblocks0 * nsym];
         let mut work: Vec<(u32, u32)> = Vec::new();
+        let preds_of = |t: u32| &pred[pred_start[t as usize] as usize..pred_start[t as usize + 1] as usize];
         // Hopcroft may start from either initial block and push either half of a split; always
         // choosing the side without the dead state is what lets its transitions be ignored.
-        let first = (0..members.len()).find(|&b| block[n] as usize != b);
+        let first = (0..nblocks0).find(|&b| part.block[n] as usize != b);
         if let Some(first) = first {
             // Only symbols that enter the block can split anything (as below for split halves).
             let mut enters = vec![false; nsym];
-            for &t in &members[first] {
-                for &(c, _) in &pred[pred_start[t as usize] as usize..pred_start[t as usize + 1] as usize] {
+            for &t in part.members(first) {
+                for &(c, _) in preds_of(t) {
                     enters[c as usize] = true;
                 }
             }
@@ -1244,7 +1341,7 @@ impl Dfa {
             }
         }
         let mut touched: Vec<u32> = Vec::new();
-        let mut hit: Vec<Vec<u32>> = vec![Vec::new(); members.len()];
+        let mut sources: Vec<u32> = Vec::new();
         let mut sym_seen: Vec<u32> = vec![0; nsym];
         let mut stamp = 0u32;
         let mut incoming: Vec<u32> = Vec::new();
@@ -1256,40 +1353,29 @@ impl Dfa {
                 return Err(BuildError::Timeout);
             }
             let a = a as usize;
-            // States with an `a`-transition into block b.
-            for &t in &members[b as usize] {
-                let list = &pred[pred_start[t as usize] as usize..pred_start[t as usize + 1] as usize];
+            // States with an `a`-transition into block b (each once: the automaton is deterministic),
+            // gathered before marking, which reorders blocks.
+            sources.clear();
+            for &t in part.members(b as usize) {
+                let list = preds_of(t);
                 let lo = list.partition_point(|p| (p.0 as usize) < a);
                 let hi = list.partition_point(|p| (p.0 as usize) <= a);
-                for &(_, s) in &list[lo..hi] {
-                    let y = block[s as usize] as usize;
-                    if hit[y].is_empty() {
-                        touched.push(y as u32);
-                    }
-                    hit[y].push(s);
+                sources.extend(list[lo..hi].iter().map(|&(_, s)| s));
+            }
+            for &s in &sources {
+                if part.mark(s) {
+                    touched.push(part.block[s as usize]);
                 }
             }
             for &y in &touched {
                 let y = y as usize;
-                let xs = std::mem::take(&mut hit[y]);
-                if xs.len() == members[y].len() {
-                    continue;
-                }
                 // Split y into (y \ X) kept as y and (y ∩ X) as a new block.
-                let z = members.len();
-                for &s in &xs {
-                    block[s as usize] = z as u32;
-                }
-                let (inside, outside): (Vec<u32>, Vec<u32>) =
-                    members[y].iter().partition(|&&s| block[s as usize] == z as u32);
-                members[y] = outside;
-                members.push(inside);
-                hit.push(Vec::new());
+                let Some(z) = part.split_marked(y) else { continue };
                 in_work.extend(std::iter::repeat_n(false, nsym));
-                let dead_block = block[n] as usize;
+                let dead_block = part.block[n] as usize;
                 let small = if dead_block == z {
                     y
-                } else if dead_block == y || members[z].len() <= members[y].len() {
+                } else if dead_block == y || part.size(z) <= part.size(y) {
                     z
                 } else {
                     y
@@ -1298,8 +1384,8 @@ impl Dfa {
                 // so the others are never queued (most states are entered on one or two symbols).
                 stamp += 1;
                 incoming.clear();
-                for &t in &members[small] {
-                    for &(c, _) in &pred[pred_start[t as usize] as usize..pred_start[t as usize + 1] as usize] {
+                for &t in part.members(small) {
+                    for &(c, _) in preds_of(t) {
                         if sym_seen[c as usize] != stamp {
                             sym_seen[c as usize] = stamp;
                             incoming.push(c);
@@ -1322,7 +1408,8 @@ impl Dfa {
             }
             touched.clear();
         }
-        let count_all = members.len();
+        let block = part.block;
+        let count_all = part.starts.len();
         if count_all == total {
             return Ok(self);
         }
@@ -1387,33 +1474,32 @@ impl Dfa {
             i += 1;
         }
         let m = queue.len();
-        // Recompute byte classes: bytes with identical columns over the kept states.
-        let mut col_ids: HashMap<Vec<u32>, u8> = HashMap::default();
-        let mut classes = [0u8; 256];
-        let mut cols: Vec<Vec<u32>> = Vec::new();
+        // Recompute byte classes: bytes with identical columns over the kept states. Columns sit
+        // back to back (`columns[c * m..(c + 1) * m]`, old class c), compared in place.
+        let mut columns = vec![DEAD; self.nclasses * m];
+        for (i, &s) in queue.iter().enumerate() {
+            for (c, &t) in self.trans[s as usize * self.nclasses..(s as usize + 1) * self.nclasses].iter().enumerate() {
+                columns[c * m + i] = if t == DEAD { DEAD } else { order[t as usize] };
+            }
+        }
+        let mut col_ids: HashMap<&[u32], u8> = HashMap::default();
+        let mut kept: Vec<usize> = Vec::new();
         let mut old_to_new = vec![0u8; self.nclasses];
         for (c, new) in old_to_new.iter_mut().enumerate() {
-            let col: Vec<u32> = queue
-                .iter()
-                .map(|&s| {
-                    let t = self.trans[s as usize * self.nclasses + c];
-                    if t == DEAD { DEAD } else { order[t as usize] }
-                })
-                .collect();
-            let next = col_ids.len() as u8;
-            let id = *col_ids.entry(col.clone()).or_insert_with(|| {
-                cols.push(col);
+            let next = kept.len() as u8;
+            *new = *col_ids.entry(&columns[c * m..(c + 1) * m]).or_insert_with(|| {
+                kept.push(c);
                 next
             });
-            *new = id;
         }
+        let mut classes = [0u8; 256];
         for (b, class) in classes.iter_mut().enumerate() {
             *class = old_to_new[self.classes[b] as usize];
         }
-        let nclasses = cols.len();
+        let nclasses = kept.len();
         let mut trans = vec![DEAD; m * nclasses];
-        for (c, col) in cols.iter().enumerate() {
-            for (s, &t) in col.iter().enumerate() {
+        for (c, &old) in kept.iter().enumerate() {
+            for (s, &t) in columns[old * m..(old + 1) * m].iter().enumerate() {
                 trans[s * nclasses + c] = t;
             }
         }
@@ -1429,7 +1515,7 @@ impl Dfa {
         Dfa { classes, nclasses, trans, rule_edges, finals }
     }
 
-    fn into_automaton(self, minimal: bool) -> Automaton {
+    fn into_automaton(self, recurs: bool) -> Automaton {
         let n = self.len();
         let mut scannable = vec![false; n];
         let mut self_loop = vec![[0u64; 4]; n];
@@ -1465,7 +1551,7 @@ impl Dfa {
             char_loop: Vec::new(),
             string_body: Vec::new(),
             char_run: Vec::new(),
-            minimal,
+            recurs,
         };
         let reps = Utf8Reps::new(&a.classes);
         a.char_loop = (0..n as u32).map(|s| a.loops_on_all_multibyte(s, &reps)).collect();
@@ -1541,7 +1627,8 @@ mod tests {
     fn automaton(text: &str) -> Automaton {
         let g = Grammar::parse(text).expect("parses");
         let deadline = Instant::now() + Duration::from_secs(5);
-        build(&g.rules()[0].expr, &|r| Some(r), &|_| None, 100_000, deadline, usize::MAX).expect("builds")
+        build(&g.rules()[0].expr, &|r| Some(r), &|_| None, 100_000, deadline, Finish::MinimizeUpTo(usize::MAX))
+            .expect("builds")
     }
 
     fn matches(a: &Automaton, s: &[u8]) -> bool {
@@ -1553,6 +1640,82 @@ mod tests {
             }
         }
         a.is_final(st)
+    }
+
+    /// The number of Myhill–Nerode classes of `a`'s live states (Moore's refinement from
+    /// final / non-final over bytes `a`..=`c`, a dead sink added): what a minimal automaton has.
+    fn moore_classes(a: &Automaton) -> usize {
+        let n = a.len();
+        let next = |s: usize, b: u8| if s == n { n } else { a.next(s as u32, b).min(n as u32) as usize };
+        let mut class: Vec<usize> = (0..=n).map(|s| usize::from(s < n && a.is_final(s as u32))).collect();
+        loop {
+            let mut ids: HashMap<Vec<usize>, usize> = HashMap::default();
+            let refined: Vec<usize> = (0..=n)
+                .map(|s| {
+                    let sig = [class[s], class[next(s, b'a')], class[next(s, b'b')], class[next(s, b'c')]].to_vec();
+                    let len = ids.len();
+                    *ids.entry(sig).or_insert(len)
+                })
+                .collect();
+            let done = ids.len() == class.iter().collect::<std::collections::HashSet<_>>().len();
+            class = refined;
+            if done {
+                break;
+            }
+        }
+        // The dead sink's class holds no live state of a trimmed automaton.
+        class[..n].iter().filter(|&&c| c != class[n]).collect::<std::collections::HashSet<_>>().len()
+    }
+
+    #[test]
+    fn minimization_reaches_the_myhill_nerode_count_and_keeps_the_language() {
+        // Random expressions over a, b, c: the minimized automaton has exactly as many states as
+        // Moore's refinement finds classes in the unminimized one, and accepts the same strings.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = |k: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % k
+        };
+        fn expr(rand: &mut dyn FnMut(u64) -> u64, depth: u32) -> String {
+            let atoms = ["\"a\"", "\"b\"", "\"c\"", "[ab]", "[a-c]", "\"ab\"", "\"ca\""];
+            if depth == 0 || rand(3) == 0 {
+                return atoms[rand(atoms.len() as u64) as usize].to_owned();
+            }
+            match rand(5) {
+                0 => format!("({} | {})", expr(rand, depth - 1), expr(rand, depth - 1)),
+                1 => format!("({})*", expr(rand, depth - 1)),
+                2 => format!("({})?", expr(rand, depth - 1)),
+                3 => format!("({}){{1,3}}", expr(rand, depth - 1)),
+                _ => format!("{} {}", expr(rand, depth - 1), expr(rand, depth - 1)),
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for case in 0..300 {
+            let text = format!("root ::= {}", expr(&mut rand, 4));
+            let g = Grammar::parse(&text).expect("parses");
+            let e = &g.rules()[0].expr;
+            let min =
+                build(e, &|r| Some(r), &|_| None, 100_000, deadline, Finish::MinimizeUpTo(usize::MAX)).expect("builds");
+            let raw = build(e, &|r| Some(r), &|_| None, 100_000, deadline, Finish::Once).expect("builds");
+            assert_eq!(min.len(), moore_classes(&raw), "case {case}: {text}");
+            let mut words = vec![Vec::new()];
+            for len in 1..=6 {
+                let last: Vec<Vec<u8>> = words.iter().filter(|w: &&Vec<u8>| w.len() == len - 1).cloned().collect();
+                for w in last {
+                    for b in [b'a', b'b', b'c'] {
+                        words.push([w.as_slice(), &[b]].concat());
+                    }
+                }
+            }
+            for w in &words {
+                assert_eq!(
+                    matches(&min, w),
+                    matches(&raw, w),
+                    "case {case}: {text} on {:?}",
+                    String::from_utf8_lossy(w)
+                );
+            }
+        }
     }
 
     #[test]

@@ -299,11 +299,11 @@ pub(crate) fn entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<Arc<Ma
     if let Some(e) = slot.get() {
         return Ok(e.clone());
     }
-    // Large and unminimized automata are whole schemas, unlikely to recur: their entries stay local
-    // and their (costly) structural key is never computed. Small ones are also looked up by their
-    // own automaton alone, for entries that never depended on the rules they reference.
+    // Automata built once (whole schemas, unlikely to recur) keep their entries local and never
+    // compute their (costly) structural key. Small ones are also looked up by their own automaton
+    // alone, for entries that never depended on the rules they reference.
     let small = g.pool_size(rule) <= POOL_MAX_STATES;
-    let pooled = small && g.tables.rules[rule as usize].is_minimal();
+    let pooled = small && g.tables.rules[rule as usize].recurs();
     let key = pooled.then(|| g.key(rule));
     let shallow = small.then(|| g.shallow_key(rule));
     let found =
