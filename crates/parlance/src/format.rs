@@ -75,6 +75,10 @@ pub enum Workaround {
     /// messages at a `</…>` literal of its source (`content.split('</think>')[-1]`), demonstrably:
     /// reasoning is `implicit`.
     ReasoningFromStrippedEndTag,
+    /// A generation prompt ends with an opener whose name says thought (`<think>`), and no render
+    /// shows its end or strips one: the end is taken to be the opener's mirror (`</think>`), by the
+    /// name alone (open-instruct's OLMo thinker).
+    ReasoningEndFromOpenerName,
 }
 
 impl Workaround {
@@ -88,6 +92,7 @@ impl Workaround {
             Workaround::UndeclaredVariablesSetEmpty => "undeclared-variables-set-empty",
             Workaround::ReasoningEndFromStrippedMirrorTag => "reasoning-end-from-stripped-mirror-tag",
             Workaround::ReasoningFromStrippedEndTag => "reasoning-from-stripped-end-tag",
+            Workaround::ReasoningEndFromOpenerName => "reasoning-end-from-opener-name",
         }
     }
 }

@@ -537,7 +537,7 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
     }
     // Guesses confirmed by renders, in order: (finder, workaround, mode, evidence).
     type Finder = fn(&Probe) -> Option<(String, String)>;
-    let guesses: [(Finder, Workaround, ReasoningMode, &str); 2] = [
+    let guesses: [(Finder, Workaround, ReasoningMode, &str); 3] = [
         (
             stripped_mirror_tag,
             Workaround::ReasoningEndFromStrippedMirrorTag,
@@ -549,6 +549,12 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
             Workaround::ReasoningFromStrippedEndTag,
             ReasoningMode::Implicit,
             "content cut at a closing tag of the template's source in renders; no opener shown",
+        ),
+        (
+            thought_opener,
+            Workaround::ReasoningEndFromOpenerName,
+            ReasoningMode::ForcedOpen,
+            "the prompt ends with an opener named for thought; its end is that opener's mirror",
         ),
     ];
     for (find, workaround, mode, shown_by) in guesses {
@@ -615,6 +621,8 @@ fn reasoning_field_candidates(probe: &Probe) -> Vec<String> {
         "tools",
         "messages",
     ];
+    const THOUGHT_WORDS: &[&str] =
+        &["think", "thought", "reason", "reflect", "analy", "rationale", "plan", "scratch", "monologue", "cot"];
     let source: String = probe.template_sources().join("\n");
     let mut found: Vec<String> = Vec::new();
     let bytes = source.as_bytes();
@@ -635,7 +643,11 @@ fn reasoning_field_candidates(probe: &Probe) -> Vec<String> {
             continue;
         }
         let name = &source[start..start + len];
-        if !KNOWN.contains(&name) && !found.iter().any(|f| f == name) {
+        // Only names that say thought: a key of the template's own that it wraps in markers may
+        // hold anything (open-instruct's OLMo writes `function_calls` in `<function_calls>`).
+        let lower = name.to_ascii_lowercase();
+        let says_thought = THOUGHT_WORDS.iter().any(|w| lower.contains(w));
+        if says_thought && !KNOWN.contains(&name) && !found.iter().any(|f| f == name) {
             found.push(name.to_owned());
         }
     }
@@ -659,7 +671,17 @@ fn switched_markers(on: &str, off: &str) -> Option<(ReasoningMode, String, Strin
     let (on_rest, off_rest) = (&on[shared..], &off[shared..]);
     let off_markers = markers_in(off_rest);
     match (markers_in(on_rest).is_empty(), off_markers.as_slice()) {
-        (true, [start, end]) => Some((ReasoningMode::Tag, start.clone(), end.clone())),
+        (true, [start, end]) => {
+            // In an empty block everything before the end is the opener's: a word glued to the
+            // start marker (`<|channel>thought\n<channel|>`) is part of it, not reasoning.
+            let from = off_rest.find(start.as_str())?;
+            let between = off_rest[from + start.len()..].split(end.as_str()).next().unwrap_or_default().trim();
+            let word = !between.is_empty()
+                && between.len() <= 24
+                && between.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+            let start = if word { format!("{start}{between}") } else { start.clone() };
+            Some((ReasoningMode::Tag, start, end.clone()))
+        }
         (_, [.., end]) => last_marker(on).map(|start| (ReasoningMode::ForcedOpen, start, end.clone())),
         _ => None,
     }
@@ -701,6 +723,20 @@ fn stripped_end_tag(probe: &Probe) -> Option<(String, String)> {
         let opener = format!("<{}", &closer[2..]);
         history.then_some((opener, closer.to_owned()))
     })
+}
+
+/// The opener a generation prompt ends with when its name says thought (`<think>`, `<thinking>`,
+/// `<reasoning>`), with its mirror as the end: the last guess, for templates that never show the
+/// end (history written as given).
+fn thought_opener(probe: &Probe) -> Option<(String, String)> {
+    let prompt = probe.generation_prompt(false, &[])?;
+    let opener = last_marker(&prompt)?;
+    if !prompt.trim_end().ends_with(&opener) {
+        return None;
+    }
+    let name = opener.strip_prefix('<')?.strip_suffix('>')?;
+    let thought = ["think", "thinking", "thought", "thoughts", "reasoning", "reflection"];
+    thought.contains(&name.to_ascii_lowercase().as_str()).then(|| (opener.clone(), format!("</{name}>")))
 }
 
 fn stripped_mirror_tag(probe: &Probe) -> Option<(String, String)> {

@@ -174,7 +174,20 @@ fn run_case(probe: &Probe, format: &Format, case: String, message: Json, expecte
                 (as_reasoning.text == text).then_some("the template writes content next to calls as reasoning")
             })
     };
+    // A template may refuse content next to calls outright (mistral-common's v2 raises): the
+    // model never writes it, so there is nothing to locate, as long as the calls alone render.
+    let refuses_content_next_to_calls = || {
+        let mut calls_only = message.clone();
+        calls_only["content"] = json!("");
+        !expected.content.is_empty() && with_tools && probe.output(&calls_only, true, &[]).is_some()
+    };
     match output {
+        None if refuses_content_next_to_calls() => CaseResult {
+            case,
+            passed: true,
+            skipped: true,
+            reason: Some("the template raises on content next to calls".to_owned()),
+        },
         None => CaseResult {
             case,
             passed: false,

@@ -194,8 +194,16 @@ fn stripped_mirror_tag_workaround_finds_a_reasoning_end_no_render_shows() {
     let reasoning = format.reasoning.as_ref().expect("reasoning found");
     assert_eq!((reasoning.start.as_str(), reasoning.end.as_str()), ("<think>", "</think>"));
     assert_eq!(format.workarounds, [parlance::Workaround::ReasoningEndFromStrippedMirrorTag]);
-    // Without the stripping, the guess is not confirmed and nothing is claimed.
+    // Without the stripping, the mirror is not confirmed; the end is then taken from the opener's
+    // name alone (`<think>` says thought), and said so...
     let text = text.replace(".split('</think>')[-1]", "");
+    let format =
+        parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap(), &Default::default()).unwrap();
+    let reasoning = format.reasoning.as_ref().expect("reasoning from the opener's name");
+    assert_eq!((reasoning.start.as_str(), reasoning.end.as_str()), ("<think>", "</think>"));
+    assert_eq!(format.workarounds, [parlance::Workaround::ReasoningEndFromOpenerName]);
+    // ...but an opener named for anything else claims nothing.
+    let text = text.replace("<think>", "<answer>");
     let format =
         parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap(), &Default::default()).unwrap();
     assert!(format.reasoning.is_none() && format.workarounds.is_empty(), "{format:?}");
@@ -215,11 +223,11 @@ fn stripped_mirror_tag_workaround_reads_the_stripping_off_history_turns() {
     assert_eq!(format.workarounds, [parlance::Workaround::ReasoningEndFromStrippedMirrorTag]);
     let parsed = parlance::Parser::new(&format, &parlance::ParseOptions::default()).parse("R\n</think>\n\nC");
     assert_eq!((parsed.reasoning_content.as_deref(), parsed.content.as_deref()), (Some("R"), Some("C")));
-    // History kept as written: no stripping shown, nothing claimed.
+    // History kept as written: no stripping shown, and the end comes from the opener's name.
     let text = text.replace(".split('</think>')[-1]", "");
     let format =
         parlance::Format::from_template(&ChatTemplate::from_text(&text).unwrap(), &Default::default()).unwrap();
-    assert!(format.reasoning.is_none() && format.workarounds.is_empty(), "{format:?}");
+    assert_eq!(format.workarounds, [parlance::Workaround::ReasoningEndFromOpenerName], "{format:?}");
 }
 
 #[test]
