@@ -2,7 +2,9 @@
 //! own overlay file and note heuristics, not something parlance's users call).
 //!
 //! `parlance eval parse`: runs the peers' parse cases (`corpus/parse/*.jsonl`) through parlance's
-//! parser, each against the corpus template that renders its format.
+//! parser, each against the corpus template that renders its format. [`Evaluator::check_grammar`]
+//! runs the same outputs through the grammar parlance derives for the same request (outputs its
+//! parser reads right must be outputs its grammar admits: real model text no one here wrote).
 //!
 //! A case's template is `format.template_id`, else parlance's overlay `case_templates.json` (case
 //! ids, `*` a wildcard: cases whose peer parser covers several versions of a model and whose case
@@ -255,6 +257,117 @@ impl Evaluator {
         };
         (line(&status, got), status)
     }
+}
+
+impl Evaluator {
+    /// Whether the grammar derived from the case's template for the case's request (its tools, or
+    /// tools typed by the values its expected calls pass; its reasoning state) accepts the case's
+    /// output, byte by byte, up to a stop marker. Only cases whose parse passes are checked (a
+    /// grammar admitting what the parser misreads proves nothing); the others, quirks, and formats
+    /// the grammar does not cover yet are skipped, saying why.
+    pub fn check_grammar(&mut self, case: &Json) -> Status {
+        if case["quirk"] == true {
+            return Status::Skip("a quirk case".into());
+        }
+        match self.run(case).1 {
+            Status::Pass => {}
+            _ => return Status::Skip("the parse does not pass".into()),
+        }
+        let Some(template_id) = self.template_id(case) else { return Status::Skip("no template".into()) };
+        let Ok(format) = self.format(&template_id) else { return Status::Skip("no format".into()) };
+        let mut request = case_options(case, &format, self.eos.get(&template_id).cloned().flatten());
+        // A reasoning parser's test is a model thinking: where the case leaves the switch unset and
+        // the template's default prompt turns thinking off, the prompt is the thinking-on one.
+        let reasoning_test = case.pointer("/options/reasoning_parser_only") == Some(&Json::Bool(true));
+        if reasoning_test && request.generation_prompt.is_none() && request.in_reasoning.is_none() {
+            let details = format.reasoning_details.as_ref();
+            request.generation_prompt = details.and_then(|d| d.generation_prompt_thinking_on.clone());
+        }
+        if request.tools.is_empty() {
+            request.tools = tools_called(&case["expected"]);
+        }
+        let text = match case.get("chunks").and_then(Json::as_array) {
+            Some(chunks) => chunks.iter().filter_map(Json::as_str).collect::<String>(),
+            None => case["input"].as_str().unwrap_or_default().to_owned(),
+        };
+        // The model's turn ends at its stop token, which the grammar leaves to the engine.
+        let mut output = text.as_str();
+        for stop in &request.stop_markers {
+            if let Some(at) = output.find(stop.as_str()).filter(|_| !stop.is_empty()) {
+                output = &output[..at];
+            }
+        }
+        let grammar = match parlance::constrain::grammar(&format, &request) {
+            Ok(grammar) => grammar,
+            Err(parlance::ConstrainError::Unsupported { what, .. }) => {
+                return Status::Skip(format!("cannot constrain {what}"));
+            }
+            Err(e) => return Status::Fail(format!("no grammar: {e} (template {template_id})")),
+        };
+        match grammar_refuses(&grammar, output) {
+            Ok(None) => Status::Pass,
+            // A case cut before the turn ends (a stream's prefix, a reasoning budget run out) is
+            // admitted as far as it goes.
+            Ok(Some(at)) if at == output.len() => Status::Skip("admitted as a prefix, not complete".into()),
+            Ok(Some(at)) => Status::Fail(format!("refused at byte {at} of {output:?} (template {template_id})")),
+            Err(e) => Status::Fail(format!("{e} (template {template_id})")),
+        }
+    }
+}
+
+/// The tools an expected message calls, each argument typed by the value it passes.
+fn tools_called(expected: &Json) -> Vec<Json> {
+    let mut tools: Vec<Json> = Vec::new();
+    for call in expected["tool_calls"].as_array().into_iter().flatten() {
+        let name = call["name"].as_str().or_else(|| call.pointer("/function/name").and_then(Json::as_str));
+        let Some(name) = name else { continue };
+        if tools.iter().any(|t| t["function"]["name"] == name) {
+            continue;
+        }
+        let arguments = call.get("arguments").or_else(|| call.pointer("/function/arguments"));
+        let arguments = match arguments {
+            Some(Json::String(text)) => serde_json::from_str(text).unwrap_or(Json::Null),
+            Some(value) => value.clone(),
+            None => Json::Null,
+        };
+        let mut properties = serde_json::Map::new();
+        for (key, value) in arguments.as_object().into_iter().flatten() {
+            let typ = match value {
+                Json::String(_) => "string",
+                Json::Number(n) if n.is_i64() || n.is_u64() => "integer",
+                Json::Number(_) => "number",
+                Json::Bool(_) => "boolean",
+                Json::Null => "null",
+                Json::Array(_) => "array",
+                Json::Object(_) => "object",
+            };
+            properties.insert(key.clone(), json!({"type": typ}));
+        }
+        tools.push(json!({"type": "function", "function": {"name": name,
+            "parameters": {"type": "object", "properties": properties}}}));
+    }
+    tools
+}
+
+/// The byte at which `grammar` refuses `text` (its length: the text is a proper prefix), `None`
+/// when it accepts the whole text as a complete output. Every byte is a token here: languages are
+/// under test, not token masks.
+fn grammar_refuses(grammar: &parlance_grammar::Grammar, text: &str) -> Result<Option<usize>, String> {
+    use std::sync::{Arc, OnceLock};
+    static VOCAB: OnceLock<Arc<parlance_grammar::TokenVocab>> = OnceLock::new();
+    let vocab = VOCAB.get_or_init(|| {
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        tokens.push(b"<eos>".to_vec());
+        Arc::new(parlance_grammar::TokenVocab::new(tokens, &[], &[256]).expect("a byte vocabulary"))
+    });
+    let compiled = parlance_grammar::CompiledGrammar::new(vocab.clone(), grammar).map_err(|e| e.to_string())?;
+    let mut matcher = parlance_grammar::Matcher::new(Arc::new(compiled)).map_err(|e| e.to_string())?;
+    for (at, &byte) in text.as_bytes().iter().enumerate() {
+        if !matcher.accept_bytes(&[byte]) {
+            return Ok(Some(at));
+        }
+    }
+    Ok((!matcher.is_accepting()).then_some(text.len()))
 }
 
 /// The parse options a case's peer options mean.

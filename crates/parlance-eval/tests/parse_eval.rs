@@ -71,3 +71,52 @@ fn peer_parse_cases_ratchet() {
     assert!(now_pass.is_empty(), "listed in parse_eval.json but now passing, remove: {now_pass:?}");
     assert!(inputs.len() > 600, "read only {} cases", inputs.len());
 }
+
+/// The peers' outputs that parlance parses right, through the grammar parlance derives for the same
+/// request: real model text that no one here wrote must be text the grammar admits. Ratcheted
+/// against `tests/expected/grammar_eval.json` (case id → why the grammar refuses it).
+#[test]
+fn peer_outputs_are_admitted_by_the_derived_grammar() {
+    let Some(corpus) = corpus() else { return };
+    let dir = corpus.join("parse");
+    let setup = EvalSetup::with_template_map(corpus.join("templates"), Some(&dir.join("template_map.json"))).unwrap();
+    let mut evaluator = Evaluator::new(setup);
+    let expected_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/expected/grammar_eval.json");
+    let expected: Json = serde_json::from_str(&std::fs::read_to_string(expected_path).unwrap()).unwrap();
+    let listed = expected["refused"].as_object().expect("a `refused` map");
+    let (mut admitted, mut skipped) = (0, std::collections::BTreeMap::<String, usize>::new());
+    let (mut refused, mut now_pass) = (Vec::new(), Vec::new());
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "jsonl") {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()) {
+            let case: Json = serde_json::from_str(line).unwrap();
+            let id = case["id"].as_str().unwrap_or_default().to_owned();
+            match evaluator.check_grammar(&case) {
+                Status::Pass => {
+                    admitted += 1;
+                    if listed.contains_key(&id) {
+                        now_pass.push(id);
+                    }
+                }
+                Status::Fail(why) if !listed.contains_key(&id) => refused.push(format!("{id}: {why}")),
+                Status::Fail(_) => {}
+                Status::Skip(why) => *skipped.entry(why).or_default() += 1,
+            }
+        }
+    }
+    eprintln!(
+        "{admitted} peer outputs admitted by their grammar; {} listed as refused; skipped: {skipped:?}",
+        listed.len()
+    );
+    assert!(
+        refused.is_empty(),
+        "{} peer outputs refused that grammar_eval.json does not list:\n{}",
+        refused.len(),
+        refused.join("\n")
+    );
+    assert!(now_pass.is_empty(), "listed in grammar_eval.json but now admitted, remove: {now_pass:?}");
+    assert!(admitted > 200, "only {admitted} outputs admitted");
+}

@@ -215,8 +215,9 @@ fn text_structural_tag(
         let empty_block = (!empty.is_empty()).then(|| seq(vec![cs(empty), regex(WS)]));
         parts.push(regex(WS));
         if crate::parse::prompt_opens_reasoning(format, request) {
-            // Reasoning that may start implicitly may also start with its opener.
-            if mode == ReasoningMode::Implicit && !start.is_empty() {
+            // The model may still write the opener the prompt wrote (reasoning that may start
+            // implicitly; R1-style models that repeat `<think>`), as the parser reads it.
+            if !start.is_empty() {
                 parts.push(optional(cs(start)));
             }
             parts.push(block(""));
@@ -293,7 +294,25 @@ fn channel_messages(
         Some(content) => seq(vec![regex(WS), schema(content), regex(WS)]),
         None => node("any_text", [("excludes", json!(syntax.ends))]),
     };
-    let final_message = seq(vec![cs(format.content.start.trim()), final_body, optional(cs(content_end))]);
+    let channel = |name: &str| cs(&format!("{}{name}", syntax.channel));
+    // The output format a header may name, as gpt-oss writes it: ` json`, ` <|constrain|>json`,
+    // `<|constrain|>json` (never glued to a name as plain text: `fjson` would read as a name).
+    let json_hint =
+        optional(or(vec![seq(vec![cs(" "), optional(cs("<|constrain|>")), cs("json")]), cs("<|constrain|>json")]));
+    // The final channel's name, from the content's opener (`<|channel|>final<|message|>`).
+    let final_name = format
+        .content
+        .start
+        .trim()
+        .strip_prefix(syntax.channel.as_str())
+        .and_then(|rest| rest.strip_suffix(syntax.message.as_str()))
+        .filter(|name| !name.is_empty() && !name.contains(char::is_whitespace));
+    let final_message = match final_name {
+        Some(name) => {
+            seq(vec![channel(name), json_hint.clone(), cs(&syntax.message), final_body, optional(cs(content_end))])
+        }
+        None => seq(vec![cs(format.content.start.trim()), final_body, optional(cs(content_end))]),
+    };
     let chosen = chosen_tools(request)?;
     // The call channel's name, as the template writes it after the recipient (`commentary`).
     let call_channel = tools
@@ -304,32 +323,32 @@ fn channel_messages(
         .unwrap_or("commentary")
         .trim_end_matches(syntax.message.as_str())
         .to_owned();
+    // Text to the user on the call channel (a preamble before calls), ended like reasoning.
+    let preamble_body = node("any_text", [("excludes", json!(syntax.ends))]);
+    let preamble = |end: Json| seq(vec![channel(&call_channel), cs(&syntax.message), preamble_body.clone(), end]);
+    // gpt-oss writes calls on the analysis channel too, and the recipient in the role header (as
+    // the template does) or after the channel.
+    let call_channels = or(vec![channel(&call_channel), channel(&syntax.reasoning_channel)]);
     let mut calls = Vec::new();
     for tool in chosen {
         let (name, parameters) = name_and_parameters(tool)?;
         let arguments = seq(vec![regex(WS), schema(&parameters), regex(WS)]);
-        let template_form = seq(vec![
-            cs(&format!("{}{name}{}", tools.name_prefix, tools.name_suffix.trim_end())),
-            arguments.clone(),
-            cs(tools.call_end.trim()),
-        ]);
-        let constrain_json = optional(seq(vec![cs(" "), optional(cs("<|constrain|>")), cs("json")]));
-        let model_form = seq(vec![
-            cs(&format!("{}{call_channel} {}{name}", syntax.channel, syntax.recipient)),
-            constrain_json,
-            cs(&syntax.message),
-            arguments,
-            cs(tools.call_end.trim()),
-        ]);
-        calls.push(or(vec![template_form, model_form]));
+        let recipient = format!("{}{name}", syntax.recipient);
+        let in_role_header =
+            seq(vec![cs(&format!(" {recipient}")), call_channels.clone(), json_hint.clone(), cs(&syntax.message)]);
+        let after_channel =
+            seq(vec![call_channels.clone(), cs(&format!(" {recipient}")), json_hint.clone(), cs(&syntax.message)]);
+        calls.push(seq(vec![or(vec![in_role_header, after_channel]), arguments, cs(tools.call_end.trim())]));
     }
     let mut last = Vec::new();
+    let end = cs(reasoning.end.trim());
     if calls.is_empty() || !request.tool_choice.requires_call() {
-        last.extend([final_message, analysis.clone()]);
+        last.extend([final_message, analysis.clone(), preamble(optional(end.clone()))]);
     }
     last.extend(calls);
     let header = cs(&syntax.turn_header);
-    Ok(seq(vec![star(seq(vec![analysis, header])), or(last)]))
+    let earlier = or(vec![analysis, preamble(end)]);
+    Ok(seq(vec![star(seq(vec![earlier, header])), or(last)]))
 }
 
 /// Content, then calls as the request allows them.
@@ -378,13 +397,21 @@ fn body(
     let json_array = tools.json.as_ref().is_some_and(|j| j.array);
     let dispatch = if !section_start.is_empty() || json_array {
         // One section holding the calls: the section's start is the trigger.
+        // A section end that carries the turn's end (`</TOOLCALL><SPECIAL_12>`) leaves that to the
+        // engine's stop token.
+        let section_end = tools.section_end.trim();
+        let turn_end = format.turn_end.trim();
+        let section_end = match section_end.strip_suffix(turn_end) {
+            Some(rest) if !turn_end.is_empty() && !rest.trim().is_empty() => rest.trim(),
+            _ => section_end,
+        };
         let (open, close, separator) = if json_array {
-            (format!("{section_start}["), format!("]{}", tools.section_end.trim_end()), ",".to_owned())
+            (format!("{section_start}["), format!("]{section_end}"), ",".to_owned())
         } else {
-            (section_start.to_owned(), tools.section_end.trim().to_owned(), tools.separator.trim().to_owned())
+            (section_start.to_owned(), section_end.to_owned(), tools.separator.trim().to_owned())
         };
         let list = calls_list(calls, &separator, single);
-        let section = tag(&open, seq(vec![regex(WS), list, regex(WS)]), &close);
+        let section = tag_loose_end(&open, seq(vec![regex(WS), list, regex(WS)]), &close);
         node(
             "triggered_tags",
             [
@@ -572,7 +599,13 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
         let digits = suffix[at..].find(|c: char| !c.is_ascii_digit()).map_or(suffix.len(), |n| at + n);
         begin.push_str(&suffix[..at]);
         content.push(regex("[0-9]+"));
-        content.push(cs(suffix[digits..].trim_end()));
+        // Models put a space between the index and the marker after it (Kimi K2's
+        // `functions.f:0 <|tool_call_argument_begin|>`), as the parser allows.
+        let rest = suffix[digits..].trim();
+        if !rest.is_empty() {
+            content.push(regex(WS));
+            content.push(cs(rest));
+        }
     } else {
         begin.push_str(suffix.trim_end());
     }
@@ -586,7 +619,7 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
         ArgumentEncoding::Tagged => content.push(tagged_arguments(format, tools, &parameters)?),
     }
     content.push(regex(WS));
-    Ok(Call { trigger, tag: tag(&begin, seq(content), call_end), in_section: None })
+    Ok(Call { trigger, tag: tag_loose_end(&begin, seq(content), call_end), in_section: None })
 }
 
 /// The members of a call object (key, value grammar) in the order the template writes them.
@@ -730,22 +763,45 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
     let mut args: Vec<(bool, Vec<Json>)> = Vec::new();
     for (key, property) in &properties {
         let mut variants = Vec::new();
-        let typ = property.get("type").and_then(Json::as_str).unwrap_or("");
+        // A value that may be a string is written as one (raw, where the encoding has no
+        // quote): `["string", "null"]`, an `anyOf` holding a string, an enum of strings.
+        let typ = match property.get("type").and_then(Json::as_str) {
+            Some(typ) => typ,
+            None if may_be_string(property) => "string",
+            None => "",
+        };
         let end = match &tools.arg_value_suffix_after_name {
             Some(after) => format!("{}{key}{}", tools.arg_value_suffix.trim_start(), after.trim_end()),
             None => value_end.trim_start().to_owned(),
         };
         let value = if typ == "string" && quote.is_empty() {
-            // Raw text up to the value's end marker (automatic end detection).
-            json!({"type": "any_text"})
+            // Raw text up to the value's end marker (automatic end detection), or one of the
+            // schema's strings.
+            match string_choices(property) {
+                // Raw text may sit on lines of its own (`<parameter=unit>\nC\n</parameter>`).
+                Some(choices) => seq(vec![regex(WS), or(choices.iter().map(|c| cs(c)).collect()), regex(WS)]),
+                None => json!({"type": "any_text"}),
+            }
         } else if python && quote.chars().count() == 1 {
             // Python literals (`str()` of the value, `repr` inside containers): strings in
-            // either quote with escapes, containers of literals.
-            if typ == "string" { python_string(property) } else { python_literal(typ, property) }
+            // either quote with escapes, containers of literals. Templates that print scalars
+            // with `string` print containers with `tojson` (Qwen3-Coder), and models write JSON
+            // scalars too (`true`): between value markers, a JSON value of the schema is as good.
+            // (Where the literal ends itself, a pythonic call, only Python's spelling is.)
+            if typ == "string" {
+                python_string(property)
+            } else if value_end.is_empty() {
+                python_literal(typ, property)
+            } else {
+                or(vec![python_literal(typ, property), schema(property)])
+            }
         } else if typ == "string" {
             seq(vec![cs(quote), node("any_text", [("excludes", json!([quote]))]), cs(quote)])
-        } else if python {
+        } else if python && value_end.is_empty() {
             python_literal(typ, property)
+        } else if python {
+            // Raw strings, other values as above: Python's spelling or JSON's.
+            or(vec![python_literal(typ, property), schema(property)])
         } else if quote.chars().count() > 1 && !matches!(typ, "integer" | "number" | "boolean") {
             // Gemma 4's literals: strings in its own quote inside containers, keys bare, `None`.
             quoted_literal(typ, quote)
@@ -757,19 +813,28 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
             suffixes.extend(tools.arg_name_suffixes_typed.iter().map(|s| s.trim_end().to_owned()));
         }
         for suffix in suffixes {
-            let begin = format!("{prefix}{key}{suffix}");
+            // The name's suffix is a loose marker (`</arg_key>\n<arg_value>`): its first piece
+            // closes the tag's begin, the others open the content.
+            let pieces = marker_pieces(&suffix);
+            let glued = pieces.first().is_none_or(|first| suffix.starts_with(first));
+            let (begin, mut content) = match pieces.split_first() {
+                Some((first, rest)) if glued => (format!("{prefix}{key}{first}"), loose_rest(rest)),
+                _ => (format!("{prefix}{key}"), loose_rest(&pieces)),
+            };
             // Without an end marker the value ends itself (a literal): no tag to close, and no
             // whitespace before it (the parser reads a literal from the marker on).
             if end.is_empty() {
-                variants.push(seq(vec![cs(&begin), value.clone(), regex(WS)]));
+                content.extend([value.clone(), regex(WS)]);
+                variants.push(seq([vec![cs(&begin)], content].concat()));
                 continue;
             }
-            let content = if typ == "string" && quote.is_empty() {
-                value.clone()
+            if typ == "string" && quote.is_empty() {
+                // Raw text from right after the marker, as templates write it.
+                content.push(value.clone());
             } else {
-                seq(vec![regex(WS), value.clone(), regex(WS)])
-            };
-            variants.push(tag(&begin, content, &end));
+                content.extend([regex(WS), value.clone(), regex(WS)]);
+            }
+            variants.push(tag(&begin, seq(content), &end));
         }
         args.push((required.contains(&key.as_str()), variants));
     }
@@ -817,14 +882,17 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
         return Ok(optional(seq(vec![one, star(next)])));
     }
     if separator.is_empty() {
-        // In the schema's order, as templates write them: each once, required ones present.
-        let parts = args
+        let args: Vec<(bool, Json)> = args
             .into_iter()
-            .map(|(required, variants)| {
-                let arg = seq(vec![alternatives(variants), regex(WS)]);
-                if required { arg } else { optional(arg) }
-            })
+            .map(|(required, variants)| (required, seq(vec![alternatives(variants), regex(WS)])))
             .collect();
+        // Models write arguments in any order (the template writes them in the order given):
+        // with few properties, any order, each at most once, the required ones present...
+        if args.len() <= ANY_ORDER_MAX {
+            return Ok(any_order(&args, 0));
+        }
+        // ...with more (the orders multiply), in the schema's order.
+        let parts = args.into_iter().map(|(required, arg)| if required { arg } else { optional(arg) }).collect();
         return Ok(seq(parts));
     }
     // With a separator between them: in the schema's order, each at most once, the required ones
@@ -852,6 +920,46 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
         }
     }
     Ok(optional(or(firsts)))
+}
+
+/// Tagged arguments are admitted in any order up to this many properties (the grammar grows with
+/// the number of orders: 65 argument sequences for 4).
+const ANY_ORDER_MAX: usize = 4;
+
+/// Arguments in any order after those in `written` (a bit set): each at most once, the required
+/// ones present.
+fn any_order(args: &[(bool, Json)], written: u32) -> Json {
+    let next: Vec<Json> = (0..args.len())
+        .filter(|i| written & (1 << i) == 0)
+        .map(|i| seq(vec![args[i].1.clone(), any_order(args, written | (1 << i))]))
+        .collect();
+    let done = args.iter().enumerate().all(|(i, (required, _))| !required || written & (1 << i) != 0);
+    match (next.is_empty(), done) {
+        (true, _) => cs(""),
+        (false, true) => optional(or(next)),
+        (false, false) => or(next),
+    }
+}
+
+/// Whether a schema without a single `type` admits strings: a type list holding `string`, an
+/// `anyOf` / `oneOf` branch that does, or an `enum` / `const` of strings only.
+fn may_be_string(schema: &Json) -> bool {
+    let types = schema.get("type").and_then(Json::as_array);
+    let branches = ["anyOf", "oneOf"].iter().filter_map(|k| schema.get(*k).and_then(Json::as_array)).flatten();
+    types.is_some_and(|t| t.iter().any(|t| t == "string"))
+        || branches.clone().any(|b| b.get("type").and_then(Json::as_str) == Some("string") || may_be_string(b))
+        || string_choices(schema).is_some()
+}
+
+/// The strings a schema's `enum` (or `const`) allows, when every value it allows is one.
+fn string_choices(schema: &Json) -> Option<Vec<&str>> {
+    let values: Vec<&Json> = match (schema.get("enum").and_then(Json::as_array), schema.get("const")) {
+        (Some(values), _) => values.iter().collect(),
+        (None, Some(value)) => vec![value],
+        (None, None) => return None,
+    };
+    let strings: Option<Vec<&str>> = values.iter().map(|v| v.as_str()).collect();
+    strings.filter(|s| !s.is_empty())
 }
 
 /// A Python string literal the schema's string keywords allow: one of its `enum` values (in
@@ -1016,6 +1124,44 @@ fn node<const N: usize>(kind: &str, fields: [(&str, Json); N]) -> Json {
 
 fn or(elements: Vec<Json>) -> Json {
     node("or", [("elements", Json::Array(elements))])
+}
+
+/// The pieces of a marker as models vary it: `text` split at whitespace runs and between two
+/// markers written back to back (`</arg_key><arg_value>`), empty pieces left out. Models write the
+/// whitespace a template puts between such markers or leave it out, and add some where it puts
+/// none (GLM's `</arg_key>\n<arg_value>`); the parser reads them alike.
+fn marker_pieces(text: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    for word in text.split_whitespace() {
+        let mut from = 0;
+        for (at, _) in word.match_indices("><") {
+            pieces.push(&word[from..=at]);
+            from = at + 1;
+        }
+        pieces.push(&word[from..]);
+    }
+    pieces
+}
+
+/// `pieces` with optional whitespace before each (the rest of a loose marker, see [`marker_pieces`]).
+fn loose_rest(pieces: &[&str]) -> Vec<Json> {
+    pieces.iter().flat_map(|p| [regex(WS), cs(p)]).collect()
+}
+
+/// A tag whose end is a loose marker (see [`marker_pieces`]): all but the end's last piece close
+/// the content (each after optional whitespace), the last piece is the tag's end. `content` ends
+/// with whatever whitespace it allows before the end.
+fn tag_loose_end(begin: &str, content: Json, end: &str) -> Json {
+    let pieces = marker_pieces(end);
+    match pieces.split_last() {
+        Some((last, before)) if !before.is_empty() => {
+            let mut parts = vec![content];
+            parts.extend(loose_rest(before));
+            parts.push(regex(WS));
+            tag(begin, seq(parts), last)
+        }
+        _ => tag(begin, content, end.trim()),
+    }
 }
 
 fn star(content: Json) -> Json {

@@ -716,3 +716,42 @@ fn gemma_literals_follow_its_quote() {
     let parsed = parlance::parse(&format, &request, &call(&format!("l:[1,{q}two{q}],o:{{k:null}}")));
     assert_eq!(parsed.tool_calls[0].arguments_value, Some(json!({"l": [1, "two"], "o": {"k": null}})));
 }
+
+/// Tagged arguments as models write them (Qwen3-Coder's `<parameter=k>\nv\n</parameter>`): in any
+/// order, each at most once, the required ones present; values typed by the schema, in Python's
+/// spelling or JSON's between the value markers; a string enum as one of its strings.
+#[test]
+fn tagged_arguments_come_in_any_order_each_once() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let (template, options) = corpus_template(&corpus, "Qwen3-Coder");
+    let format = analyze(&template, &options).unwrap();
+    let tool = json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "integer"},
+            "c": {"type": "string", "enum": ["x", "y"]}, "d": {"type": ["boolean", "null"]}},
+        "required": ["a", "b"]}}});
+    let request = ParseOptions { tools: vec![tool], tool_choice: ToolChoice::Required, ..ParseOptions::default() };
+    let vocab = byte_vocab();
+    let grammar = constrain::grammar_for(&format, &request, &vocab).unwrap();
+    let arg = |k: &str, v: &str| format!("<parameter={k}>\n{v}\n</parameter>\n");
+    let call = |args: &[(&str, &str)]| {
+        let args: String = args.iter().map(|(k, v)| arg(k, v)).collect();
+        format!("<tool_call>\n<function=f>\n{args}</function>\n</tool_call>")
+    };
+    for good in [
+        call(&[("a", "hi there"), ("b", "1")]),
+        call(&[("b", "2"), ("a", "x")]),
+        call(&[("c", "y"), ("b", "3"), ("d", "True"), ("a", "z")]),
+        call(&[("a", "z"), ("d", "true"), ("b", "4")]),
+    ] {
+        assert_eq!(accepts(&vocab, &grammar, &good), Ok(true), "{good}");
+    }
+    for bad in [
+        call(&[("a", "z")]),                         // `b` is required
+        call(&[("a", "z"), ("b", "1"), ("a", "w")]), // `a` twice
+        call(&[("a", "z"), ("b", "one")]),           // not an integer
+        call(&[("a", "z"), ("b", "1"), ("c", "w")]), // not in the enum
+        call(&[("a", "z"), ("b", "1"), ("e", "1")]), // not a property
+    ] {
+        assert_eq!(accepts(&vocab, &grammar, &bad), Ok(false), "{bad}");
+    }
+}
