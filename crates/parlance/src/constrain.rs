@@ -412,16 +412,21 @@ fn body(
         };
         let list = calls_list(calls, &separator, single);
         let section = tag_loose_end(&open, seq(vec![regex(WS), list, regex(WS)]), &close);
-        node(
+        let dispatch = node(
             "triggered_tags",
             [
-                ("triggers", json!([open])),
+                ("triggers", json!([open.clone()])),
                 ("tags", Json::Array(vec![section])),
                 ("excludes", json!(excludes)),
                 ("at_least_one", Json::Bool(required)),
                 ("stop_after_first", Json::Bool(true)),
             ],
-        )
+        );
+        // Models may add a line of text after the section (`[f(a=1)] Here is the forecast:`),
+        // which the parser reads as content; it opens no second section.
+        let mut after = excludes.to_vec();
+        after.push(open);
+        seq(vec![dispatch, optional(node("any_text", [("excludes", json!(after))]))])
     } else {
         let triggers: Vec<String> = {
             let mut t: Vec<String> = calls.iter().map(|c| c.trigger.clone()).collect();
@@ -753,10 +758,15 @@ fn json_after_first_key(fields: &JsonCallFields, name: &str, parameters: &Json, 
 /// ones present; where a separator goes between them, in any order (neither enforced).
 fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) -> Result<Json, ConstrainError> {
     let properties = parameters.get("properties").and_then(Json::as_object).cloned().unwrap_or_default();
-    let quote = tools.string_quote.as_str();
     let python = tools.value_encoding == ValueEncoding::Python;
     let prefix = tools.arg_name_prefix.trim_start();
     let value_end = tools.arg_value_suffix.trim_end();
+    // A pythonic template that prints strings bare (`"%s" | format(v)`, vLLM's Llama 3.2) writes
+    // calls no parser can split; models write Python's literals, strings quoted.
+    let quote = match tools.string_quote.as_str() {
+        "" if python && prefix.is_empty() && value_end.is_empty() => "'",
+        quote => quote,
+    };
     let required: Vec<&str> =
         parameters.get("required").and_then(Json::as_array).into_iter().flatten().filter_map(Json::as_str).collect();
     // Per property, in the schema's order: its tag (one per name suffix the value may take).
