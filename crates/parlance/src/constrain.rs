@@ -395,69 +395,63 @@ fn body(
     let calls = chosen.iter().map(|t| call(format, tools, t)).collect::<Result<Vec<_>, _>>()?;
     let section_start = tools.section_start.trim();
     let json_array = tools.json.as_ref().is_some_and(|j| j.array);
-    let dispatch = if !section_start.is_empty() || json_array {
-        // One section holding the calls: the section's start is the trigger.
-        // A section end that carries the turn's end (`</TOOLCALL><SPECIAL_12>`) leaves that to the
-        // engine's stop token.
-        let section_end = tools.section_end.trim();
-        let turn_end = format.turn_end.trim();
-        let section_end = match section_end.strip_suffix(turn_end) {
-            Some(rest) if !turn_end.is_empty() && !rest.trim().is_empty() => rest.trim(),
-            _ => section_end,
-        };
-        let (open, close, separator) = if json_array {
-            (format!("{section_start}["), format!("]{section_end}"), ",".to_owned())
+    // The calls as the request allows them; `at_least_one`: whether a call must come.
+    let dispatch = |at_least_one: bool| -> Json {
+        if !section_start.is_empty() || json_array {
+            // One section holding the calls: the section's start is the trigger. A section end
+            // that carries the turn's end (`</TOOLCALL><SPECIAL_12>`) leaves that to the engine's
+            // stop token.
+            let section_end = tools.section_end.trim();
+            let turn_end = format.turn_end.trim();
+            let section_end = match section_end.strip_suffix(turn_end) {
+                Some(rest) if !turn_end.is_empty() && !rest.trim().is_empty() => rest.trim(),
+                _ => section_end,
+            };
+            let (open, close, separator) = if json_array {
+                (format!("{section_start}["), format!("]{section_end}"), ",".to_owned())
+            } else {
+                (section_start.to_owned(), section_end.to_owned(), tools.separator.trim().to_owned())
+            };
+            let list = calls_list(&calls, &separator, single);
+            let section = tag_loose_end(&open, seq(vec![regex(WS), list, regex(WS)]), &close);
+            // After a section, text may follow (`[f(a=1)] Here is the forecast:`, read as
+            // content), and, where calls may be parallel, another section; one call, one section.
+            node(
+                "triggered_tags",
+                [
+                    ("triggers", json!([open])),
+                    ("tags", Json::Array(vec![section])),
+                    ("excludes", json!(excludes)),
+                    ("at_least_one", Json::Bool(at_least_one)),
+                    ("stop_after_first", Json::Bool(single)),
+                ],
+            )
         } else {
-            (section_start.to_owned(), section_end.to_owned(), tools.separator.trim().to_owned())
-        };
-        let list = calls_list(calls, &separator, single);
-        let section = tag_loose_end(&open, seq(vec![regex(WS), list, regex(WS)]), &close);
-        let dispatch = node(
-            "triggered_tags",
-            [
-                ("triggers", json!([open.clone()])),
-                ("tags", Json::Array(vec![section])),
-                ("excludes", json!(excludes)),
-                ("at_least_one", Json::Bool(required)),
-                ("stop_after_first", Json::Bool(true)),
-            ],
-        );
-        // Models may add a line of text after the section (`[f(a=1)] Here is the forecast:`),
-        // which the parser reads as content; it opens no second section.
-        let mut after = excludes.to_vec();
-        after.push(open);
-        seq(vec![dispatch, optional(node("any_text", [("excludes", json!(after))]))])
-    } else {
-        let triggers: Vec<String> = {
-            let mut t: Vec<String> = calls.iter().map(|c| c.trigger.clone()).collect();
-            t.sort();
-            t.dedup();
-            t
-        };
-        let tags: Vec<Json> = calls.into_iter().map(|c| c.tag).collect();
-        node(
-            "triggered_tags",
-            [
-                ("triggers", json!(triggers)),
-                ("tags", Json::Array(tags)),
-                ("excludes", json!(excludes)),
-                ("at_least_one", Json::Bool(required)),
-                ("stop_after_first", Json::Bool(single)),
-            ],
-        )
+            let triggers: Vec<String> = {
+                let mut t: Vec<String> = calls.iter().map(|c| c.trigger.clone()).collect();
+                t.sort();
+                t.dedup();
+                t
+            };
+            let tags: Vec<Json> = calls.iter().map(|c| c.tag.clone()).collect();
+            node(
+                "triggered_tags",
+                [
+                    ("triggers", json!(triggers)),
+                    ("tags", Json::Array(tags)),
+                    ("excludes", json!(excludes)),
+                    ("at_least_one", Json::Bool(at_least_one)),
+                    ("stop_after_first", Json::Bool(single)),
+                ],
+            )
+        }
     };
     // Whitespace may trail the last call before the turn ends.
-    let calls = seq(vec![dispatch, regex(WS)]);
+    let calls = |at_least_one: bool| seq(vec![dispatch(at_least_one), regex(WS)]);
     Ok(match content {
         // JSON content or calls (calls with no free text around them).
-        Some(_) if !required => {
-            let mut calls_only = calls;
-            if let Some(d) = calls_only.pointer_mut("/elements/0/at_least_one") {
-                *d = json!(true);
-            }
-            or(vec![text, calls_only])
-        }
-        _ => calls,
+        Some(_) if !required => or(vec![text, calls(true)]),
+        _ => calls(required),
     })
 }
 
@@ -545,8 +539,8 @@ struct Call {
 }
 
 /// Calls separated by `separator` (whitespace around it optional), one or many, inside a section.
-fn calls_list(calls: Vec<Call>, separator: &str, single: bool) -> Json {
-    let calls: Vec<Json> = calls.into_iter().map(|c| c.in_section.unwrap_or(c.tag)).collect();
+fn calls_list(calls: &[Call], separator: &str, single: bool) -> Json {
+    let calls: Vec<Json> = calls.iter().map(|c| c.in_section.clone().unwrap_or_else(|| c.tag.clone())).collect();
     let one = or(calls);
     if single {
         return one;
