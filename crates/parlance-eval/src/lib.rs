@@ -138,12 +138,14 @@ pub struct Evaluator {
     formats: HashMap<String, Result<Format, String>>,
     /// The EOS token of each template (from the manifest): engines may return it.
     eos: HashMap<String, Option<String>>,
+    /// The last grammar check's template, structural tag and output.
+    last_grammar: Option<(String, Json, String)>,
 }
 
 impl Evaluator {
     /// An evaluator over `setup`.
     pub fn new(setup: EvalSetup) -> Evaluator {
-        Evaluator { setup, formats: HashMap::new(), eos: HashMap::new() }
+        Evaluator { setup, formats: HashMap::new(), eos: HashMap::new(), last_grammar: None }
     }
 
     fn template_id(&self, case: &Json) -> Option<String> {
@@ -266,6 +268,25 @@ impl Evaluator {
     /// grammar admitting what the parser misreads proves nothing); the others, quirks, and formats
     /// the grammar does not cover yet are skipped, saying why.
     pub fn check_grammar(&mut self, case: &Json) -> Status {
+        self.check_grammar_with_record(case).0
+    }
+
+    /// [`Evaluator::check_grammar`], and for an admitted output the record XGrammar's check reads
+    /// (`tests/data/xgrammar/check_constrain.py` in the `parlance` crate: template, case, the
+    /// structural tag, the output, `accept: true`).
+    pub fn check_grammar_with_record(&mut self, case: &Json) -> (Status, Option<Json>) {
+        let status = self.grammar_status(case);
+        let record = match (&status, self.last_grammar.take()) {
+            (Status::Pass, Some((template, doc, output))) => Some(json!({
+                "template": template, "case": case["id"], "doc": doc, "output": output, "accept": true,
+            })),
+            _ => None,
+        };
+        (status, record)
+    }
+
+    fn grammar_status(&mut self, case: &Json) -> Status {
+        self.last_grammar = None;
         if case["quirk"] == true {
             return Status::Skip("a quirk case".into());
         }
@@ -304,6 +325,9 @@ impl Evaluator {
             }
             Err(e) => return Status::Fail(format!("no grammar: {e} (template {template_id})")),
         };
+        if let Ok(doc) = parlance::constrain::structural_tag(&format, &request) {
+            self.last_grammar = Some((template_id.clone(), doc, output.to_owned()));
+        }
         match grammar_refuses(&grammar, output) {
             Ok(None) => Status::Pass,
             // A case cut before the turn ends (a stream's prefix, a reasoning budget run out) is

@@ -86,6 +86,10 @@ fn peer_outputs_are_admitted_by_the_derived_grammar() {
     let listed = expected["refused"].as_object().expect("a `refused` map");
     let (mut admitted, mut skipped) = (0, std::collections::BTreeMap::<String, usize>::new());
     let (mut refused, mut now_pass) = (Vec::new(), Vec::new());
+    // With `PARLANCE_DUMP_STRUCTURAL_TAGS=DIR`, each admitted output and its structural tag go to
+    // `DIR/peer.jsonl`, for XGrammar (`crates/parlance/tests/data/xgrammar/check_constrain.py`).
+    let dump = std::env::var_os("PARLANCE_DUMP_STRUCTURAL_TAGS").map(PathBuf::from);
+    let mut records = String::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "jsonl") {
@@ -94,7 +98,11 @@ fn peer_outputs_are_admitted_by_the_derived_grammar() {
         for line in std::fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()) {
             let case: Json = serde_json::from_str(line).unwrap();
             let id = case["id"].as_str().unwrap_or_default().to_owned();
-            match evaluator.check_grammar(&case) {
+            let (status, record) = evaluator.check_grammar_with_record(&case);
+            if let Some(record) = record {
+                records.push_str(&format!("{record}\n"));
+            }
+            match status {
                 Status::Pass => {
                     admitted += 1;
                     if listed.contains_key(&id) {
@@ -106,6 +114,9 @@ fn peer_outputs_are_admitted_by_the_derived_grammar() {
                 Status::Skip(why) => *skipped.entry(why).or_default() += 1,
             }
         }
+    }
+    if let Some(dir) = dump {
+        std::fs::write(dir.join("peer.jsonl"), records).unwrap();
     }
     eprintln!(
         "{admitted} peer outputs admitted by their grammar; {} listed as refused; skipped: {skipped:?}",

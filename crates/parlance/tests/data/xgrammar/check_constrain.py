@@ -15,6 +15,10 @@ reports where either disagrees.
     mkdir -p /tmp/st && PARLANCE_DUMP_STRUCTURAL_TAGS=/tmp/st \\
         cargo test --release -p parlance --test it -- corpus_grammars outside_grammars
     /tmp/xg/bin/python crates/parlance/tests/data/xgrammar/check_constrain.py /tmp/st/*.jsonl
+
+The same variable makes `parlance-eval`'s `peer_outputs_are_admitted_by_the_derived_grammar` write
+`DIR/peer.jsonl`: the peers' real outputs parlance's grammar admits, each with its structural tag
+(`cargo test --release -p parlance-eval --test parse_eval admitted`).
 """
 import collections
 import json
