@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 
 from vllm.entrypoints.generate.base.protocol import (
@@ -33,23 +32,7 @@ from vllm.sampling_params import StructuredOutputsParams
 from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
 
 import parlance
-
-
-@lru_cache(maxsize=16)
-def _format_of(template_text: str, bos_token: str, eos_token: str) -> parlance.Format:
-    template = parlance.ChatTemplate.from_string(template_text)
-    return parlance.analyze(template, bos_token=bos_token, eos_token=eos_token)
-
-
-def format_for(tokenizer: Any) -> parlance.Format:
-    """The Format of the tokenizer's chat template (analyzed once per template)."""
-    template = getattr(tokenizer, "chat_template", None)
-    if isinstance(template, dict):
-        template = template.get("default") or next(iter(template.values()), None)
-    if not isinstance(template, str) or not template:
-        raise ValueError("parlance: the tokenizer has no chat_template to derive the output syntax from")
-    token = lambda name: str(getattr(tokenizer, name, None) or "")  # noqa: E731
-    return _format_of(template, token("bos_token"), token("eos_token"))
+from parlance.integrations import format_for
 
 
 def _dump(tool: Any) -> dict:
