@@ -63,6 +63,7 @@ pub mod roundtrip;
 pub mod template;
 mod tokenizer;
 pub mod turn;
+mod values;
 
 pub use analyze::{AnalyzeError, AnalyzeOptions, CaseResult, RenderedCase, analyze, rendered_cases, self_check};
 pub use constrain::ConstrainError;

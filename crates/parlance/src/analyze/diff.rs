@@ -2,7 +2,7 @@
 //! searching from an offset. The marker-aware diffs the analysis is built on are in
 //! [`crate::markers`].
 
-use crate::parse::scan::{JsonEnd, JsonScan};
+use crate::values::{JsonEnd, JsonScan};
 
 /// Position of `needle` in `haystack` at or after `from`.
 pub(crate) fn find_from(haystack: &str, needle: &str, from: usize) -> Option<usize> {

@@ -530,7 +530,7 @@ fn tagged_arguments(tools: &ToolCallFormat, text: &str) -> Result<(Json, usize),
         let raw = &text[value_start..value_end];
         let nested = match (&tools.nested_item_name, &tools.arg_value_suffix_after_name) {
             (Some(item), Some(close_end)) => {
-                let tags = crate::parse::NestedTags {
+                let tags = crate::values::NestedTags {
                     open: tools.arg_name_prefix.trim_start(),
                     open_end: &tools.arg_name_suffix,
                     close: &tools.arg_value_suffix,
@@ -538,7 +538,7 @@ fn tagged_arguments(tools: &ToolCallFormat, text: &str) -> Result<(Json, usize),
                     item,
                     python: tools.value_encoding == ValueEncoding::Python,
                 };
-                crate::parse::nested(raw, &tags, None, 0)
+                crate::values::nested(raw, &tags, None, 0)
             }
             _ => None,
         };
@@ -605,7 +605,7 @@ fn read_literal(text: &str, quote: &str) -> Option<(Json, usize)> {
     let raw = if quote == "\"" || quote == "'" {
         raw.to_owned()
     } else {
-        crate::parse::requote(raw, quote).unwrap_or_else(|| raw.replace(quote, "\""))
+        crate::values::requote(raw, quote).unwrap_or_else(|| raw.replace(quote, "\""))
     };
     Some((decode_value(&raw, ValueEncoding::Python), end))
 }

@@ -78,8 +78,6 @@ pub mod hostile;
 mod machine;
 pub(crate) mod scan;
 mod syntax;
-mod values;
-pub(crate) use values::{NestedTags, nested, requote};
 
 use serde::Serialize;
 use serde_json::Value as Json;

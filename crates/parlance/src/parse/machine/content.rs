@@ -4,9 +4,10 @@
 
 use super::section::{Phase, Section};
 use super::{Machine, Opener, State, Step, TurnEnded};
-use crate::parse::scan::{JsonEnd, Match, hold_window, marker_hold};
+use crate::parse::scan::{Match, hold_window, marker_hold};
 use crate::parse::syntax::Syntax;
 use crate::parse::{Delta, IssueKind, SpanKind};
+use crate::values::JsonEnd;
 
 /// Bytes at the end of `text` that are a turn end cut short after one of its whole bracketed
 /// markers (`<|sep|><|close|>message<|sep|>` of `…<|sep|><|end_of_msg|>`); 0 if none.

@@ -7,9 +7,10 @@ use serde_json::value::RawValue;
 
 use super::section::{CallFailure, Phase, Section};
 use super::{MAX_NAME, Machine, State, Step, generated_id};
-use crate::parse::scan::{JsonEnd, JsonScan, leading_ws, marker_hold};
+use crate::parse::scan::{leading_ws, marker_hold};
 use crate::parse::syntax::ToolSyntax;
 use crate::parse::{Delta, IssueKind, ParsedToolCall, SpanKind};
+use crate::values::{JsonEnd, JsonScan};
 
 impl Machine {
     /// A JSON call object, or an array of them, at `from`.

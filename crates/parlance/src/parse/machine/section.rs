@@ -7,9 +7,10 @@ use std::borrow::Cow;
 use super::json::arguments_scanner;
 use super::tagged::Tagged;
 use super::{MAX_NAME, Machine, State, Step};
-use crate::parse::scan::{JsonEnd, Match, find_marker, leading_ws, marker_hold, starts_with_marker};
+use crate::parse::scan::{Match, find_marker, leading_ws, marker_hold, starts_with_marker};
 use crate::parse::syntax::ToolSyntax;
 use crate::parse::{IssueKind, SpanKind};
+use crate::values::JsonEnd;
 
 /// Whether the separator between calls is also the section's end (`\n</tool_call> ` after every
 /// call): read after the last call, it ended the section.

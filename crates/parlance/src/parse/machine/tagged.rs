@@ -9,7 +9,7 @@ use crate::parse::IssueKind;
 use crate::parse::SpanKind;
 use crate::parse::scan::{Match, find_marker, leading_literal_ws, marker_hold, starts_with_marker};
 use crate::parse::syntax::ToolSyntax;
-use crate::parse::values::{
+use crate::values::{
     Converted, NestedTags, allowed_types, convert, nested, python_string_body, read_literal, requote, written_json,
 };
 
