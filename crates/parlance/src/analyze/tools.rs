@@ -218,8 +218,15 @@ fn call_fields(value: &Json, parent_key: Option<&str>, parent: Option<&Json>) ->
             // Name as a field value.
             if let Some((name_key, _)) = map.iter().find(|(_, v)| v.as_str() == Some(FN_1)) {
                 let (args_key, as_string) = map.iter().find_map(|(k, v)| Some((k.clone(), is_probe_arguments(v)?)))?;
+                // The call's id, or where the template writes a counter in its place (Command R7B's
+                // `"tool_call_id": "0"`), the key named for an id that holds the first call's index.
                 let id_in = |m: &serde_json::Map<String, Json>| {
-                    m.iter().find(|(_, v)| v.as_str() == Some(ID_1)).map(|(k, _)| k.clone())
+                    m.iter().find(|(_, v)| v.as_str() == Some(ID_1)).map(|(k, _)| k.clone()).or_else(|| {
+                        let counter = |v: &Json| v.as_str() == Some("0");
+                        m.iter()
+                            .find(|(k, v)| k.to_ascii_lowercase().ends_with("id") && counter(v))
+                            .map(|(k, _)| k.clone())
+                    })
                 };
                 let (function, id) = match (parent_key, parent.and_then(Json::as_object)) {
                     (Some(key), Some(parent)) => (Some(key.to_owned()), id_in(parent).or_else(|| id_in(map))),
