@@ -535,6 +535,18 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
         evidence(format, Finding::Reasoning, shown_by, Confidence::Medium);
         return;
     }
+    // Or a keyword of the template's own that the system prompt must hold (`ENABLE_THINKING`):
+    // thinking is off without it.
+    for flag in thinking_keywords(probe) {
+        if let (Some(on), Some(off)) = (soft(&flag), soft(""))
+            && let Some((ReasoningMode::Tag, start, end)) = switched_markers(&on, &off)
+        {
+            set_reasoning(probe, format, ReasoningMode::Tag, start, end, &[]);
+            let shown_by = format!("generation prompts after a system prompt with and without `{flag}`");
+            evidence(format, Finding::Reasoning, &shown_by, Confidence::Medium);
+            return;
+        }
+    }
     // Guesses confirmed by renders, in order: (finder, workaround, mode, evidence).
     type Finder = fn(&Probe) -> Option<(String, String)>;
     let guesses: [(Finder, Workaround, ReasoningMode, &str); 3] = [
@@ -723,6 +735,27 @@ fn stripped_end_tag(probe: &Probe) -> Option<(String, String)> {
         let opener = format!("<{}", &closer[2..]);
         history.then_some((opener, closer.to_owned()))
     })
+}
+
+/// String literals of the template's source that name a thinking switch (`'ENABLE_THINKING'`):
+/// short, one line, holding `think`, and not saying off (`no`, `disable`); at most 8.
+fn thinking_keywords(probe: &Probe) -> Vec<String> {
+    let source: String = probe.template_sources().join("\n");
+    let mut found: Vec<String> = Vec::new();
+    for quote in ['\'', '"'] {
+        let mut pieces = source.split(quote);
+        pieces.next();
+        // Every other piece is inside quotes (escapes aside: a wrong cut only costs a probe).
+        while let (Some(inside), _) = (pieces.next(), pieces.next()) {
+            let lower = inside.to_ascii_lowercase();
+            let off = lower.contains("no") || lower.contains("disable") || lower.contains("off");
+            let word = !inside.is_empty() && inside.len() <= 32 && !inside.contains(char::is_whitespace);
+            if word && lower.contains("think") && !off && !found.iter().any(|f| f == inside) && found.len() < 8 {
+                found.push(inside.to_owned());
+            }
+        }
+    }
+    found
 }
 
 /// The opener a generation prompt ends with when its name says thought (`<think>`, `<thinking>`,
