@@ -292,7 +292,8 @@ impl Evaluator {
         }
         match self.run(case).1 {
             Status::Pass => {}
-            _ => return Status::Skip("the parse does not pass".into()),
+            Status::Fail(_) => return Status::Skip("the parse fails".into()),
+            Status::Skip(why) => return Status::Skip(why),
         }
         let Some(template_id) = self.template_id(case) else { return Status::Skip("no template".into()) };
         let Ok(format) = self.format(&template_id) else { return Status::Skip("no format".into()) };
