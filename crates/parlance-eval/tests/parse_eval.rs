@@ -22,17 +22,27 @@ fn corpus() -> Option<PathBuf> {
     }
 }
 
+/// The folder of the peers' cases and an evaluator over the corpus templates.
+fn evaluator(corpus: &Path) -> (PathBuf, Evaluator) {
+    let dir = corpus.join("parse");
+    let setup = EvalSetup::with_template_map(corpus.join("templates"), Some(&dir.join("template_map.json"))).unwrap();
+    (dir, Evaluator::new(setup))
+}
+
+/// A ratchet file of `tests/expected/`.
+fn expected(name: &str) -> Json {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/expected").join(name);
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// The peers' cases, ratcheted per case: every non-quirk case passes unless
 /// `tests/expected/parse_eval.json` lists it with the reason; a listed case that now passes is
 /// reported, to be removed.
 #[test]
 fn peer_parse_cases_ratchet() {
     let Some(corpus) = corpus() else { return };
-    let dir = corpus.join("parse");
-    let setup = EvalSetup::with_template_map(corpus.join("templates"), Some(&dir.join("template_map.json"))).unwrap();
-    let mut evaluator = Evaluator::new(setup);
-    let expected_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/expected/parse_eval.json");
-    let expected: Json = serde_json::from_str(&std::fs::read_to_string(expected_path).unwrap()).unwrap();
+    let (dir, mut evaluator) = evaluator(&corpus);
+    let expected = expected("parse_eval.json");
     let listed = expected["failing"].as_object().expect("a `failing` map");
     let mut passed = 0;
     let (mut failed, mut now_pass) = (Vec::new(), Vec::new());
@@ -78,11 +88,8 @@ fn peer_parse_cases_ratchet() {
 #[test]
 fn peer_outputs_are_admitted_by_the_derived_grammar() {
     let Some(corpus) = corpus() else { return };
-    let dir = corpus.join("parse");
-    let setup = EvalSetup::with_template_map(corpus.join("templates"), Some(&dir.join("template_map.json"))).unwrap();
-    let mut evaluator = Evaluator::new(setup);
-    let expected_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/expected/grammar_eval.json");
-    let expected: Json = serde_json::from_str(&std::fs::read_to_string(expected_path).unwrap()).unwrap();
+    let (dir, mut evaluator) = evaluator(&corpus);
+    let expected = expected("grammar_eval.json");
     let listed = expected["refused"].as_object().expect("a `refused` map");
     let (mut admitted, mut skipped) = (0, std::collections::BTreeMap::<String, usize>::new());
     let (mut refused, mut now_pass) = (Vec::new(), Vec::new());

@@ -18,6 +18,11 @@ def _format_of(template_text: str, bos_token: str, eos_token: str) -> parlance.F
     return parlance.analyze(template, bos_token=bos_token, eos_token=eos_token)
 
 
+def dump(model: Any) -> dict:
+    """A server's request object (a pydantic model: a tool, a tool choice) as a plain dict."""
+    return model.model_dump(exclude_none=True) if hasattr(model, "model_dump") else dict(model)
+
+
 def format_for(tokenizer: Any) -> parlance.Format:
     """The Format of the tokenizer's chat template (analyzed once per template)."""
     template = getattr(tokenizer, "chat_template", None)

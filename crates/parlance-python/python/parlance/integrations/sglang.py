@@ -31,11 +31,7 @@ from sglang.srt.function_call.function_call_parser import FunctionCallParser
 from sglang.srt.parser.reasoning_parser import BaseReasoningFormatDetector, ReasoningParser
 
 import parlance
-from parlance.integrations import format_for
-
-
-def _dump(tool: Any) -> dict:
-    return tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else dict(tool)
+from parlance.integrations import dump as _dump, format_for
 
 
 class _Tag:

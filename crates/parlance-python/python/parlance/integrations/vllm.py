@@ -32,11 +32,7 @@ from vllm.sampling_params import StructuredOutputsParams
 from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
 
 import parlance
-from parlance.integrations import format_for
-
-
-def _dump(tool: Any) -> dict:
-    return tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else dict(tool)
+from parlance.integrations import dump as _dump, format_for
 
 
 def _request_tools(request: Any) -> list[dict]:
