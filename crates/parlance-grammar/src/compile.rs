@@ -83,8 +83,6 @@ pub struct CompiledGrammar {
     pub(crate) limits: Limits,
     names: Vec<String>,
     keys: Vec<OnceLock<(u64, Arc<[u32]>)>>,
-    /// Per rule, the key of the shape it was built by, if any (see [`CompiledGrammar::key`]).
-    shape_keys: Vec<Option<Box<[u32]>>>,
     /// Per rule, the structural key of its own automaton alone (see [`CompiledGrammar::shallow_key`]).
     shallow_keys: Vec<OnceLock<(u64, Arc<[u32]>)>>,
     pub(crate) local: Vec<Vec<OnceLock<Arc<MaskEntry>>>>,
@@ -180,9 +178,6 @@ impl CompiledGrammar {
     /// masks it saved.
     pub(crate) fn key(&self, rule: u32) -> &(u64, Arc<[u32]>) {
         self.keys[rule as usize].get_or_init(|| {
-            if let Some(shape) = &self.shape_keys[rule as usize] {
-                return shape_pool_key(shape);
-            }
             let mut order: Vec<u32> = vec![rule];
             let mut index: HashMap<u32, u32> = HashMap::from([(rule, 0)]);
             let mut out = Vec::new();
@@ -264,8 +259,8 @@ fn compile(
     let start = g.start().index();
     let ids = std::cell::RefCell::new((vec![start], HashMap::from([(start, 0u32)])));
     let mut rules: Vec<Automaton> = Vec::new();
-    // Per compiled rule, its shape's key when it has one (see `CompiledGrammar::key`).
-    let mut shape_keys: Vec<Option<Box<[u32]>>> = Vec::new();
+    // Per compiled rule, the key of its shape when it has one (see `CompiledGrammar::key`).
+    let mut shape_keys: Vec<Option<(u64, Arc<[u32]>)>> = Vec::new();
     let mut total = 0usize;
     let inline_budget = limits.automaton_states.min(INLINE_STATES);
     // Rules with long bounded repetitions (a `maxLength: 4096` string) stay rules: copied into every
@@ -304,7 +299,7 @@ fn compile(
             a.remap_rules(&|local| map(shape.rules[local as usize]));
             total = add_states(total, a.len(), name, &limits)?;
             rules.push(a);
-            shape_keys.push(Some(shape.key.clone().into_boxed_slice()));
+            shape_keys.push(Some(shape.pool_key()));
             i += 1;
             continue;
         }
@@ -335,7 +330,7 @@ fn compile(
         }
         total = add_states(total, a.len(), name, &limits)?;
         rules.push(a);
-        shape_keys.push(shape.map(|shape| shape.key.into_boxed_slice()));
+        shape_keys.push(shape.map(|shape| shape.pool_key()));
         i += 1;
     }
     let kept = ids.into_inner().0;
@@ -367,7 +362,7 @@ fn compile(
     }
     let nullable = nullable_rules(&rules);
     let local = rules.iter().map(|a| (0..a.len()).map(|_| OnceLock::new()).collect()).collect();
-    let keys = (0..rules.len()).map(|_| OnceLock::new()).collect();
+    let keys = shape_keys.into_iter().map(|k| k.map_or_else(OnceLock::new, OnceLock::from)).collect();
     let shallow_keys = (0..rules.len()).map(|_| OnceLock::new()).collect();
     let sccs = (0..rules.len()).map(|_| OnceLock::new()).collect();
     Ok(CompiledGrammar {
@@ -376,7 +371,6 @@ fn compile(
         limits,
         names,
         keys,
-        shape_keys,
         shallow_keys,
         local,
         sccs,
@@ -462,6 +456,18 @@ impl RuleShape {
         Some(RuleShape { key, unit, rules })
     }
 
+    /// The mask-pool key of the rule (see [`CompiledGrammar::key`]): the shape determines the rule's
+    /// automaton and every automaton it reaches (their construction is deterministic), so equal
+    /// shapes have equal mask entries, in any grammar. Marked apart from keys of automata.
+    fn pool_key(&self) -> (u64, Arc<[u32]>) {
+        let mut key = Vec::with_capacity(self.key.len() + 1);
+        key.push(u32::MAX - 17);
+        key.extend_from_slice(&self.key);
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut h);
+        (h.finish(), key.into())
+    }
+
     fn cached(&self) -> Option<Arc<Automaton>> {
         shape_cache().lock().ok()?.map.get(&self.key).cloned()
     }
@@ -489,19 +495,6 @@ impl RuleShape {
             cache.map.insert(self.key.clone(), Arc::new(local));
         }
     }
-}
-
-/// The mask-pool key of a rule built by `shape` (a [`RuleShape`] key; see [`CompiledGrammar::key`]):
-/// the shape determines the rule's automaton and every automaton it reaches (their construction is
-/// deterministic), so equal shapes have equal mask entries, in any grammar. Marked apart from keys of
-/// automata.
-fn shape_pool_key(shape: &[u32]) -> (u64, Arc<[u32]>) {
-    let mut key = Vec::with_capacity(shape.len() + 1);
-    key.push(u32::MAX - 17);
-    key.extend_from_slice(shape);
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    key.hash(&mut h);
-    (h.finish(), key.into())
 }
 
 /// A canonical encoding of `e`, rule references through `local`.
