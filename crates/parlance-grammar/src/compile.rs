@@ -172,10 +172,7 @@ impl CompiledGrammar {
     }
 
     /// The structural key of `rule`: its automaton and every automaton it reaches, rules renumbered
-    /// in order of first reference, so equal sub-grammars get equal keys across grammars. A rule
-    /// built by shape has its shape's key instead (`RuleShape::pool_key`), known at compile time:
-    /// encoding a tool's automata again in every grammar that holds the tool cost more than the
-    /// masks it saved.
+    /// in order of first reference, so equal sub-grammars get equal keys across grammars.
     pub(crate) fn key(&self, rule: u32) -> &(u64, Arc<[u32]>) {
         self.keys[rule as usize].get_or_init(|| {
             let mut order: Vec<u32> = vec![rule];
@@ -259,8 +256,6 @@ fn compile(
     let start = g.start().index();
     let ids = std::cell::RefCell::new((vec![start], HashMap::from([(start, 0u32)])));
     let mut rules: Vec<Automaton> = Vec::new();
-    // Per compiled rule, the key of its shape when it has one (see `CompiledGrammar::key`).
-    let mut shape_keys: Vec<Option<(u64, Arc<[u32]>)>> = Vec::new();
     let mut total = 0usize;
     let inline_budget = limits.automaton_states.min(INLINE_STATES);
     // Rules with long bounded repetitions (a `maxLength: 4096` string) stay rules: copied into every
@@ -299,7 +294,6 @@ fn compile(
             a.remap_rules(&|local| map(shape.rules[local as usize]));
             total = add_states(total, a.len(), name, &limits)?;
             rules.push(a);
-            shape_keys.push(Some(shape.pool_key()));
             i += 1;
             continue;
         }
@@ -324,13 +318,12 @@ fn compile(
             other => other,
         }
         .map_err(|e| build_err(name, e, &limits))?;
-        if let Some(shape) = &shape {
+        if let Some(shape) = shape {
             let kept = &ids.borrow().0;
             shape.store(&a, &|id| kept.get(id as usize).map(|&r| r as u32));
         }
         total = add_states(total, a.len(), name, &limits)?;
         rules.push(a);
-        shape_keys.push(shape.map(|shape| shape.pool_key()));
         i += 1;
     }
     let kept = ids.into_inner().0;
@@ -362,7 +355,7 @@ fn compile(
     }
     let nullable = nullable_rules(&rules);
     let local = rules.iter().map(|a| (0..a.len()).map(|_| OnceLock::new()).collect()).collect();
-    let keys = shape_keys.into_iter().map(|k| k.map_or_else(OnceLock::new, OnceLock::from)).collect();
+    let keys = (0..rules.len()).map(|_| OnceLock::new()).collect();
     let shallow_keys = (0..rules.len()).map(|_| OnceLock::new()).collect();
     let sccs = (0..rules.len()).map(|_| OnceLock::new()).collect();
     Ok(CompiledGrammar {
@@ -454,18 +447,6 @@ impl RuleShape {
             i += 1;
         }
         Some(RuleShape { key, unit, rules })
-    }
-
-    /// The mask-pool key of the rule (see [`CompiledGrammar::key`]): the shape determines the rule's
-    /// automaton and every automaton it reaches (their construction is deterministic), so equal
-    /// shapes have equal mask entries, in any grammar. Marked apart from keys of automata.
-    fn pool_key(&self) -> (u64, Arc<[u32]>) {
-        let mut key = Vec::with_capacity(self.key.len() + 1);
-        key.push(u32::MAX - 17);
-        key.extend_from_slice(&self.key);
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut h);
-        (h.finish(), key.into())
     }
 
     fn cached(&self) -> Option<Arc<Automaton>> {
