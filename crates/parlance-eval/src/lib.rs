@@ -266,7 +266,9 @@ impl Evaluator {
     /// tools typed by the values its expected calls pass; its reasoning state) accepts the case's
     /// output, byte by byte, up to a stop marker. Only cases whose parse passes are checked (a
     /// grammar admitting what the parser misreads proves nothing); the others, quirks, and formats
-    /// the grammar does not cover yet are skipped, saying why.
+    /// the grammar does not cover yet are skipped, saying why. An output the grammar admits only
+    /// once an end marker is added (a stop token the engine stripped) is skipped, saying which,
+    /// when the marker leaves the parse unchanged; otherwise it fails.
     pub fn check_grammar(&mut self, case: &Json) -> Status {
         self.check_grammar_with_record(case).0
     }
@@ -331,13 +333,63 @@ impl Evaluator {
         }
         match grammar_refuses(&grammar, output) {
             Ok(None) => Status::Pass,
-            // A case cut before the turn ends (a stream's prefix, a reasoning budget run out) is
-            // admitted as far as it goes.
-            Ok(Some(at)) if at == output.len() => Status::Skip("admitted as a prefix, not complete".into()),
+            // The grammar wants more at the end. An engine strips the stop token it stops at
+            // (gpt-oss's `<|call|>`) and a reasoning test may stop inside reasoning: the output is
+            // admitted when one such end marker completes it; otherwise it is refused at its end.
+            // (The marker must also leave the parse as it was: a grammar that reads an answer as
+            // reasoning text is completed by reasoning's end, but disagrees with the parser.)
+            Ok(Some(at)) if at == output.len() => match end_markers(&format, &request).into_iter().find(|m| {
+                let completed = format!("{output}{m}");
+                matches!(grammar_refuses(&grammar, &completed), Ok(None))
+                    && same_parse(&Parser::new(&format, &request), output, &completed)
+            }) {
+                Some(marker) => Status::Skip(format!("admitted once its end marker is added ({marker:?})")),
+                None => Status::Fail(format!(
+                    "admitted as a prefix but not complete, nor with an end marker added: {:?} (template {template_id})",
+                    tail(output)
+                )),
+            },
             Ok(Some(at)) => Status::Fail(format!("refused at byte {at} of {output:?} (template {template_id})")),
             Err(e) => Status::Fail(format!("{e} (template {template_id})")),
         }
     }
+}
+
+/// The markers a model's output may stop at or before (a call's or section's end, the turn's end,
+/// reasoning's end, the request's stop markers): trimmed, each once.
+fn end_markers(format: &Format, request: &parlance::parse::ParseOptions) -> Vec<String> {
+    let tools = format.tools.as_ref();
+    let candidates = [
+        tools.map(|t| t.call_end.as_str()),
+        tools.map(|t| t.section_end.as_str()),
+        Some(format.turn_end.as_str()),
+        Some(format.content.end.as_str()),
+        format.reasoning.as_ref().map(|r| r.end.as_str()),
+    ];
+    let mut markers: Vec<String> = Vec::new();
+    for m in candidates.into_iter().flatten().chain(request.stop_markers.iter().map(String::as_str)) {
+        let m = m.trim();
+        if !m.is_empty() && !markers.iter().any(|k| k == m) {
+            markers.push(m.to_owned());
+        }
+    }
+    markers
+}
+
+/// Whether `a` and `b` parse to the same content, reasoning and calls.
+fn same_parse(parser: &Parser, a: &str, b: &str) -> bool {
+    let summary = |text: &str| {
+        let m = parser.parse(text);
+        let calls: Vec<(String, String)> = m.tool_calls.iter().map(|c| (c.name.clone(), c.arguments.clone())).collect();
+        (m.content.unwrap_or_default(), m.reasoning_content.unwrap_or_default(), calls)
+    };
+    summary(a) == summary(b)
+}
+
+/// The last characters of `text`, for a message.
+fn tail(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    chars[chars.len().saturating_sub(60)..].iter().collect()
 }
 
 /// The tools an expected message calls, each argument typed by the value it passes.

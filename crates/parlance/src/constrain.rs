@@ -767,8 +767,8 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
     let mut args: Vec<(bool, Vec<Json>)> = Vec::new();
     for (key, property) in &properties {
         let mut variants = Vec::new();
-        // A value that may be a string is written as one (raw, where the encoding has no
-        // quote): `["string", "null"]`, an `anyOf` holding a string, an enum of strings.
+        // A string that may be null is written as a string (raw, where the encoding has no
+        // quote): `["string", "null"]`, an `anyOf` of a string and null.
         let typ = match property.get("type").and_then(Json::as_str) {
             Some(typ) => typ,
             None if may_be_string(property) => "string",
@@ -782,8 +782,16 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
             // Raw text up to the value's end marker (automatic end detection), or one of the
             // schema's strings.
             match string_choices(property) {
-                // Raw text may sit on lines of its own (`<parameter=unit>\nC\n</parameter>`).
-                Some(choices) => seq(vec![regex(WS), or(choices.iter().map(|c| cs(c)).collect()), regex(WS)]),
+                // Around the choice, the whitespace the template writes there, or none: the
+                // parser takes exactly that off a raw value (`<parameter=unit>\nC\n</parameter>`).
+                Some(choices) => {
+                    let name_suffix = &tools.arg_name_suffix;
+                    let lead = &name_suffix[name_suffix.trim_end().len()..];
+                    let value_suffix = &tools.arg_value_suffix;
+                    let trail = &value_suffix[..value_suffix.len() - value_suffix.trim_start().len()];
+                    let around = |ws: &str| if ws.is_empty() { cs("") } else { optional(cs(ws)) };
+                    seq(vec![around(lead), or(choices.iter().map(|c| cs(c)).collect()), around(trail)])
+                }
                 None => json!({"type": "any_text"}),
             }
         } else if python && quote.chars().count() == 1 {
@@ -945,14 +953,26 @@ fn any_order(args: &[(bool, Json)], written: u32) -> Json {
     }
 }
 
-/// Whether a schema without a single `type` admits strings: a type list holding `string`, an
-/// `anyOf` / `oneOf` branch that does, or an `enum` / `const` of strings only.
+/// Whether a schema without a single `type` is a string that may be null (a type list or `anyOf` /
+/// `oneOf` branches of `string` and `null` only), or an enum of strings that read as no literal.
 fn may_be_string(schema: &Json) -> bool {
-    let types = schema.get("type").and_then(Json::as_array);
-    let branches = ["anyOf", "oneOf"].iter().filter_map(|k| schema.get(*k).and_then(Json::as_array)).flatten();
-    types.is_some_and(|t| t.iter().any(|t| t == "string"))
-        || branches.clone().any(|b| b.get("type").and_then(Json::as_str) == Some("string") || may_be_string(b))
-        || string_choices(schema).is_some()
+    // Only a string or nothing (`["string", "null"]`, an `anyOf` of a string and null): the parser
+    // keeps such raw text as the string (a `null` written raw reads as null). A union with other
+    // types keeps its schema: the parser would read `3` or `[1]` as those types.
+    let string_or_null = |t: &Json| t == "string" || t == "null";
+    if let Some(types) = schema.get("type").and_then(Json::as_array) {
+        return types.iter().any(|t| t == "string") && types.iter().all(string_or_null);
+    }
+    let branches: Vec<&Json> =
+        ["anyOf", "oneOf"].iter().filter_map(|k| schema.get(*k).and_then(Json::as_array)).flatten().collect();
+    let branch_type = |b: &&Json| b.get("type").cloned().unwrap_or(Json::Null);
+    let union = !branches.is_empty()
+        && branches.iter().any(|b| branch_type(b) == "string")
+        && branches.iter().all(|b| string_or_null(&branch_type(b)));
+    // An untyped enum of strings none of which reads as a literal (`"celsius"`, not `"1"`): the
+    // parser keeps each as the string it is.
+    let literal = |v: &str| serde_json::from_str::<Json>(v).is_ok() || matches!(v, "True" | "False" | "None");
+    union || string_choices(schema).is_some_and(|c| !c.iter().any(|v| literal(v)))
 }
 
 /// The strings a schema's `enum` (or `const`) allows, when every value it allows is one.

@@ -746,11 +746,12 @@ fn tagged_arguments_come_in_any_order_each_once() {
         assert_eq!(accepts(&vocab, &grammar, &good), Ok(true), "{good}");
     }
     for bad in [
-        call(&[("a", "z")]),                         // `b` is required
-        call(&[("a", "z"), ("b", "1"), ("a", "w")]), // `a` twice
-        call(&[("a", "z"), ("b", "one")]),           // not an integer
-        call(&[("a", "z"), ("b", "1"), ("c", "w")]), // not in the enum
-        call(&[("a", "z"), ("b", "1"), ("e", "1")]), // not a property
+        call(&[("a", "z")]),                           // `b` is required
+        call(&[("a", "z"), ("b", "1"), ("a", "w")]),   // `a` twice
+        call(&[("a", "z"), ("b", "one")]),             // not an integer
+        call(&[("a", "z"), ("b", "1"), ("c", "w")]),   // not in the enum
+        call(&[("a", "z"), ("b", "1"), ("c", "\nx")]), // more whitespace than the parser takes off
+        call(&[("a", "z"), ("b", "1"), ("e", "1")]),   // not a property
     ] {
         assert_eq!(accepts(&vocab, &grammar, &bad), Ok(false), "{bad}");
     }
