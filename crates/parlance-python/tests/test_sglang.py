@@ -126,3 +126,20 @@ def test_backend_masks_a_json_schema_token_by_token(plugin, qwen):
     type(again).apply_vocab_mask(logits, mask)
     assert logits[0, bad] == float("-inf") and logits[0, qwen.encode("{", add_special_tokens=False)[0]] == 0
     assert isinstance(backend.dispatch_json("{not json"), InvalidGrammarObject)
+
+
+def test_reasoning_detector_refuses_a_template_without_markers_and_follows_the_prompt(plugin, qwen, corpus, tokenizers):
+    llama = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tokenizers / "llama3_1" / "tokenizer.json"))
+    llama.chat_template = (corpus / "templates" / "meta-llama-Llama-3.1-8B-Instruct.jinja").read_text()
+    with pytest.raises(ValueError, match="no reasoning"):
+        plugin.ParlanceReasoningDetector(tokenizer=llama)
+    # Qwen3's prompt opens nothing (the model writes `<think>`): reasoning is not forced.
+    detector = plugin.ParlanceReasoningDetector(tokenizer=qwen)
+    assert detector.reasoning_default is None and not detector.force_reasoning
+    # DeepSeek R1 (llama.cpp's copy): the prompt opens `<think>`, output starts inside reasoning.
+    r1 = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tokenizers / "qwen3" / "tokenizer.json"))
+    r1.chat_template = (corpus / "templates" / "llama-cpp-deepseek-r1.jinja").read_text()
+    forced = plugin.ParlanceReasoningDetector(tokenizer=r1)
+    assert forced.reasoning_default == "always" and forced.force_reasoning
+    result = forced.detect_and_parse("Paris it is.\n</think>\n\nHello.")
+    assert result.reasoning_text.strip() == "Paris it is." and result.normal_text.strip() == "Hello."

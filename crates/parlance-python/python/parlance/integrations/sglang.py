@@ -45,7 +45,9 @@ class _Tag:
 
 
 class ParlanceDetector(BaseFormatDetector):
-    """Tool calls in the model's own syntax, derived from its chat template."""
+    """Tool calls in the model's own syntax, derived from its chat template. Use it with the reasoning
+    detector (`--reasoning-parser parlance`) for models that reason: alone, it reads the output as
+    starting after reasoning and returns content and calls only."""
 
     def __init__(self, tokenizer: Any = None):
         super().__init__()
@@ -53,6 +55,14 @@ class ParlanceDetector(BaseFormatDetector):
             raise ValueError("parlance: the detector needs the tokenizer, whose chat template it reads")
         self.format = format_for(tokenizer)
         self._stream = None
+        # Whether parlance derives structural tags for this template at all (a family it does not
+        # constrain yet leaves SGLang its own fallbacks).
+        probe = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+        try:
+            parlance.structural_tag(self.format, tools=[probe], tool_choice="required")
+            self._constrainable = True
+        except ValueError:
+            self._constrainable = False
 
     def _parser(self, tools: Any, tool_choice: Any = "auto") -> parlance.Parser:
         # SGLang hands the detector the text after reasoning when a reasoning parser runs first:
@@ -106,7 +116,7 @@ class ParlanceDetector(BaseFormatDetector):
         return StreamingParseResult(normal_text=text, calls=items)
 
     def supports_structural_tag(self) -> bool:
-        return self.format.to_dict().get("tools") is not None
+        return self._constrainable
 
     def structure_info(self) -> Any:
         def info(name: str) -> StructureInfo:
@@ -137,17 +147,46 @@ class ParlanceDetector(BaseFormatDetector):
 class ParlanceReasoningDetector(BaseReasoningFormatDetector):
     """Reasoning separated by the markers the model's chat template uses (SGLang's own splitting)."""
 
-    def __init__(self, tokenizer: Any = None, stream_reasoning: bool = True, force_reasoning: bool | None = None, **_: Any):
+    # SGLang's request options the base detector takes as they are.
+    _PASSED = ("continue_final_message", "previous_content", "force_nonempty_content")
+
+    def __init__(
+        self, tokenizer: Any = None, stream_reasoning: bool = True, force_reasoning: bool | None = None, **kwargs: Any
+    ):
         if tokenizer is None:
             raise ValueError("parlance: the reasoning detector needs the tokenizer, whose chat template it reads")
         fmt = format_for(tokenizer).to_dict()
         reasoning = fmt.get("reasoning") or {}
         start, end = (reasoning.get("start") or "").strip(), (reasoning.get("end") or "").strip()
+        if not start or not end:
+            # SGLang's splitter loops on an empty marker: refuse, saying why.
+            raise ValueError(
+                f"parlance: the chat template shows no reasoning start and end markers (found {start!r}, {end!r});"
+                " serve this model without --reasoning-parser"
+            )
+        details = fmt.get("reasoning_details") or {}
+        opens = lambda prompt: bool(prompt) and prompt.rstrip().endswith(start)  # noqa: E731
+        thinking_off, thinking_on = details.get("generation_prompt_thinking_off"), details.get("generation_prompt_thinking_on")
+        # How SGLang decides, per request, whether output starts inside reasoning: as the template's
+        # own prompt leaves it (always open; open unless `enable_thinking` is false; open only when
+        # it is true; never, the model writes the opener).
+        if opens(fmt.get("generation_prompt")):
+            default = "enable_thinking" if thinking_off is not None and not opens(thinking_off) else "always"
+        elif opens(thinking_on):
+            default = "explicit_enable_thinking"
+        else:
+            default = None
         if force_reasoning is None:
-            # Output starts inside reasoning where the template's own prompt opens it.
-            prompt = fmt.get("generation_prompt") or ""
-            force_reasoning = bool(start) and prompt.rstrip().endswith(start)
-        super().__init__(start, end, force_reasoning=force_reasoning, stream_reasoning=stream_reasoning)
+            force_reasoning = default == "always"
+        passed = {k: v for k, v in kwargs.items() if k in self._PASSED}
+        super().__init__(
+            start,
+            end,
+            force_reasoning=force_reasoning,
+            stream_reasoning=stream_reasoning,
+            reasoning_default=default,
+            **passed,
+        )
 
 
 class ParlanceGrammar(BaseGrammarObject):
