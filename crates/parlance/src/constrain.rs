@@ -217,10 +217,19 @@ fn text_structural_tag(
         if crate::parse::prompt_opens_reasoning(format, request) {
             // The model may still write the opener the prompt wrote (reasoning that may start
             // implicitly; R1-style models that repeat `<think>`), as the parser reads it.
+            let mut reasoning = Vec::new();
             if !start.is_empty() {
-                parts.push(optional(cs(start)));
+                reasoning.push(optional(cs(start)));
             }
-            parts.push(block(""));
+            reasoning.push(block(""));
+            // Or it answers at once with the content opener (a content start of its own): no
+            // reasoning, as the parser reads it (Kimi K3's `<|open|>response<|sep|>`).
+            let content_start = format.content.start.trim();
+            if !content_start.is_empty() && content_start != start && content_start != end {
+                parts.push(or(vec![seq(reasoning), cs(content_start)]));
+            } else {
+                parts.extend(reasoning);
+            }
         } else if off {
             parts.extend(empty_block.map(optional));
         } else if mode == ReasoningMode::Delimiter || start.is_empty() {
