@@ -29,6 +29,21 @@ fn evaluator(corpus: &Path) -> (PathBuf, Evaluator) {
     (dir, Evaluator::new(setup))
 }
 
+/// Every case of the `.jsonl` files of `dir`.
+fn cases(dir: &Path) -> Vec<Json> {
+    let mut cases = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            cases.extend(
+                text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str::<Json>(l).unwrap()),
+            );
+        }
+    }
+    cases
+}
+
 /// A ratchet file of `tests/expected/`.
 fn expected(name: &str) -> Json {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/expected").join(name);
@@ -47,29 +62,22 @@ fn peer_parse_cases_ratchet() {
     let mut passed = 0;
     let (mut failed, mut now_pass) = (Vec::new(), Vec::new());
     let mut inputs = Vec::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "jsonl") {
-            continue;
-        }
-        for line in std::fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()) {
-            let case: Json = serde_json::from_str(line).unwrap();
-            let (_, status) = evaluator.run(&case);
-            let id = case["id"].as_str().unwrap_or_default();
-            match status {
-                Status::Pass if case["quirk"] != true => {
-                    passed += 1;
-                    if listed.contains_key(id) {
-                        now_pass.push(id.to_owned());
-                    }
+    for case in cases(&dir) {
+        let (_, status) = evaluator.run(&case);
+        let id = case["id"].as_str().unwrap_or_default();
+        match status {
+            Status::Pass if case["quirk"] != true => {
+                passed += 1;
+                if listed.contains_key(id) {
+                    now_pass.push(id.to_owned());
                 }
-                Status::Fail(why) if case["quirk"] != true && !listed.contains_key(id) => {
-                    failed.push(format!("{id}: {why}"));
-                }
-                _ => {}
             }
-            inputs.push(case["input"].as_str().unwrap_or_default().to_owned());
+            Status::Fail(why) if case["quirk"] != true && !listed.contains_key(id) => {
+                failed.push(format!("{id}: {why}"));
+            }
+            _ => {}
         }
+        inputs.push(case["input"].as_str().unwrap_or_default().to_owned());
     }
     eprintln!("{passed} peer cases pass; {} listed as failing with their reasons", listed.len());
     assert!(
@@ -97,29 +105,22 @@ fn peer_outputs_are_admitted_by_the_derived_grammar() {
     // `DIR/peer.jsonl`, for XGrammar (`crates/parlance/tests/data/xgrammar/check_constrain.py`).
     let dump = std::env::var_os("PARLANCE_DUMP_STRUCTURAL_TAGS").map(PathBuf::from);
     let mut records = String::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "jsonl") {
-            continue;
+    for case in cases(&dir) {
+        let id = case["id"].as_str().unwrap_or_default().to_owned();
+        let (status, record) = evaluator.check_grammar_with_record(&case);
+        if let Some(record) = record {
+            records.push_str(&format!("{record}\n"));
         }
-        for line in std::fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()) {
-            let case: Json = serde_json::from_str(line).unwrap();
-            let id = case["id"].as_str().unwrap_or_default().to_owned();
-            let (status, record) = evaluator.check_grammar_with_record(&case);
-            if let Some(record) = record {
-                records.push_str(&format!("{record}\n"));
-            }
-            match status {
-                Status::Pass => {
-                    admitted += 1;
-                    if listed.contains_key(&id) {
-                        now_pass.push(id);
-                    }
+        match status {
+            Status::Pass => {
+                admitted += 1;
+                if listed.contains_key(&id) {
+                    now_pass.push(id);
                 }
-                Status::Fail(why) if !listed.contains_key(&id) => refused.push(format!("{id}: {why}")),
-                Status::Fail(_) => {}
-                Status::Skip(why) => *skipped.entry(why).or_default() += 1,
             }
+            Status::Fail(why) if !listed.contains_key(&id) => refused.push(format!("{id}: {why}")),
+            Status::Fail(_) => {}
+            Status::Skip(why) => *skipped.entry(why).or_default() += 1,
         }
     }
     if let Some(dir) = dump {

@@ -23,6 +23,7 @@ use serde_json::{Value as Json, json};
 use crate::format::{
     ArgumentEncoding, Format, JsonCallFields, ReasoningMode, ToolCallFormat, ToolFamily, ValueEncoding,
 };
+use crate::markers::{leading_ws, trailing_ws};
 use crate::parse::{ParseOptions, ToolChoice};
 
 /// Why no grammar can be derived for a request.
@@ -787,6 +788,17 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
             Some(after) => format!("{}{key}{}", tools.arg_value_suffix.trim_start(), after.trim_end()),
             None => value_end.trim_start().to_owned(),
         };
+        // A non-string value where values print with Python's `str`: templates that print scalars
+        // so print containers with `tojson` (Qwen3-Coder), and models write JSON scalars too
+        // (`true`), so between value markers a JSON value of the schema is as good; where the
+        // literal ends itself (a pythonic call) only Python's spelling is.
+        let python_value = || {
+            if value_end.is_empty() {
+                python_literal(typ, property)
+            } else {
+                or(vec![python_literal(typ, property), schema(property)])
+            }
+        };
         let value = if typ == "string" && quote.is_empty() {
             // Raw text up to the value's end marker (automatic end detection), or one of the
             // schema's strings.
@@ -794,35 +806,20 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
                 // Around the choice, the whitespace the template writes there, or none: the
                 // parser takes exactly that off a raw value (`<parameter=unit>\nC\n</parameter>`).
                 Some(choices) => {
-                    let name_suffix = &tools.arg_name_suffix;
-                    let lead = &name_suffix[name_suffix.trim_end().len()..];
-                    let value_suffix = &tools.arg_value_suffix;
-                    let trail = &value_suffix[..value_suffix.len() - value_suffix.trim_start().len()];
                     let around = |ws: &str| if ws.is_empty() { cs("") } else { optional(cs(ws)) };
+                    let (lead, trail) = (trailing_ws(&tools.arg_name_suffix), leading_ws(&tools.arg_value_suffix));
                     seq(vec![around(lead), or(choices.iter().map(|c| cs(c)).collect()), around(trail)])
                 }
                 None => json!({"type": "any_text"}),
             }
         } else if python && quote.chars().count() == 1 {
             // Python literals (`str()` of the value, `repr` inside containers): strings in
-            // either quote with escapes, containers of literals. Templates that print scalars
-            // with `string` print containers with `tojson` (Qwen3-Coder), and models write JSON
-            // scalars too (`true`): between value markers, a JSON value of the schema is as good.
-            // (Where the literal ends itself, a pythonic call, only Python's spelling is.)
-            if typ == "string" {
-                python_string(property)
-            } else if value_end.is_empty() {
-                python_literal(typ, property)
-            } else {
-                or(vec![python_literal(typ, property), schema(property)])
-            }
+            // either quote with escapes, containers of literals.
+            if typ == "string" { python_string(property) } else { python_value() }
         } else if typ == "string" {
             seq(vec![cs(quote), node("any_text", [("excludes", json!([quote]))]), cs(quote)])
-        } else if python && value_end.is_empty() {
-            python_literal(typ, property)
         } else if python {
-            // Raw strings, other values as above: Python's spelling or JSON's.
-            or(vec![python_literal(typ, property), schema(property)])
+            python_value()
         } else if quote.chars().count() > 1 && !matches!(typ, "integer" | "number" | "boolean") {
             // Gemma 4's literals: strings in its own quote inside containers, keys bare, `None`.
             quoted_literal(typ, quote)

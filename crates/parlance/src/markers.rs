@@ -2,8 +2,19 @@
 //!
 //! Marker-aware diffs (a common prefix / suffix whose boundary never falls inside a marker: it moves
 //! to the marker's start for a prefix, past its end for a suffix, so the marker lands whole on the
-//! differing side) and the bracketed pieces of a marker. The analysis finds markers with these; the
-//! parser and the turn API cut and compare text with the same rules.
+//! differing side), the bracketed pieces of a marker, and the whitespace a template writes around
+//! one. The analysis finds markers with these; the parser, the grammar derivation and the turn API
+//! cut and compare text with the same rules.
+
+/// The whitespace `s` starts with (what a template writes after a marker, before a value).
+pub(crate) fn leading_ws(s: &str) -> &str {
+    &s[..s.len() - s.trim_start().len()]
+}
+
+/// The whitespace `s` ends with.
+pub(crate) fn trailing_ws(s: &str) -> &str {
+    &s[s.trim_end().len()..]
+}
 
 /// Length in bytes of the longest common prefix, moved back so no marker is cut.
 pub(crate) fn common_prefix(a: &str, b: &str) -> usize {

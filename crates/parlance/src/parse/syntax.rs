@@ -3,6 +3,7 @@
 //! whitespace kept where it must be taken off values (`>\n` before a Qwen3-Coder parameter value).
 
 use crate::format::{ArgumentEncoding, Format, JsonCallFields, ValueEncoding};
+use crate::markers::{leading_ws, trailing_ws};
 
 /// The parser's view of a `Format`.
 #[derive(Debug, Clone, Default)]
@@ -217,12 +218,4 @@ fn split_index(suffix: &str) -> (String, String) {
         }
         None => (suffix.to_owned(), String::new()),
     }
-}
-
-fn leading_ws(s: &str) -> &str {
-    &s[..super::scan::leading_ws(s)]
-}
-
-fn trailing_ws(s: &str) -> &str {
-    &s[s.trim_end().len()..]
 }
