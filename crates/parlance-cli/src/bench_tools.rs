@@ -5,7 +5,8 @@
 //! Per request: every 10th request first clears every cache and times all 50 tools cold; then all
 //! tools again (a hit), the request's own tool subset (new), the subset again (a hit). After that
 //! pass, all tools with one never seen per request (its first tool renamed, with one more
-//! parameter: `all_one_new`, not a peer runner figure). TTFM = compile
+//! parameter: `all_one_new`), and 128 tools of which one is new (`many_one_new`): neither is a
+//! peer runner figure. TTFM = compile
 //! (through one [`GrammarCompiler`], the cache a server would hold) + matcher + first mask. TBM
 //! forces the target output under the all-tools grammar, each token's step classified by the
 //! segment holding its first byte; the subset grammar must accept the output too. With `--template`,
@@ -137,6 +138,23 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
         with_new.push(&fresh);
         ttfm(item, "all_one_new", &with_new, &mut mask)?;
     }
+    // The size: 128 tools, of which one is new. The workload's tools and renamed copies
+    // of them (127, compiled once before, so seen), then per request one more never seen.
+    let copies: Vec<Tool> =
+        (tools.len()..MANY_TOOLS - 1).map(|i| renamed(&tools[i % tools.len()], &format!("copy{i}"))).collect();
+    let many: Vec<&Tool> = tools.iter().chain(&copies).collect();
+    if items.iter().any(|item| item.get("compile_error").is_none()) {
+        compiler.compile_structural_tag(&structural_tag(&many)?, &options)?;
+    }
+    for (item, &i) in items.iter_mut().zip(&chosen) {
+        if item.get("compile_error").is_some() {
+            continue;
+        }
+        let fresh = fresh_tool(subset_of(&requests[i]).first().copied().unwrap_or(&tools[0]), i + requests.len())?;
+        let mut with_new = many.clone();
+        with_new.push(&fresh);
+        ttfm(item, "many_one_new", &with_new, &mut mask)?;
+    }
     let summary = summarize(&items);
     let meta = json!({
         "engine": "parlance", "engine_version": env!("CARGO_PKG_VERSION"), "workload": workload.name(),
@@ -228,12 +246,21 @@ impl Workload {
     }
 }
 
+/// Tools in the `many_one_new` request (the "128 tools where one is new").
+const MANY_TOOLS: usize = 128;
+
+/// `base` under another name (same schema).
+fn renamed(base: &Tool, suffix: &str) -> Tool {
+    let name = format!("{}_{suffix}", base.name);
+    let mut definition = base.definition.clone();
+    definition["function"]["name"] = json!(name);
+    Tool { name, parameters: base.parameters.clone(), definition }
+}
+
 /// A tool no earlier request had: `base` renamed, with one more (string) parameter, so that its
 /// schema is new too.
 fn fresh_tool(base: &Tool, request: usize) -> anyhow::Result<Tool> {
-    let name = format!("{}_v{request}", base.name);
-    let mut definition = base.definition.clone();
-    definition["function"]["name"] = json!(name);
+    let Tool { name, mut definition, .. } = renamed(base, &format!("v{request}"));
     let parameters = &mut definition["function"]["parameters"];
     let properties =
         parameters.get_mut("properties").and_then(Value::as_object_mut).context("a tool without properties")?;
@@ -286,16 +313,19 @@ fn summarize(items: &[Value]) -> Value {
         "ttfm_subset_new_us",
         "ttfm_subset_hit_us",
         "ttfm_all_one_new_us",
+        "ttfm_many_one_new_us",
         "all_cold_compile_us",
         "all_hit_compile_us",
         "subset_new_compile_us",
         "subset_hit_compile_us",
         "all_one_new_compile_us",
+        "many_one_new_compile_us",
         "all_cold_derive_us",
         "all_hit_derive_us",
         "subset_new_derive_us",
         "subset_hit_derive_us",
         "all_one_new_derive_us",
+        "many_one_new_derive_us",
     ];
     let mut timings: Vec<Vec<f64>> = vec![Vec::new(); keys.len()];
     for item in items {

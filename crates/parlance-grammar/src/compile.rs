@@ -75,6 +75,9 @@ const INLINE_STATES: usize = 100_000;
 /// Time an inlined build may take before the rule is rebuilt with its callees kept as rules.
 const INLINE_TIME: Duration = Duration::from_millis(1500);
 
+/// The mask entry of one `(rule, state)`, filled on first use.
+pub(crate) type EntrySlot = OnceLock<Arc<MaskEntry>>;
+
 /// A grammar compiled for one vocabulary. Shared (`Arc`) by every [`crate::Matcher`] that uses it.
 #[derive(Debug)]
 pub struct CompiledGrammar {
@@ -83,11 +86,8 @@ pub struct CompiledGrammar {
     pub(crate) limits: Limits,
     names: Vec<String>,
     keys: Vec<OnceLock<(u64, Arc<[u32]>)>>,
-    /// Per rule, the structural key of its own automaton alone (see [`CompiledGrammar::shallow_key`]).
-    shallow_keys: Vec<OnceLock<(u64, Arc<[u32]>)>>,
-    pub(crate) local: Vec<Vec<OnceLock<Arc<MaskEntry>>>>,
-    /// Per rule, the byte-transition SCC of every state (computed on first use).
-    sccs: Vec<OnceLock<Vec<u32>>>,
+    /// Per rule, per state, the mask entry (see [`CompiledGrammar::slot`]).
+    local: Vec<OnceLock<Box<[EntrySlot]>>>,
     /// Token budgets of compiled rules (`Grammar::token_budgets`): `(rule index, max tokens)`.
     pub(crate) token_budgets: Vec<(u32, u32)>,
 }
@@ -132,7 +132,7 @@ impl CompiledGrammar {
 
     /// Number of automaton states over all rules (a size measure).
     pub fn num_states(&self) -> usize {
-        self.tables.rules.iter().map(Automaton::len).sum()
+        self.tables.rules.iter().map(|a| a.len()).sum()
     }
 
     /// Name of compiled rule `rule` (for diagnostics).
@@ -147,9 +147,17 @@ impl CompiledGrammar {
         self.tables.rules[rule as usize].len()
     }
 
-    /// Byte-transition SCC ids of `rule`'s states.
+    /// Byte-transition SCC ids of `rule`'s states (computed once per shared automaton).
     pub(crate) fn sccs(&self, rule: u32) -> &[u32] {
-        self.sccs[rule as usize].get_or_init(|| self.tables.rules[rule as usize].byte_sccs())
+        self.tables.rules[rule as usize].sccs()
+    }
+
+    /// The mask-entry slot of `(rule, state)`; a rule's slots are allocated when first asked for
+    /// (a grammar of 128 tools touches a few).
+    pub(crate) fn slot(&self, rule: u32, state: u32) -> &EntrySlot {
+        let slots = self.local[rule as usize]
+            .get_or_init(|| (0..self.tables.rules[rule as usize].len()).map(|_| OnceLock::new()).collect());
+        &slots[state as usize]
     }
 
     /// The structural key of `rule`'s own automaton, its references numbered but not followed. A
@@ -157,23 +165,18 @@ impl CompiledGrammar {
     /// trigger) depends on nothing else, so it is shared under this key by every grammar holding
     /// the same automaton, whatever its references lead to (a dispatch over another tool set).
     pub(crate) fn shallow_key(&self, rule: u32) -> &(u64, Arc<[u32]>) {
-        self.shallow_keys[rule as usize].get_or_init(|| {
-            let mut out = vec![u32::MAX - 9];
-            let mut index: HashMap<u32, u32> = HashMap::new();
-            let mut map = |x: u32| {
-                let next = index.len() as u32;
-                *index.entry(x).or_insert(next)
-            };
-            self.tables.rules[rule as usize].encode(&mut map, &mut out);
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            out.hash(&mut h);
-            (h.finish(), out.into())
-        })
+        self.tables.rules[rule as usize].shallow_key()
     }
 
     /// The structural key of `rule`: its automaton and every automaton it reaches, rules renumbered
     /// in order of first reference, so equal sub-grammars get equal keys across grammars.
     pub(crate) fn key(&self, rule: u32) -> &(u64, Arc<[u32]>) {
+        // A rule that references none is its own automaton: the shallow key (cached with the
+        // shared automaton, so a tool seen before costs no encoding) says all of it.
+        let a = &self.tables.rules[rule as usize];
+        if !a.has_rule_edges() {
+            return a.shallow_key();
+        }
         self.keys[rule as usize].get_or_init(|| {
             let mut order: Vec<u32> = vec![rule];
             let mut index: HashMap<u32, u32> = HashMap::from([(rule, 0)]);
@@ -290,6 +293,7 @@ fn compile(
         if let Some(shape) = &shape
             && let Some(cached) = shape.cached()
         {
+            // The shared tables, their local rules (positions in the shape) mapped to this grammar's.
             let mut a = (*cached).clone();
             a.remap_rules(&|local| map(shape.rules[local as usize]));
             total = add_states(total, a.len(), name, &limits)?;
@@ -349,24 +353,20 @@ fn compile(
         .collect();
     for &(i, _) in &token_budgets {
         let a = &rules[i as usize];
-        if i == 0 || (0..a.len() as u32).any(|s| !a.rule_edges(s).is_empty()) {
+        if i == 0 || a.has_rule_edges() {
             return Err(CompileError::TokenBudget(names[i as usize].clone()));
         }
     }
     let nullable = nullable_rules(&rules);
-    let local = rules.iter().map(|a| (0..a.len()).map(|_| OnceLock::new()).collect()).collect();
+    let local = (0..rules.len()).map(|_| OnceLock::new()).collect();
     let keys = (0..rules.len()).map(|_| OnceLock::new()).collect();
-    let shallow_keys = (0..rules.len()).map(|_| OnceLock::new()).collect();
-    let sccs = (0..rules.len()).map(|_| OnceLock::new()).collect();
     Ok(CompiledGrammar {
         vocab,
         tables: Tables { rules, nullable, start: 0 },
         limits,
         names,
         keys,
-        shallow_keys,
         local,
-        sccs,
         token_budgets,
     })
 }
@@ -458,20 +458,19 @@ impl RuleShape {
         if a.len() > SHAPE_MAX_STATES {
             return;
         }
-        let mut local = a.clone();
-        let mut complete = true;
-        local.remap_rules(&|id| {
-            let p = grammar_rule(id).and_then(|r| self.rules.iter().position(|&x| x == r));
-            p.map(|p| p as u32)
-        });
-        // Every reference must have survived the mapping, or the copy would differ.
-        let edges = |x: &Automaton| (0..x.len() as u32).map(|s| x.rule_edges(s).len()).sum::<usize>();
-        if edges(&local) != edges(a) {
-            complete = false;
-        }
+        // Every reference must be one of the shape's rules, or the entry would differ.
+        let Some(positions) = a
+            .rules()
+            .iter()
+            .map(|&id| grammar_rule(id).and_then(|r| self.rules.iter().position(|&x| x == r)).map(|p| p as u32))
+            .collect::<Option<Vec<u32>>>()
+        else {
+            return;
+        };
+        let local = a.with_rules(positions);
         let Ok(mut cache) = shape_cache().lock() else { return };
         let bytes = self.key.len() * 4 + local.approx_bytes();
-        if complete && cache.map.len() < SHAPE_MAX_ENTRIES && cache.bytes + bytes <= SHAPE_MAX_BYTES {
+        if cache.map.len() < SHAPE_MAX_ENTRIES && cache.bytes + bytes <= SHAPE_MAX_BYTES {
             cache.bytes += bytes;
             cache.map.insert(self.key.clone(), Arc::new(local));
         }
@@ -572,12 +571,17 @@ fn nullable_rules(rules: &[Automaton]) -> Vec<bool> {
 /// next would otherwise take one pass over every automaton per link).
 fn rules_reaching_final(rules: &[Automaton], use_bytes: bool) -> Vec<bool> {
     let mut done = vec![false; rules.len()];
-    let mut seen: Vec<Vec<bool>> = rules.iter().map(|a| vec![false; a.len()]).collect();
+    // A rule without references qualifies by its own tables (answered once per shared automaton,
+    // not searched again by every grammar holding it).
+    let mut seen: Vec<Vec<bool>> =
+        rules.iter().map(|a| if a.has_rule_edges() { vec![false; a.len()] } else { Vec::new() }).collect();
     // Per rule, the (caller, target state) edges waiting for it to qualify.
     let mut waiting: Vec<Vec<(u32, u32)>> = vec![Vec::new(); rules.len()];
     let mut stack: Vec<(u32, u32)> = Vec::new();
     for (i, a) in rules.iter().enumerate() {
-        if a.len() > 0 {
+        if !a.has_rule_edges() {
+            done[i] = a.len() > 0 && if use_bytes { a.reaches_final() } else { a.is_final(0) };
+        } else if a.len() > 0 {
             seen[i][0] = true;
             stack.push((i as u32, 0));
         }
@@ -603,7 +607,7 @@ fn rules_reaching_final(rules: &[Automaton], use_bytes: bool) -> Vec<bool> {
                 }
             }
         }
-        for &(r, t) in a.rule_edges(s) {
+        for (r, t) in a.rule_edges(s) {
             if seen[iu][t as usize] {
                 continue;
             }
@@ -697,6 +701,54 @@ mod tests {
         for (g, good, bad) in [(&ga, "<a,(b,c)>", "<a,(b,)>"), (&gb, "[zz|a,(b,(c))]", "[z|a,(z)]")] {
             assert!(accepts(g, good), "{good}");
             assert!(!accepts(g, bad), "{bad}");
+        }
+        // `b` took the cached tables themselves, not a copy.
+        let list = gb.names.iter().position(|n| n == "list").expect("list is a rule");
+        assert!(gb.tables.rules[list].shares_tables(&shape.cached().expect("cached")));
+    }
+
+    #[test]
+    fn schemas_inside_a_choice_are_units_shared_by_the_next_request() {
+        // gpt-oss's shape: a choice of messages, one per tool. A request with one more tool takes
+        // the other tool's schema automaton as it is; the masks stay exact.
+        let message = |name: &str, schema: &str| {
+            format!(
+                r#"{{"type":"tag","begin":"<{name}>","content":{{"type":"json_schema","json_schema":{schema}}},"end":"</m>"}}"#
+            )
+        };
+        let a_tool = message("a", r#"{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}"#);
+        let b_tool = message("b", r#"{"type":"object","properties":{"y":{"enum":["p","q"]}},"required":["y"]}"#);
+        let doc = |elements: &[&String]| {
+            let one = format!(
+                r#"{{"type":"or","elements":[{}]}}"#,
+                elements.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(",")
+            );
+            let doc = format!(r#"{{"type":"structural_tag","format":{one}}}"#);
+            serde_json::from_str::<serde_json::Value>(&doc).expect("JSON")
+        };
+        let options = crate::StructuralTagOptions::default();
+        let compile = |d: &serde_json::Value| {
+            Arc::new(CompiledGrammar::from_structural_tag(vocab(), d, &options).expect("compiles"))
+        };
+        let first = compile(&doc(&[&a_tool, &message("c", r#"{"type":"string"}"#)]));
+        let second = compile(&doc(&[&a_tool, &b_tool]));
+        let units = |g: &CompiledGrammar| -> Vec<usize> {
+            (0..g.names.len()).filter(|&i| g.names[i].starts_with("choice")).collect()
+        };
+        assert_eq!(units(&first).len(), 2, "one unit per schema: {:?}", first.names);
+        assert_eq!(units(&second).len(), 2, "{:?}", second.names);
+        let shared = units(&second)
+            .iter()
+            .any(|&i| units(&first).iter().any(|&j| second.tables.rules[i].shares_tables(&first.tables.rules[j])));
+        assert!(shared, "the `a` schema's automaton is reused, not rebuilt");
+        for (text, ok) in [
+            (r#"<a>{"x": 5}</m>"#, true),
+            (r#"<b>{"y": "q"}</m>"#, true),
+            (r#"<a>{"y": "q"}</m>"#, false),
+            (r#"<b>{"y": "r"}</m>"#, false),
+            (r#"<c>"s"</m>"#, false),
+        ] {
+            assert_eq!(accepts(&second, text), ok, "{text}");
         }
     }
 }

@@ -101,6 +101,8 @@ pub(crate) fn lower(
         depth: 0,
         schemas: HashMap::new(),
         alternatives: HashMap::new(),
+        units: HashMap::new(),
+        choice_depth: 0,
     };
     let root = lower.b.declare("root");
     let body = if top.contains_key("structures") {
@@ -154,6 +156,11 @@ struct Lowering<'a> {
     /// Each `or` lowered so far and its rule, by the hash of its document node and end strings
     /// (see [`Lowering::shared_alternatives`]).
     alternatives: HashMap<u64, Vec<(Expr, RuleId)>>,
+    /// Each unit made so far, by the hash of its document node and end strings (see
+    /// [`Lowering::unit`]).
+    units: HashMap<u64, Vec<(Expr, RuleId)>>,
+    /// How many choices (`or` of two or more) enclose the format being lowered.
+    choice_depth: usize,
 }
 
 impl Lowering<'_> {
@@ -210,7 +217,14 @@ impl Lowering<'_> {
         let f = Fields { o, ptr };
         match kind {
             "const_string" => Ok(Expr::literal(f.string("value")?)),
-            "json_schema" | "qwen_xml_parameter" => self.json_schema(&f, kind == "qwen_xml_parameter"),
+            "json_schema" | "qwen_xml_parameter" => {
+                let schema = self.json_schema(&f, kind == "qwen_xml_parameter")?;
+                // Inside a choice (gpt-oss: one message per tool), each schema is a unit: compiled
+                // once and reused by every request with that tool, as a triggered tag's is. The
+                // choice itself (the message headers) stays one automaton, so a message's start
+                // is read by one item, not one per tool.
+                Ok(if self.choice_depth > 0 { self.unit(v, end, schema) } else { schema })
+            }
             "grammar" => {
                 let text = f.string("grammar")?;
                 let g = Grammar::parse(text)
@@ -246,7 +260,11 @@ impl Lowering<'_> {
                 let mut parts = Vec::with_capacity(elements.len());
                 for (i, e) in elements.iter().enumerate() {
                     let end = if kind == "or" || i == last { end } else { &[] };
-                    parts.push(self.format(e, &format!("{ptr}/elements/{i}"), end)?);
+                    let choice = usize::from(kind == "or" && elements.len() > 1);
+                    self.choice_depth += choice;
+                    let part = self.format(e, &format!("{ptr}/elements/{i}"), end);
+                    self.choice_depth -= choice;
+                    parts.push(part?);
                 }
                 if kind == "sequence" {
                     return Ok(Expr::seq(parts));
@@ -349,6 +367,21 @@ impl Lowering<'_> {
             )),
             other => Err(invalid(&format!("{ptr}/type"), format!("unknown format type `{other}`"))),
         }
+    }
+
+    /// `body`, lowered from `node`, as a unit: a rule of its own that compiles once per process and
+    /// is reused by every grammar that holds it (`GrammarBuilder::cache_rule`). The same node met
+    /// again (a repeated choice) is the same rule, so the choices around it stay equal.
+    fn unit(&mut self, node: &Value, end: &[String], body: Expr) -> Expr {
+        let seen = self.units.entry(crate::json_schema::value_hash(node, &end)).or_default();
+        if let Some(&(_, rule)) = seen.iter().find(|(e, _)| *e == body) {
+            return Expr::Rule(rule);
+        }
+        let rule = self.b.rule("choice", body.clone());
+        self.b.keep_rule(rule);
+        self.b.cache_rule(rule);
+        seen.push((body, rule));
+        Expr::Rule(rule)
     }
 
     /// An `or` as a rule of its own. Documents repeat a whole choice (gpt-oss: the first message,

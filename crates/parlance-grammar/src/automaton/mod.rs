@@ -7,6 +7,11 @@
 //! [`Automaton::encode`] output, the basis of the structural hash that lets grammars share token-mask
 //! cache entries. Large automata built for one grammar (a whole JSON Schema) skip both: they cost
 //! most of a compile and would be shared with no one.
+//!
+//! Sharing: an [`Automaton`] is its tables ([`Core`], reference-counted, rule references as local
+//! numbers) and the grammar rule each local number stands for, so the process-wide automaton cache
+//! hands a rule seen before to a new grammar without copying it; properties of the tables alone
+//! (SCCs, the shallow structural key) are computed once per `Core`.
 
 mod dispatch;
 
@@ -15,6 +20,7 @@ use crate::grammar::Expr;
 use crate::regex::{RegexMode, regex_to_expr};
 use regex_syntax::utf8::Utf8Sequences;
 use std::hash::BuildHasherDefault;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<ItemHasher>>;
@@ -33,9 +39,108 @@ pub(crate) enum BuildError {
     Regex(String),
 }
 
-/// A deterministic automaton for one rule. State 0 is the start state.
+/// A deterministic automaton for one rule in one grammar (state 0 is the start state): its tables,
+/// shared by every grammar whose rule has the same shape, and the grammar rule each of the tables'
+/// local rule numbers stands for. Sharing makes a rule seen before cost two reference counts, not
+/// a copy of its tables (128 tools of which one is new).
 #[derive(Debug, Clone)]
 pub(crate) struct Automaton {
+    core: Arc<Core>,
+    /// Grammar rule of each local rule number (`u32::MAX`: an edge dropped as unproductive).
+    rules: Arc<[u32]>,
+}
+
+impl std::ops::Deref for Automaton {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl Automaton {
+    /// Wraps tables whose rule edges hold grammar rules: they are renumbered locally, in increasing
+    /// order of the grammar rule (the edges stay sorted).
+    fn from_core(mut core: Core) -> Automaton {
+        let mut rules: Vec<u32> = core.rule_edges.iter().flatten().map(|&(r, _)| r).collect();
+        rules.sort_unstable();
+        rules.dedup();
+        for edges in &mut core.rule_edges {
+            for (r, _) in edges.iter_mut() {
+                *r = rules.binary_search(r).unwrap_or_default() as u32;
+            }
+        }
+        Automaton { core: Arc::new(core), rules: rules.into() }
+    }
+
+    /// Whether `self` and `other` use the same tables (not copies).
+    #[cfg(test)]
+    pub(crate) fn shares_tables(&self, other: &Automaton) -> bool {
+        Arc::ptr_eq(&self.core, &other.core)
+    }
+
+    /// The grammar rule of each local rule number.
+    pub(crate) fn rules(&self) -> &[u32] {
+        &self.rules
+    }
+
+    /// The same tables with local rule numbers standing for `rules`.
+    pub(crate) fn with_rules(&self, rules: Vec<u32>) -> Automaton {
+        debug_assert_eq!(rules.len(), self.rules.len());
+        Automaton { core: self.core.clone(), rules: rules.into() }
+    }
+
+    /// Rule-reference edges `(grammar rule, target)` leaving `state`.
+    #[inline]
+    pub(crate) fn rule_edges(&self, state: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.core.rule_edges[state as usize].iter().map(|&(l, t)| (self.rules[l as usize], t))
+    }
+
+    /// Rewrites rule references through `map`; rules not in the map are dropped as dead edges
+    /// (the tables are then copied, if shared, and edited).
+    pub(crate) fn remap_rules(&mut self, map: &dyn Fn(u32) -> Option<u32>) {
+        let mapped: Vec<Option<u32>> = self.rules.iter().map(|&r| if r == u32::MAX { None } else { map(r) }).collect();
+        if mapped.iter().any(Option::is_none) {
+            let core = self.edit();
+            for edges in &mut core.rule_edges {
+                edges.retain(|&(l, _)| mapped[l as usize].is_some());
+            }
+            core.has_edges = core.rule_edges.iter().any(|e| !e.is_empty());
+        }
+        self.rules = mapped.iter().map(|m| m.unwrap_or(u32::MAX)).collect();
+    }
+
+    /// Canonical encoding of the structure (see [`Core::encode_local`]), grammar rules passed
+    /// through `rule_index`.
+    pub(crate) fn encode(&self, rule_index: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) {
+        self.core.encode_local(&mut |l| rule_index(self.rules[l as usize]), out);
+    }
+
+    /// Removes states that cannot reach a final state (after rule edges to unproductive rules were
+    /// dropped) and renumbers canonically. Returns `false` if the start state itself is dead.
+    pub(crate) fn retrim(&mut self) -> bool {
+        self.edit().retrim()
+    }
+
+    /// The tables, for editing: copied first if another grammar shares them; cached properties
+    /// are forgotten.
+    fn edit(&mut self) -> &mut Core {
+        let core = Arc::make_mut(&mut self.core);
+        core.reaches_final = OnceLock::new();
+        core.sccs = OnceLock::new();
+        core.shallow = OnceLock::new();
+        core
+    }
+
+    /// Approximate heap bytes.
+    pub(crate) fn approx_bytes(&self) -> usize {
+        self.core.approx_bytes() + self.rules.len() * 4
+    }
+}
+
+/// The tables of a rule's automaton (see [`Automaton`]). Rule edges hold local rule numbers.
+/// Properties that depend on the tables alone are computed once, for every grammar sharing them.
+#[derive(Debug, Clone)]
+pub(crate) struct Core {
     classes: [u8; 256],
     nclasses: usize,
     trans: Vec<u32>,
@@ -56,11 +161,19 @@ pub(crate) struct Automaton {
     /// Built to recur across grammars ([`Finish::MinimizeUpTo`] within its bound, or
     /// [`Finish::Recurring`]): its mask entries are worth pooling.
     recurs: bool,
+    /// See [`Core::has_rule_edges`].
+    has_edges: bool,
+    /// See [`Core::reaches_final`].
+    reaches_final: OnceLock<bool>,
+    /// See [`Core::sccs`].
+    sccs: OnceLock<Vec<u32>>,
+    /// See [`Core::shallow_key`].
+    shallow: OnceLock<(u64, Arc<[u32]>)>,
 }
 
-impl Automaton {
+impl Core {
     /// Approximate heap bytes.
-    pub(crate) fn approx_bytes(&self) -> usize {
+    fn approx_bytes(&self) -> usize {
         let edges: usize = self.rule_edges.iter().map(|e| e.len() * 8 + 24).sum();
         self.trans.len() * 4 + edges + self.len() * (3 + 32 + 4)
     }
@@ -83,10 +196,38 @@ impl Automaton {
         &self.trans[state as usize * self.nclasses..(state as usize + 1) * self.nclasses]
     }
 
-    /// Rule-reference edges `(rule, target)` leaving `state`.
+    /// Rule-reference edges `(local rule, target)` leaving `state` (see [`Automaton::rule_edges`]
+    /// for grammar rules).
     #[inline]
-    pub(crate) fn rule_edges(&self, state: u32) -> &[(u32, u32)] {
+    pub(crate) fn local_edges(&self, state: u32) -> &[(u32, u32)] {
         &self.rule_edges[state as usize]
+    }
+
+    /// Whether some state has a rule-reference edge.
+    #[inline]
+    pub(crate) fn has_rule_edges(&self) -> bool {
+        self.has_edges
+    }
+
+    /// Whether a final state can be reached from the start by bytes alone (computed once for
+    /// every grammar sharing the tables).
+    pub(crate) fn reaches_final(&self) -> bool {
+        *self.reaches_final.get_or_init(|| {
+            let mut seen = vec![false; self.len()];
+            let mut stack = vec![0u32];
+            seen[0] = !seen.is_empty();
+            while let Some(s) = stack.pop() {
+                if self.finals[s as usize] {
+                    return true;
+                }
+                for &t in self.class_targets(s) {
+                    if t != DEAD && !std::mem::replace(&mut seen[t as usize], true) {
+                        stack.push(t);
+                    }
+                }
+            }
+            false
+        })
     }
 
     /// Whether the automaton was built to recur across grammars (see the field).
@@ -247,24 +388,9 @@ impl Automaton {
         run
     }
 
-    /// Rewrites rule references through `map` (rules not in the map are dropped as dead edges).
-    pub(crate) fn remap_rules(&mut self, map: &dyn Fn(u32) -> Option<u32>) {
-        for edges in &mut self.rule_edges {
-            edges.retain_mut(|(r, _)| match map(*r) {
-                Some(n) => {
-                    *r = n;
-                    true
-                }
-                None => false,
-            });
-            // Kept sorted, as `canonical` leaves them, whatever the new numbering.
-            edges.sort_unstable();
-        }
-    }
-
-    /// Canonical encoding of the structure: states with byte ranges, rule edges (rule ids passed
-    /// through `rule_index`) and finality.
-    pub(crate) fn encode(&self, rule_index: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) {
+    /// Canonical encoding of the structure: states with byte ranges, rule edges (local rule numbers
+    /// passed through `rule_index`) and finality.
+    pub(crate) fn encode_local(&self, rule_index: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) {
         // Byte ranges over which the class is constant, computed once.
         let mut runs: Vec<(u32, u32, usize)> = Vec::new();
         for b in 0..256usize {
@@ -299,7 +425,7 @@ impl Automaton {
                 out.extend([a, b, t]);
             }
             out.push(u32::MAX - 1);
-            for &(r, t) in self.rule_edges(s as u32) {
+            for &(r, t) in self.local_edges(s as u32) {
                 out.extend([rule_index(r), t]);
             }
             out.push(u32::MAX - 2);
@@ -358,7 +484,29 @@ impl Automaton {
     /// JSON's structural bytes (iterative Tarjan). The components are the "insides" of strings,
     /// numbers and whitespace runs, whose token masks the mask cache shares between states; any
     /// choice of components is correct, this one makes them small and alike.
-    pub(crate) fn byte_sccs(&self) -> Vec<u32> {
+    pub(crate) fn sccs(&self) -> &[u32] {
+        self.sccs.get_or_init(|| self.byte_sccs())
+    }
+
+    /// The structural key of the tables alone, references numbered by first use but not followed
+    /// (a mask entry that never entered a referenced rule depends on nothing else), computed once
+    /// for every grammar sharing the tables.
+    pub(crate) fn shallow_key(&self) -> &(u64, Arc<[u32]>) {
+        self.shallow.get_or_init(|| {
+            let mut out = vec![u32::MAX - 9];
+            let mut index: HashMap<u32, u32> = HashMap::default();
+            let mut map = |x: u32| {
+                let next = index.len() as u32;
+                *index.entry(x).or_insert(next)
+            };
+            self.encode_local(&mut map, &mut out);
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(&out, &mut h);
+            (std::hash::Hasher::finish(&h), out.into())
+        })
+    }
+
+    fn byte_sccs(&self) -> Vec<u32> {
         let n = self.len();
         // Classes holding a byte other than a structural one; all bytes of a class go alike.
         let mut open = vec![false; self.nclasses];
@@ -428,9 +576,8 @@ impl Automaton {
         if trivial { None } else { Some(out) }
     }
 
-    /// Removes states that cannot reach a final state (after rule edges to unproductive rules were
-    /// dropped) and renumbers canonically. Returns `false` if the start state itself is dead.
-    pub(crate) fn retrim(&mut self) -> bool {
+    /// See [`Automaton::retrim`].
+    fn retrim(&mut self) -> bool {
         let dfa = Dfa {
             classes: self.classes,
             nclasses: self.nclasses,
@@ -441,7 +588,7 @@ impl Automaton {
         let recurs = self.recurs;
         match dfa.trim().map(|d| d.canonical()) {
             Some(d) => {
-                *self = d.into_automaton(recurs);
+                *self = d.into_core(recurs);
                 true
             }
             None => false,
@@ -921,14 +1068,13 @@ pub(crate) fn build<'a>(
     // automaton built once for one grammar is used as the subset construction leaves it.
     let minimize_up_to = match finish {
         Finish::MinimizeUpTo(n) => n,
-        Finish::Recurring => return Ok(dfa.into_automaton(true)),
-        Finish::Once => return Ok(dfa.into_automaton(false)),
+        Finish::Recurring => return Ok(Automaton::from_core(dfa.into_core(true))),
+        Finish::Once => return Ok(Automaton::from_core(dfa.into_core(false))),
     };
     if dfa.len() > minimize_up_to {
-        return Ok(dfa.into_automaton(false));
+        return Ok(Automaton::from_core(dfa.into_core(false)));
     }
-    let a = dfa.minimize(deadline)?.canonical().into_automaton(true);
-    Ok(a)
+    Ok(Automaton::from_core(dfa.minimize(deadline)?.canonical().into_core(true)))
 }
 
 /// The automaton of the rule-free expression `e`, to test many texts with [`Automaton::matches`]
@@ -937,7 +1083,7 @@ pub(crate) fn build_matcher(e: &Expr, deadline: Instant) -> Option<Automaton> {
     build(e, &|_| None, &|_| None, 100_000, deadline, Finish::MinimizeUpTo(usize::MAX)).ok()
 }
 
-impl Automaton {
+impl Core {
     /// Whether this automaton, built from a rule-free expression, matches `text` exactly.
     pub(crate) fn matches(&self, text: &[u8]) -> bool {
         let mut s = 0;
@@ -953,8 +1099,10 @@ impl Automaton {
 
 /// An automaton whose language is empty (a rule that can never match).
 fn empty_automaton() -> Automaton {
-    Dfa { classes: [0; 256], nclasses: 1, trans: vec![DEAD], rule_edges: vec![Vec::new()], finals: vec![false] }
-        .into_automaton(true)
+    Automaton::from_core(
+        Dfa { classes: [0; 256], nclasses: 1, trans: vec![DEAD], rule_edges: vec![Vec::new()], finals: vec![false] }
+            .into_core(true),
+    )
 }
 
 /// NFA edges grouped by source state (`start[s]..start[s + 1]`), one allocation for all.
@@ -1515,7 +1663,7 @@ impl Dfa {
         Dfa { classes, nclasses, trans, rule_edges, finals }
     }
 
-    fn into_automaton(self, recurs: bool) -> Automaton {
+    fn into_core(self, recurs: bool) -> Core {
         let n = self.len();
         let mut scannable = vec![false; n];
         let mut self_loop = vec![[0u64; 4]; n];
@@ -1539,7 +1687,7 @@ impl Dfa {
                 }
             }
         }
-        let mut a = Automaton {
+        let mut a = Core {
             classes: self.classes,
             nclasses: self.nclasses,
             trans: self.trans,
@@ -1552,7 +1700,12 @@ impl Dfa {
             string_body: Vec::new(),
             char_run: Vec::new(),
             recurs,
+            has_edges: false,
+            reaches_final: OnceLock::new(),
+            sccs: OnceLock::new(),
+            shallow: OnceLock::new(),
         };
+        a.has_edges = a.rule_edges.iter().any(|e| !e.is_empty());
         let reps = Utf8Reps::new(&a.classes);
         a.char_loop = (0..n as u32).map(|s| a.loops_on_all_multibyte(s, &reps)).collect();
         a.string_body = (0..n as u32).map(|s| a.string_body_at(s, &reps)).collect();

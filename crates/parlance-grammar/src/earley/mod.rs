@@ -221,7 +221,7 @@ impl Earley {
             }
             let it = self.items[i];
             let a = &tables.rules[it.rule as usize];
-            for &(r, t) in a.rule_edges(it.state) {
+            for (r, t) in a.rule_edges(it.state) {
                 self.add(set_start, Item { rule: r, state: 0, origin: k as u32 });
                 if tables.nullable[r as usize] {
                     self.add(set_start, Item { rule: it.rule, state: t, origin: it.origin });
@@ -235,7 +235,7 @@ impl Earley {
                     let (olo, ohi) = (self.starts[o] as usize, self.starts[o + 1] as usize);
                     for j in olo..ohi {
                         let p = self.items[j];
-                        for &(r, t) in tables.rules[p.rule as usize].rule_edges(p.state) {
+                        for (r, t) in tables.rules[p.rule as usize].rule_edges(p.state) {
                             if r == it.rule {
                                 self.add(set_start, Item { rule: p.rule, state: t, origin: p.origin });
                             }

@@ -295,7 +295,7 @@ impl Ranges {
 
 /// Returns the entry of scannable item `(rule, state)`, computing and pooling it on first use.
 pub(crate) fn entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<Arc<MaskEntry>, SetLimit> {
-    let slot = &g.local[rule as usize][state as usize];
+    let slot = g.slot(rule, state);
     if let Some(e) = slot.get() {
         return Ok(e.clone());
     }
@@ -305,7 +305,9 @@ pub(crate) fn entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<Arc<Ma
     let small = g.pool_size(rule) <= POOL_MAX_STATES;
     let pooled = small && g.tables.rules[rule as usize].recurs();
     let key = pooled.then(|| g.key(rule));
-    let shallow = small.then(|| g.shallow_key(rule));
+    // Without references the two keys are one (see `CompiledGrammar::key`).
+    let edge_free = !g.tables.rules[rule as usize].has_rule_edges();
+    let shallow = (small && !(pooled && edge_free)).then(|| g.shallow_key(rule));
     let found =
         key.and_then(|k| g.vocab.pool.get(k, state)).or_else(|| shallow.and_then(|k| g.vocab.pool.get(k, state)));
     let e = match found {
@@ -352,7 +354,7 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32, used_rules: &mut bo
     let trie = vocab.trie();
     let mut accepted = Ranges::default();
     let mut uncertain: Vec<u32> = Vec::new();
-    if !a.rule_edges(state).is_empty() {
+    if !a.local_edges(state).is_empty() {
         *used_rules = true;
         let mut parser = Earley::new(tables, Item { rule, state, origin: ROOT_ORIGIN }, g.limits.earley_set_items)?;
         // Completing before the first byte is not "uncertain": the chart's closure has already
@@ -544,7 +546,7 @@ impl DfaWalk<'_> {
                 continue;
             }
             self.accepted.push(node.lo, node.here);
-            if !a.rule_edges(u).is_empty() {
+            if !a.local_edges(u).is_empty() {
                 *self.used_rules = true;
                 let item = Item { rule, state: u, origin: ROOT_ORIGIN };
                 let mut parser = Earley::new(tables, item, g.limits.earley_set_items)?;
