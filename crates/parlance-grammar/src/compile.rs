@@ -308,8 +308,10 @@ fn compile(
             Some(_) => Finish::MinimizeUpTo(SHAPE_MAX_STATES),
             None => Finish::Once,
         };
+        let mut fell_back = false;
         let a = match automaton::build(body, &map, &inline_body, inline_budget, attempt_deadline, finish) {
             Err(BuildError::Limit(..)) | Err(BuildError::Timeout) if Instant::now() < deadline => {
+                fell_back = true;
                 // Forget the rules the failed attempt referenced.
                 let mut guard = ids.borrow_mut();
                 let (kept, new_id) = &mut *guard;
@@ -323,6 +325,13 @@ fn compile(
         }
         .map_err(|e| build_err(name, e, &limits))?;
         if let Some(shape) = shape {
+            // A unit's tables follow from its shape: keyed by that, its mask entries are found
+            // again without encoding a tool's whole automaton after every cache clear. Only the
+            // first build is a function of the shape (the second depends on when the first
+            // gave up).
+            if shape.unit && !fell_back {
+                a.preset_shallow_key(shape.table_key());
+            }
             let kept = &ids.borrow().0;
             shape.store(&a, &|id| kept.get(id as usize).map(|&r| r as u32));
         }
@@ -447,6 +456,19 @@ impl RuleShape {
             i += 1;
         }
         Some(RuleShape { key, unit, rules })
+    }
+
+    /// A structural key of the tables this shape builds (see `Automaton::preset_shallow_key`):
+    /// the shape itself, under a tag no encoding of tables starts with. Equal shapes build equal
+    /// tables (the shape cache rests on it); local rule numbers follow the shape's order of first
+    /// reference, as the tables' own encoding would number them.
+    fn table_key(&self) -> (u64, Arc<[u32]>) {
+        let mut key = Vec::with_capacity(self.key.len() + 1);
+        key.push(u32::MAX - 11);
+        key.extend_from_slice(&self.key);
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut h);
+        (h.finish(), key.into())
     }
 
     fn cached(&self) -> Option<Arc<Automaton>> {

@@ -135,6 +135,12 @@ impl Automaton {
     pub(crate) fn approx_bytes(&self) -> usize {
         self.core.approx_bytes() + self.rules.len() * 4
     }
+
+    /// Gives the tables their shallow key from what built them (see [`Core::shallow_key`]): a key
+    /// equal only for equal tables, known without encoding them. No effect once a key is set.
+    pub(crate) fn preset_shallow_key(&self, key: (u64, Arc<[u32]>)) {
+        let _ = self.core.shallow.set(key);
+    }
 }
 
 /// The tables of a rule's automaton (see [`Automaton`]). Rule edges hold local rule numbers.
@@ -269,6 +275,18 @@ impl Core {
     pub(crate) fn loops_on_chars(&self, state: u32, bytes: &[u64; 4], utf8_prefix: bool) -> bool {
         let l = &self.self_loop[state as usize];
         utf8_prefix && self.char_loop[state as usize] && bytes[0] & !l[0] == 0 && bytes[1] & !l[1] == 0
+    }
+
+    /// The bytes that lead from `state` back to itself.
+    #[inline]
+    pub(crate) fn self_loop(&self, state: u32) -> &[u64; 4] {
+        &self.self_loop[state as usize]
+    }
+
+    /// Whether every multi-byte UTF-8 character leads from `state` back to it.
+    #[inline]
+    pub(crate) fn char_loop(&self, state: u32) -> bool {
+        self.char_loop[state as usize]
     }
 
     /// Whether `state` is a string's inside: every JSON-string character without an escape (see

@@ -13,12 +13,16 @@
 //! most `k` characters, which saves building a bitset of most of the vocabulary per state. A string's
 //! inside (every such character leads back to it) does not walk the trie at all: a token that
 //! begins with string characters fares as what follows them does, so the walk covers the
-//! vocabulary's [`StringExits`](crate::vocab::StringExits), a few hundred distinct rests.
+//! vocabulary's [`StringExits`](crate::vocab::StringExits), a few hundred distinct rests. Free
+//! text (a dispatch's, and the partial matches of its triggers) walks only the tokens that can
+//! leave it, from the vocabulary's [`FreeExits`](crate::vocab::FreeExits) (see
+//! [`free_text_entry`]).
 
 use crate::compile::CompiledGrammar;
 use crate::earley::{Earley, Item, ROOT_ORIGIN, SetLimit, Tables};
 use crate::vocab::{TokenVocab, Trie, TrieNode};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Tokens a scannable item accepts, in the most compact form.
@@ -365,24 +369,47 @@ fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32, used_rules: &mut bo
     if a.is_string_body(state) {
         return string_body_entry(g, rule, state, used_rules);
     }
-    let sccs = g.sccs(rule);
-    let key = a.component_key(state, sccs, COMPONENT_MAX);
-    let flags = key.as_ref().and_then(|k| vocab.pool.component(k));
-    let recording = key.is_some() && flags.is_none();
-    let mut component = Component {
-        sccs,
-        comp: sccs[state as usize],
-        flags,
-        recording: recording.then(|| Recording {
-            alive_in_k: PosBits::new(trie.nodes.len()),
-            subtree_ok: PosBits::new(trie.nodes.len()),
-            marked: Vec::new(),
-        }),
-    };
+    if let Some(e) = free_text_entry(g, rule, state, used_rules)? {
+        if CHECK_ENTRIES.load(Ordering::Relaxed) || (cfg!(debug_assertions) && g.vocab.len() <= CHECKED_VOCAB) {
+            check_against_walk(g, rule, state, &e);
+        }
+        return Ok(e);
+    }
+    walk_entry(g, rule, state, used_rules)
+}
+
+/// The entry of `(rule, state)` by a walk of the whole trie (see [`compute_entry`]).
+fn walk_entry(g: &CompiledGrammar, rule: u32, state: u32, used_rules: &mut bool) -> Result<MaskEntry, SetLimit> {
+    let (tables, vocab) = (&g.tables, &*g.vocab);
+    let a = &tables.rules[rule as usize];
+    let trie = vocab.trie();
+    let mut accepted = Ranges::default();
+    let mut uncertain: Vec<u32> = Vec::new();
     let mut walk = DfaWalk { g, rule, accepted: &mut accepted, uncertain: &mut uncertain, used_rules };
-    walk.run(trie, state, Some(&mut component))?;
-    if let (Some(rec), Some(key)) = (component.recording, key) {
-        vocab.pool.insert_component(key, Arc::new(rec.flags(&trie.nodes)));
+    // Components worth sharing (a string's, a number's inside) loop; a state that reads no byte
+    // back to itself (a name's next letter) walks alone, without the rule's SCCs, which cost
+    // more than its walk.
+    if a.self_loop(state).iter().all(|&w| w == 0) {
+        walk.run(trie, state, None)?;
+    } else {
+        let sccs = g.sccs(rule);
+        let key = a.component_key(state, sccs, COMPONENT_MAX);
+        let flags = key.as_ref().and_then(|k| vocab.pool.component(k));
+        let recording = key.is_some() && flags.is_none();
+        let mut component = Component {
+            sccs,
+            comp: sccs[state as usize],
+            flags,
+            recording: recording.then(|| Recording {
+                alive_in_k: PosBits::new(trie.nodes.len()),
+                subtree_ok: PosBits::new(trie.nodes.len()),
+                marked: Vec::new(),
+            }),
+        };
+        walk.run(trie, state, Some(&mut component))?;
+        if let (Some(rec), Some(key)) = (component.recording, key) {
+            vocab.pool.insert_component(key, Arc::new(rec.flags(&trie.nodes)));
+        }
     }
     // The plain tokens this state reads for certain are one shared set; the entry keeps the rest.
     let run = a.char_run(state).min(vocab.max_plain());
@@ -421,6 +448,160 @@ fn string_body_entry(g: &CompiledGrammar, rule: u32, state: u32, used_rules: &mu
         Accepted::Bits(bits)
     };
     Ok(MaskEntry { accepted, uncertain })
+}
+
+/// Most bytes a free-text state may stop at, or treat differently from its text, for
+/// [`free_text_entry`].
+const FREE_TEXT_MAX_BYTES: usize = 8;
+
+/// The entry of a state in free text, if it is one: a text state `r` (the state most ASCII bytes
+/// lead `state` to) reads every character back to itself but a few ASCII bytes `X`, and `state`
+/// goes where `r` goes on all but a few first bytes `F` (`r` itself, or a partial match of a
+/// trigger: `{"na`). A regular token (see [`crate::vocab::FreeExits`]) that holds no byte of `X`
+/// and does not begin with one of `F` is then accepted and ends in `r`, whatever it is; only the
+/// tokens holding a byte of `X`, the irregular ones and those beginning with `F` are walked, a few
+/// thousand of the vocabulary's, where a walk of the whole trie visits thousands of scattered
+/// nodes (~0.5 ms a state after a cache clear, per trigger prefix).
+fn free_text_entry(
+    g: &CompiledGrammar,
+    rule: u32,
+    state: u32,
+    used_rules: &mut bool,
+) -> Result<Option<MaskEntry>, SetLimit> {
+    let vocab = &*g.vocab;
+    let a = &g.tables.rules[rule as usize];
+    // The text state: where most printable ASCII bytes lead.
+    let mut counts: Vec<(u32, u32)> = Vec::new();
+    for b in 0x20u8..0x7F {
+        let t = a.next(state, b);
+        match counts.iter_mut().find(|(s, _)| *s == t) {
+            Some(c) => c.1 += 1,
+            None => counts.push((t, 1)),
+        }
+    }
+    let Some(&(text, n)) = counts.iter().max_by_key(|c| c.1) else { return Ok(None) };
+    if text == crate::automaton::DEAD || n < 64 || !a.char_loop(text) || !a.local_edges(text).is_empty() {
+        return Ok(None);
+    }
+    let has = |set: &[u64; 4], b: u8| set[b as usize / 64] >> (b % 64) & 1 == 1;
+    let stops: Vec<u8> = (0..0x80u8).filter(|&b| !has(a.self_loop(text), b)).collect();
+    let mut first = [0u64; 4];
+    let mut firsts = 0;
+    for b in 0..=255u8 {
+        let differs = if b < 0x80 { a.next(state, b) != text } else { a.next(state, b) != a.next(text, b) };
+        if differs {
+            first[b as usize / 64] |= 1 << (b % 64);
+            firsts += 1;
+        }
+    }
+    if stops.len() > FREE_TEXT_MAX_BYTES || firsts > FREE_TEXT_MAX_BYTES {
+        return Ok(None);
+    }
+    let mut groups = vec![vocab.irregular_tokens()];
+    for &b in &stops {
+        match vocab.tokens_holding(b) {
+            Some(group) => groups.push(group),
+            None => return Ok(None),
+        }
+    }
+    // Walked: every token of the groups, and the subtrees of the first bytes in `F` (whole ranges
+    // of trie positions: a space's subtree holds half the vocabulary).
+    let trie = vocab.trie();
+    let ranges: Vec<(u32, u32)> = trie
+        .roots
+        .iter()
+        .filter(|&&(b, _)| has(&first, b))
+        .map(|&(_, n)| (trie.nodes[n as usize].lo, trie.nodes[n as usize].hi))
+        .collect();
+    let in_ranges = |p: u32| ranges.iter().any(|&(lo, hi)| lo <= p && p < hi);
+    let (mut walked, mut accepted, mut uncertain) = (Vec::new(), Vec::new(), Vec::new());
+    for group in groups {
+        let (mut acc, mut unsure) = (Ranges::default(), Vec::new());
+        DfaWalk { g, rule, accepted: &mut acc, uncertain: &mut unsure, used_rules }.run(&group.trie, state, None)?;
+        // A token under a first byte of `F` is the subtree walk's (it fares the same either way).
+        walked.extend(group.all_members().iter().filter(|&&p| !in_ranges(p)));
+        accepted.extend(acc.0.iter().flat_map(|&(lo, hi)| lo..hi).flat_map(|q| group.members(q)));
+        uncertain.extend(unsure.iter().flat_map(|&q| group.members(q)).filter(|&&p| !in_ranges(p)));
+    }
+    let mut under_first = Ranges::default();
+    if !ranges.is_empty() {
+        let mut unsure = Vec::new();
+        DfaWalk { g, rule, accepted: &mut under_first, uncertain: &mut unsure, used_rules }
+            .run_under(trie, state, None, &first)?;
+        uncertain.extend(unsure);
+    }
+    for v in [&mut walked, &mut accepted, &mut uncertain] {
+        v.sort_unstable();
+        v.dedup();
+    }
+    // Rejected: walked and not accepted.
+    let mut rejected = Vec::new();
+    let mut i = 0;
+    for &p in &walked {
+        while accepted.get(i).is_some_and(|&q| q < p) {
+            i += 1;
+        }
+        if accepted.get(i) != Some(&p) {
+            rejected.push(vocab.id_at(p));
+        }
+    }
+    // Under `F`: the positions of each range the subtree walk did not accept.
+    // (Accepted ranges are merged when adjacent: one may run on into the next subtree.)
+    let mut at = 0;
+    for &(lo, hi) in &ranges {
+        let mut from = lo;
+        while let Some(&(a_lo, a_hi)) = under_first.0.get(at) {
+            if a_lo >= hi {
+                break;
+            }
+            if a_hi > from {
+                rejected.extend((from..a_lo.max(from)).map(|p| vocab.id_at(p)));
+                from = a_hi.min(hi);
+            }
+            if a_hi > hi {
+                break;
+            }
+            at += 1;
+        }
+        rejected.extend((from..hi).map(|p| vocab.id_at(p)));
+    }
+    let accepted = if rejected.len() <= list_limit(vocab) {
+        rejected.sort_unstable();
+        Accepted::AllExcept(rejected)
+    } else {
+        let mut bits = vocab.normal_mask().to_vec();
+        for id in rejected {
+            bits[id as usize / 32] &= !(1 << (id % 32));
+        }
+        Accepted::Bits(bits)
+    };
+    Ok(Some(MaskEntry { accepted, uncertain }))
+}
+
+/// Debug builds check every free-text entry against the walk of the whole trie it stands for, on
+/// vocabularies up to this size (a walk of a real one in a debug build takes tens of milliseconds;
+/// tests turn the check on for those with [`check_mask_entries`]).
+const CHECKED_VOCAB: usize = 20_000;
+
+static CHECK_ENTRIES: AtomicBool = AtomicBool::new(false);
+
+/// For tests: while on, every mask entry computed by a shortcut (free text) is also computed by a
+/// walk of the whole token trie, and a difference panics. Off by default; process-wide.
+#[doc(hidden)]
+pub fn check_mask_entries(on: bool) {
+    CHECK_ENTRIES.store(on, Ordering::Relaxed);
+}
+
+/// Panics if `e` differs from the entry a walk of the whole trie gives.
+fn check_against_walk(g: &CompiledGrammar, rule: u32, state: u32, e: &MaskEntry) {
+    let mut used = false;
+    let Ok(walked) = walk_entry(g, rule, state, &mut used) else { return };
+    let normal = g.vocab.normal_mask();
+    let (mut fast, mut slow) = (vec![0u32; normal.len()], vec![0u32; normal.len()]);
+    e.or_into(&mut fast, normal);
+    walked.or_into(&mut slow, normal);
+    assert!(fast == slow, "free-text entry of rule {rule} state {state} differs from the walk");
+    assert_eq!(e.uncertain, walked.uncertain, "free-text uncertain tokens of rule {rule} state {state}");
 }
 
 /// Component sharing during one walk over the vocabulary's trie (see [`compute_entry`]).
@@ -480,7 +661,19 @@ struct DfaWalk<'a> {
 }
 
 impl DfaWalk<'_> {
-    fn run(&mut self, trie: &Trie, state: u32, mut component: Option<&mut Component<'_>>) -> Result<(), SetLimit> {
+    fn run(&mut self, trie: &Trie, state: u32, component: Option<&mut Component<'_>>) -> Result<(), SetLimit> {
+        self.run_under(trie, state, component, &[u64::MAX; 4])
+    }
+
+    /// [`DfaWalk::run`] over the subtrees of the root's children whose byte is in `first`.
+    fn run_under(
+        &mut self,
+        trie: &Trie,
+        state: u32,
+        mut component: Option<&mut Component<'_>>,
+        first: &[u64; 4],
+    ) -> Result<(), SetLimit> {
+        let skip = |b: u8| first[b as usize / 64] >> (b % 64) & 1 == 0;
         let (g, rule) = (self.g, self.rule);
         let tables = &g.tables;
         let a = &tables.rules[rule as usize];
@@ -497,7 +690,7 @@ impl DfaWalk<'_> {
             if nodes[i].depth == 1 {
                 let roots = &trie.roots;
                 let mut r = roots.partition_point(|&(_, n)| (n as usize) < i);
-                while r < roots.len() && a.next(state, roots[r].0) == crate::automaton::DEAD {
+                while r < roots.len() && (skip(roots[r].0) || a.next(state, roots[r].0) == crate::automaton::DEAD) {
                     r += 1;
                 }
                 match roots.get(r) {

@@ -79,6 +79,8 @@ pub struct TokenVocab {
     plain: Vec<u32>,
     /// The largest entry of `plain`.
     max_plain: u32,
+    /// How tokens leave free text (see [`FreeExits`]).
+    free_exits: FreeExits,
     pub(crate) pool: MaskPool,
 }
 
@@ -131,6 +133,7 @@ impl TokenVocab {
             sorted,
             trie,
             string_exits,
+            free_exits: FreeExits::default(),
             normal,
             plain,
             max_plain,
@@ -199,6 +202,36 @@ impl TokenVocab {
 
     pub(crate) fn string_exits(&self) -> &StringExits {
         &self.string_exits
+    }
+
+    /// The regular tokens that hold ASCII byte `b` (see [`FreeExits`]), built on first use; `None`
+    /// when too many do for the index to pay.
+    pub(crate) fn tokens_holding(&self, b: u8) -> Option<&Grouped> {
+        self.free_exits.holding[b as usize & 0x7F]
+            .get_or_init(|| {
+                let entries: Vec<(Vec<u8>, u32)> = (0..self.sorted.len() as u32)
+                    .filter_map(|p| {
+                        let bytes = self.bytes_at(p);
+                        (bytes.contains(&b) && utf8_prefix(bytes) && !self.special[self.sorted[p as usize] as usize])
+                            .then(|| (bytes.to_vec(), p))
+                    })
+                    .take(self.sorted.len() / FREE_EXITS_SHARE + 1)
+                    .collect();
+                (entries.len() <= self.sorted.len() / FREE_EXITS_SHARE).then(|| Grouped::new(entries))
+            })
+            .as_ref()
+    }
+
+    /// The irregular tokens (see [`FreeExits`]), built on first use.
+    pub(crate) fn irregular_tokens(&self) -> &Grouped {
+        self.free_exits.irregular.get_or_init(|| {
+            Grouped::new(
+                (0..self.sorted.len() as u32)
+                    .filter(|&p| !utf8_prefix(self.bytes_at(p)) || self.special[self.sorted[p as usize] as usize])
+                    .map(|p| (self.bytes_at(p).to_vec(), p))
+                    .collect(),
+            )
+        })
     }
 
     pub(crate) fn sorted_len(&self) -> usize {
@@ -276,6 +309,11 @@ impl Grouped {
         Grouped { trie: Trie::new(&strings, &order), starts, members }
     }
 
+    /// The vocabulary positions of every token of the group.
+    pub(crate) fn all_members(&self) -> &[u32] {
+        &self.members
+    }
+
     /// The vocabulary positions of the tokens string `q` stands for.
     pub(crate) fn members(&self, q: u32) -> &[u32] {
         &self.members[self.starts[q as usize] as usize..self.starts[q as usize + 1] as usize]
@@ -310,6 +348,32 @@ impl StringExits {
         StringExits { tails: Grouped::new(tails), heads: Grouped::new(heads) }
     }
 }
+
+/// How tokens leave free text, for the states of a text that reads any character but a few ASCII
+/// bytes (a `TagDispatch` watching for `{"name": `, the partial matches of its triggers): a
+/// regular token (well-formed UTF-8 but for a cut-short last character, not special) holding none
+/// of those bytes stays in the text, so only the tokens holding one of them, and the irregular
+/// ones, need a walk. Per ASCII byte, the regular tokens that hold it (whole, grouped as
+/// [`Grouped`] strings); the index is built for a byte the first time a state asks for it, and
+/// only where at most one token in [`FREE_EXITS_SHARE`] holds the byte (a space or a letter is
+/// in too many tokens: states that stop at one walk the trie as any other).
+#[derive(Debug)]
+pub(crate) struct FreeExits {
+    holding: [std::sync::OnceLock<Option<Grouped>>; 128],
+    irregular: std::sync::OnceLock<Grouped>,
+}
+
+impl Default for FreeExits {
+    fn default() -> FreeExits {
+        FreeExits {
+            holding: std::array::from_fn(|_| std::sync::OnceLock::new()),
+            irregular: std::sync::OnceLock::new(),
+        }
+    }
+}
+
+/// See [`FreeExits`].
+pub(crate) const FREE_EXITS_SHARE: usize = 16;
 
 /// Length in bytes of the longest prefix of `bytes` made of whole JSON-string characters without
 /// escapes (bytes `0x20..=0x7F` but `"` and `\\`, well-formed multi-byte characters).

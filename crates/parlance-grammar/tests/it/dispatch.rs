@@ -174,3 +174,25 @@ fn free_text_masks_are_shared_by_grammars_with_other_tags() {
     assert_eq!(after_second, after_first, "the start state's entry is shared");
     assert_eq!(mask_a, mask_b);
 }
+
+#[test]
+fn free_text_entries_equal_a_walk_of_the_whole_trie_on_a_real_vocabulary() {
+    // The free-text shortcut walks only the tokens holding a byte the text stops at; with the check
+    // on, every entry it gives is computed again by a walk of the whole trie, and a difference
+    // panics. Llama 3's vocabulary has broken UTF-8 pieces, multi-byte words and special tokens.
+    let Some((vocab, _)) = real_vocab("llama3_1", "<|eot_id|>") else { return };
+    parlance_grammar::check_mask_entries(true);
+    // `{"m` beside `{"n`: after `{"` two neighbouring first bytes go their own ways.
+    let g = r#"root ::= TagDispatch(("{\"name\": ", call), ("{\"mode\": ", call), ("<tool_call>", call), excludes=("</s>", "\t"))
+call ::= "\"f\", \"parameters\": {\"a\": " [0-9]+ "}}" ("</tool_call>")?"#;
+    let mut m = Matcher::new(compile(&vocab, g)).expect("matcher");
+    let mut mask = vec![0u32; vocab.mask_words()];
+    // Every state of the trigger prefixes, then text after a call.
+    let text = "Sure. {\"name\": \"f\", \"parameters\": {\"a\": 12}} then <tool_call>\"f\", \"parameters\": {\"a\": 3}}</tool_call> é {\"mo {\"na {\"name\"";
+    for (i, c) in text.char_indices() {
+        m.fill_next_token_bitmask(&mut mask).expect("mask");
+        assert!(m.accept_bytes(&text.as_bytes()[i..i + c.len_utf8()]), "at byte {i} of {text:?}");
+    }
+    m.fill_next_token_bitmask(&mut mask).expect("mask");
+    parlance_grammar::check_mask_entries(false);
+}
