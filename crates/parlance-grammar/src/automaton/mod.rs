@@ -159,10 +159,10 @@ pub(crate) struct Core {
     live: Vec<[u64; 4]>,
     /// Per state, whether every multi-byte UTF-8 character leads back to the same state.
     char_loop: Vec<bool>,
-    /// Per state, see [`Automaton::is_string_body`].
+    /// Per state, see [`Core::is_string_body`].
     string_body: Vec<bool>,
     /// Per state, how many JSON-string characters in a row it reads for certain (see
-    /// [`Automaton::reads_chars`]); `u32::MAX` when the run never ends.
+    /// [`Core::reads_chars`]); `u32::MAX` when the run never ends.
     char_run: Vec<u32>,
     /// Built to recur across grammars ([`Finish::MinimizeUpTo`] within its bound, or
     /// [`Finish::Recurring`]): its mask entries are worth pooling.
@@ -290,7 +290,7 @@ impl Core {
     }
 
     /// Whether `state` is a string's inside: every JSON-string character without an escape (see
-    /// [`Automaton::reads_chars`]) leads back to it, passing no final state, and it is not final
+    /// [`Core::reads_chars`]) leads back to it, passing no final state, and it is not final
     /// itself. A token that begins with such characters then fares from here as its rest does.
     #[inline]
     pub(crate) fn is_string_body(&self, state: u32) -> bool {
@@ -302,20 +302,20 @@ impl Core {
     /// character), the last one possibly cut short, without dying. True of a string's inside, of a
     /// length-counting chain (`maxLength`) with that many characters left, and of the states of an
     /// unanchored `pattern` (every character keeps the search alive), where no state loops and
-    /// [`Automaton::loops_on_chars`] cannot help.
+    /// [`Core::loops_on_chars`] cannot help.
     #[inline]
     pub(crate) fn reads_chars(&self, state: u32, chars: u32) -> bool {
         chars > 0 && self.char_run[state as usize] >= chars
     }
 
-    /// How many JSON-string characters `state` reads for certain (see [`Automaton::reads_chars`]);
+    /// How many JSON-string characters `state` reads for certain (see [`Core::reads_chars`]);
     /// `u32::MAX` when there is no end.
     #[inline]
     pub(crate) fn char_run(&self, state: u32) -> u32 {
         self.char_run[state as usize]
     }
 
-    /// The states the JSON-string characters (see [`Automaton::reads_chars`]) lead to from `state`,
+    /// The states the JSON-string characters (see [`Core::reads_chars`]) lead to from `state`,
     /// into `out`; `false` if one of them, or a cut-short prefix of one, dies.
     fn char_targets(
         &self,
@@ -369,7 +369,7 @@ impl Core {
         true
     }
 
-    /// [`Automaton::reads_chars`]'s run lengths: a state that some character kills reads none;
+    /// [`Core::reads_chars`]'s run lengths: a state that some character kills reads none;
     /// any other reads one more than the least of the states its characters lead to; a state that
     /// never reaches one of the first kind reads without end. Breadth-first from the first kind
     /// over reversed character transitions.
@@ -1095,7 +1095,7 @@ pub(crate) fn build<'a>(
     Ok(Automaton::from_core(dfa.minimize(deadline)?.canonical().into_core(true)))
 }
 
-/// The automaton of the rule-free expression `e`, to test many texts with [`Automaton::matches`]
+/// The automaton of the rule-free expression `e`, to test many texts with [`Core::matches`]
 /// (`None` if it cannot be built within the limit and `deadline`).
 pub(crate) fn build_matcher(e: &Expr, deadline: Instant) -> Option<Automaton> {
     build(e, &|_| None, &|_| None, 100_000, deadline, Finish::MinimizeUpTo(usize::MAX)).ok()

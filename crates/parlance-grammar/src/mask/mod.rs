@@ -346,7 +346,7 @@ const COMPONENT_MAX: usize = 32;
 /// component's shape, so the first walk from a component records, per trie node, whether its whole
 /// subtree stays inside; walks from any state with an isomorphic component skip those subtrees.
 ///
-/// A string's inside ([`crate::automaton::Automaton::is_string_body`]) walks no token trie at all
+/// A string's inside ([`crate::automaton::Core::is_string_body`]) walks no token trie at all
 /// but the vocabulary's [`StringExits`](crate::vocab::StringExits): its plain tokens are the shared
 /// set, and every other token fares as the part of it after its leading characters does.
 ///
