@@ -326,10 +326,11 @@ fn compile(
         .map_err(|e| build_err(name, e, &limits))?;
         if let Some(shape) = shape {
             // A unit's tables follow from its shape: keyed by that, its mask entries are found
-            // again without encoding a tool's whole automaton after every cache clear. Only the
-            // first build is a function of the shape (the second depends on when the first
-            // gave up).
-            if shape.unit && !fell_back {
+            // again without encoding a tool's whole automaton after every cache clear. Only when
+            // it references no rule (the subset construction numbers states by the grammar's
+            // rule ids, which depend on the whole grammar) and only the first build (the second
+            // depends on when the first gave up).
+            if shape.unit && !fell_back && !a.has_rule_edges() {
                 a.preset_shallow_key(shape.table_key());
             }
             let kept = &ids.borrow().0;
@@ -458,10 +459,10 @@ impl RuleShape {
         Some(RuleShape { key, unit, rules })
     }
 
-    /// A structural key of the tables this shape builds (see `Automaton::preset_shallow_key`):
-    /// the shape itself, under a tag no encoding of tables starts with. Equal shapes build equal
-    /// tables (the shape cache rests on it); local rule numbers follow the shape's order of first
-    /// reference, as the tables' own encoding would number them.
+    /// A structural key of the tables this shape builds when they reference no rule (see
+    /// `Automaton::preset_shallow_key`): the shape itself, under a tag no encoding of tables
+    /// starts with. Such a shape builds equal tables every time (the subset construction is
+    /// deterministic; with references its state numbers follow the grammar's rule ids).
     fn table_key(&self) -> (u64, Arc<[u32]>) {
         let mut key = Vec::with_capacity(self.key.len() + 1);
         key.push(u32::MAX - 11);
@@ -649,6 +650,12 @@ mod tests {
     use super::*;
     use crate::matcher::Matcher;
 
+    /// One vocabulary (one mask pool) for the tests that need grammars to share entries.
+    fn vocab_shared() -> Arc<TokenVocab> {
+        static VOCAB: OnceLock<Arc<TokenVocab>> = OnceLock::new();
+        VOCAB.get_or_init(vocab).clone()
+    }
+
     fn vocab() -> Arc<TokenVocab> {
         let mut toks: Vec<Vec<u8>> = (0x20u8..0x7f).map(|b| vec![b]).collect();
         toks.push(b"<eos>".to_vec());
@@ -727,6 +734,61 @@ mod tests {
         // `b` took the cached tables themselves, not a copy.
         let list = gb.names.iter().position(|n| n == "list").expect("list is a rule");
         assert!(gb.tables.rules[list].shares_tables(&shape.cached().expect("cached")));
+    }
+
+    #[test]
+    fn a_unit_with_references_is_keyed_by_its_tables_not_its_shape() {
+        // `u ::= a "x" | b "y"` with `a` and `b` recursive (kept as references): the subset
+        // construction numbers u's states by the grammar's rule ids, which differ between a
+        // grammar that meets `a` first and one that meets `b` first. Built twice (the automaton
+        // cache emptied in between, the mask pool not), the second grammar's masks must be its own.
+        let grammar = |b_first: bool| {
+            let mut g = Grammar::builder();
+            let root = g.declare("root");
+            let (a, b) = if b_first {
+                let b = g.declare("b");
+                (g.declare("a"), b)
+            } else {
+                let a = g.declare("a");
+                (a, g.declare("b"))
+            };
+            g.define(a, Expr::alt(vec![Expr::seq(vec![Expr::literal("a"), Expr::Rule(a)]), Expr::literal("")]));
+            g.define(b, Expr::alt(vec![Expr::seq(vec![Expr::literal("b"), Expr::Rule(b)]), Expr::literal("")]));
+            let u = g.rule(
+                "u",
+                Expr::alt(vec![
+                    Expr::seq(vec![Expr::Rule(a), Expr::literal("x")]),
+                    Expr::seq(vec![Expr::Rule(b), Expr::literal("y")]),
+                ]),
+            );
+            g.keep_rule(u);
+            g.cache_rule(u);
+            let head = if b_first { Expr::seq(vec![Expr::Rule(b), Expr::literal("-")]) } else { Expr::Empty };
+            g.define(root, Expr::seq(vec![head, Expr::Rule(u)]));
+            Arc::new(CompiledGrammar::new(vocab_shared(), &g.build(root).expect("grammar")).expect("compiles"))
+        };
+        // The next characters the mask allows after `prefix` (the test vocabulary's tokens are
+        // single printable characters).
+        let allowed = |g: &Arc<CompiledGrammar>, prefix: &str| -> String {
+            let mut m = Matcher::new(g.clone()).expect("matcher");
+            assert!(m.accept_bytes(prefix.as_bytes()), "{prefix}");
+            let mut mask = vec![0u32; g.vocab.mask_words()];
+            m.fill_next_token_bitmask(&mut mask).expect("mask");
+            (0x20u8..0x7f)
+                .filter(|&b| mask[(b - 0x20) as usize / 32] >> ((b - 0x20) % 32) & 1 == 1)
+                .map(char::from)
+                .collect()
+        };
+        let first = grammar(false);
+        assert_eq!(allowed(&first, "a"), "ax");
+        assert_eq!(allowed(&first, "b"), "by");
+        clear_shape_cache();
+        let second = grammar(true);
+        assert_eq!(allowed(&second, "b-a"), "ax");
+        assert_eq!(allowed(&second, "b-b"), "by");
+        for (text, ok) in [("b-bby", true), ("b-y", true), ("b-x", true), ("b-bbx", false), ("-aay", false)] {
+            assert_eq!(accepts(&second, text), ok, "{text}");
+        }
     }
 
     #[test]

@@ -30,8 +30,8 @@ pub use grammar::{Expr, Grammar, GrammarBuilder, GrammarError, Rule, RuleId, Tag
 pub use grammar_compiler::{DEFAULT_CACHE_BYTES, GrammarCompiler};
 pub use json_schema::{JsonSchemaOptions, SchemaError, SchemaReport, Whitespace, json_schema_to_grammar};
 pub use limits::Limits;
-#[cfg(feature = "rayon")]
 pub use mask::check_mask_entries;
+#[cfg(feature = "rayon")]
 pub use matcher::fill_next_token_bitmasks;
 pub use matcher::{Matcher, MatcherError};
 pub use structural_tag::{StructuralTagError, StructuralTagOptions, structural_tag_to_grammar};
