@@ -15,6 +15,12 @@
 //! `Compiler::members_in_blocks`) and counts against [`Limits::compile_time`] with the compile that
 //! follows it.
 //!
+//! Narrowings (the grammar rejects some valid instances, never accepts an invalid one): a key that
+//! is not a declared name (an additional or pattern-matched property) is written in the canonical
+//! spelling, escapes only for `"`, `\\` and control characters as serde_json, `json.dumps` and
+//! `JSON.stringify` write them, so that a key is always checked as the key it is (`"\u0061"`
+//! would pass for another key than `"a"`); a declared name is written as the schema writes it.
+//!
 //! A keyword that would constrain the output but is not enforced is an error naming it and its JSON
 //! pointer; [`JsonSchemaOptions::lenient`] turns that into an entry of [`SchemaReport::ignored`].
 //! Annotations (`title`, `description`, `default`, unknown keywords, unknown `format`s, which the
@@ -481,6 +487,37 @@ impl<'a> Compiler<'a> {
         ])
     }
 
+    /// A JSON escape as serde_json, `json.dumps` and `JSON.stringify` write one: `\"`, `\\`, the
+    /// two-character forms of the controls that have one, `\u00xx` (lowercase) for the others.
+    /// None spells a character that has a spelling of its own (`\u0061`, `\/`).
+    fn canonical_escape() -> Expr {
+        let class = |ranges: Vec<(char, char)>| Expr::CharClass { negated: false, ranges };
+        Expr::alt(vec![
+            Expr::seq(vec![
+                lit("\\"),
+                class(vec![('"', '"'), ('\\', '\\'), ('b', 'b'), ('f', 'f'), ('n', 'n'), ('r', 'r'), ('t', 't')]),
+            ]),
+            Expr::seq(vec![
+                lit("\\u00"),
+                Expr::alt(vec![
+                    Expr::seq(vec![lit("0"), class(vec![('0', '7'), ('b', 'b'), ('e', 'f')])]),
+                    Expr::seq(vec![lit("1"), class(vec![('0', '9'), ('a', 'f')])]),
+                ]),
+            ]),
+        ])
+    }
+
+    /// One character of an object key whose identity decides its schema (an additional or
+    /// pattern-matched property): raw, or a [`Compiler::canonical_escape`]. Every key then has
+    /// one spelling, the one names and patterns are compared with; a key escaped otherwise
+    /// (`"\u0061"` for `"a"`) would pass for another key than it is.
+    fn key_char() -> Expr {
+        Expr::alt(vec![
+            Expr::CharClass { negated: true, ranges: vec![('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')] },
+            Self::canonical_escape(),
+        ])
+    }
+
     /// One JSON string character (raw or escaped).
     fn json_char(&self) -> Expr {
         Expr::alt(vec![
@@ -942,7 +979,7 @@ impl<'a> Compiler<'a> {
         let mut parts: Vec<Expr> = Vec::new();
         if let Some(p) = m.get("pattern").and_then(Value::as_str) {
             self.enforced("pattern");
-            match json_regex(p, &any_char) {
+            match json_regex(p, &any_char, false) {
                 Ok(e) => parts.push(e),
                 Err(e) => self.unsupported(&format!("{ptr}/pattern"), "pattern", &e)?,
             }
@@ -959,7 +996,7 @@ impl<'a> Compiler<'a> {
         {
             self.enforced("format");
             parts.push(
-                json_regex(&re, &any_char)
+                json_regex(&re, &any_char, false)
                     .map_err(|e| SchemaError::Invalid { pointer: ptr.to_string(), message: e })?,
             );
         }
@@ -1170,11 +1207,11 @@ impl<'a> Compiler<'a> {
         // Pattern keys: content expressions, compiled first because declared properties whose names
         // match a pattern must satisfy that pattern's schema too. Each pattern's automaton is built
         // once, then run on every name.
-        let any_char = self.json_char();
+        let any_char = Self::key_char();
         let mut pattern_keys: Vec<(Expr, &Value, String, Option<automaton::Automaton>)> = Vec::new();
         for (p, sub) in patterns {
             let pp = format!("{ptr}/patternProperties/{}", escape_pointer(p));
-            match json_regex(p, &any_char) {
+            match json_regex(p, &any_char, true) {
                 Ok(k) => {
                     let trivial = *sub == Value::Bool(true) || sub.as_object().is_some_and(|o| o.is_empty());
                     // `None` (cannot be built): every name is taken to match, so merging stays safe.
@@ -1424,12 +1461,12 @@ impl<'a> Compiler<'a> {
         }
         // Where a key leaves the trie (a character no name continues with), any characters follow:
         // one shared rule, entered from every trie node.
-        let rest = Expr::seq(vec![Expr::repeat(self.json_char(), 0, None), lit("\"")]);
+        let rest = Expr::seq(vec![Expr::repeat(Self::key_char(), 0, None), lit("\"")]);
         let rest = Expr::Rule(self.rule_at("key-rest", rest, &at));
         // Escapes and non-ASCII characters leave the trie the same way at every depth (names are
         // ASCII, checked per depth in `trie_not`): one shared rule instead of a copy per depth.
         let leave = Expr::alt(vec![
-            Expr::seq(vec![lit("\\"), Self::escape_tail()]),
+            Self::canonical_escape(),
             Expr::CharClass { negated: false, ranges: vec![('\u{80}', '\u{10FFFF}')] },
         ]);
         let leave = Expr::Rule(self.rule_at("key-char", leave, &at));
@@ -1472,10 +1509,7 @@ impl<'a> Compiler<'a> {
             let out = Expr::alt(vec![Expr::CharClass { negated: true, ranges: excluded }, leave.clone()]);
             alts.push(Expr::seq(vec![out, rest.clone()]));
         } else {
-            let out = Expr::alt(vec![
-                Expr::CharClass { negated: true, ranges: excluded },
-                Expr::seq(vec![lit("\\"), Self::escape_tail()]),
-            ]);
+            let out = Expr::alt(vec![Expr::CharClass { negated: true, ranges: excluded }, Self::canonical_escape()]);
             alts.push(Expr::seq(vec![out, rest.clone()]));
         }
         let mut nodes = 1;
@@ -1880,11 +1914,13 @@ fn compact_json(v: &Value) -> String {
 
 /// `regex_to_expr` in JSON-string mode, memoized process-wide: formats and common patterns recur
 /// across schemas, and parsing them is a visible part of compile time.
-fn json_regex(pattern: &str, any_char: &Expr) -> Result<Expr, String> {
+fn json_regex(pattern: &str, any_char: &Expr, key: bool) -> Result<Expr, String> {
     use std::sync::{Mutex, OnceLock};
-    static CACHE: OnceLock<Mutex<HashMap<String, Result<Expr, String>>>> = OnceLock::new();
+    type Cached = HashMap<(bool, String), Result<Expr, String>>;
+    static CACHE: OnceLock<Mutex<Cached>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    if let Some(hit) = cache.lock().ok().and_then(|c| c.get(pattern).cloned()) {
+    let cache_key = (key, pattern.to_string());
+    if let Some(hit) = cache.lock().ok().and_then(|c| c.get(&cache_key).cloned()) {
         return hit;
     }
     let r = regex_to_expr(pattern, RegexMode::JsonString { any_char });
@@ -1892,7 +1928,7 @@ fn json_regex(pattern: &str, any_char: &Expr) -> Result<Expr, String> {
         if c.len() > 4096 {
             c.clear();
         }
-        c.insert(pattern.to_string(), r.clone());
+        c.insert(cache_key, r.clone());
     }
     r
 }

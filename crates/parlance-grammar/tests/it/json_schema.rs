@@ -352,3 +352,50 @@ fn unsatisfiable_schemas_are_said_of_the_schema() {
         assert!(!shown.contains("rule `"), "{shown}");
     }
 }
+
+#[test]
+fn keys_are_checked_as_the_keys_they_spell() {
+    // A key escaped as another spelling (`\u0061` is `a`, `\u0078` is `x`) must not pass for an
+    // additional property: the independent validator is the judge of what is invalid, and what the
+    // grammar accepts must be valid. Non-canonical spellings of additional keys are refused (a
+    // narrowing the module docs list); canonical escapes of control characters stay accepted.
+    let vocab = synthetic_vocab();
+    let schemas = [
+        json!({"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "integer"}}),
+        json!({"type": "object", "patternProperties": {"^x": {"type": "string"}}, "additionalProperties": {"type": "integer"}}),
+        json!({"type": "object", "properties": {"a/b": {"type": "string"}}, "additionalProperties": {"type": "integer"}}),
+        json!({"type": "object", "properties": {"é": {"type": "string"}}, "additionalProperties": {"type": "integer"}}),
+    ];
+    let instances = [
+        r#"{"\u0061": 5}"#,
+        r#"{"\u0078y": 5}"#,
+        r#"{"a\/b": 5}"#,
+        r#"{"\u00e9": 5}"#,
+        r#"{"\u00E9": 5}"#,
+        r#"{"a": "s"}"#,
+        r#"{"b": 5}"#,
+        r#"{"xy": "s"}"#,
+        r#"{"a\nb": 5}"#,
+        r#"{"a\u000bb": 5}"#,
+        r#"{"\u0062": 5}"#,
+    ];
+    for schema in &schemas {
+        let g = compile(&vocab, schema, &JsonSchemaOptions::default());
+        let validator = jsonschema::validator_for(schema).expect("valid schema");
+        for text in instances {
+            let value: Value = serde_json::from_str(text).expect("JSON");
+            if accepts(&g, text) {
+                assert!(validator.is_valid(&value), "{schema}: the grammar accepts {text}, which is invalid");
+            }
+        }
+        // Canonical spellings of valid instances are accepted.
+        for text in [r#"{"b": 5}"#, r#"{"a\nb": 5}"#, r#"{"a\u000bb": 5}"#] {
+            assert!(accepts(&g, text), "{schema}: {text}");
+        }
+    }
+    // The refusals the fix makes, each of which the grammar accepted as an additional property.
+    let g = compile(&vocab, &schemas[0], &JsonSchemaOptions::default());
+    assert!(!accepts(&g, r#"{"\u0061": 5}"#));
+    let g = compile(&vocab, &schemas[1], &JsonSchemaOptions::default());
+    assert!(!accepts(&g, r#"{"\u0078y": 5}"#));
+}
