@@ -1461,7 +1461,9 @@ impl<'a> Compiler<'a> {
         }
         // Where a key leaves the trie (a character no name continues with), any characters follow:
         // one shared rule, entered from every trie node.
-        let rest = Expr::seq(vec![Expr::repeat(Self::key_char(), 0, None), lit("\"")]);
+        // Once a character differs from every name, the key is none of them however the rest
+        // is spelled; only that character must be read as what it is (`leave` below).
+        let rest = Expr::seq(vec![Expr::repeat(self.json_char(), 0, None), lit("\"")]);
         let rest = Expr::Rule(self.rule_at("key-rest", rest, &at));
         // Escapes and non-ASCII characters leave the trie the same way at every depth (names are
         // ASCII, checked per depth in `trie_not`): one shared rule instead of a copy per depth.
