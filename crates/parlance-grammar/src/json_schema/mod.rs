@@ -15,11 +15,12 @@
 //! `Compiler::members_in_blocks`) and counts against [`Limits::compile_time`] with the compile that
 //! follows it.
 //!
-//! Narrowings (the grammar rejects some valid instances, never accepts an invalid one): a key that
-//! is not a declared name (an additional or pattern-matched property) is written in the canonical
-//! spelling, escapes only for `"`, `\\` and control characters as serde_json, `json.dumps` and
-//! `JSON.stringify` write them, so that a key is always checked as the key it is (`"\u0061"`
-//! would pass for another key than `"a"`); a declared name is written as the schema writes it.
+//! Narrowings (the grammar rejects some valid instances, never accepts an invalid one): a key is
+//! read as the key it is, never as another spelling of it (`"\u0061"` would pass for another key
+//! than `"a"`). A declared name is written as the schema writes it; an additional property's key
+//! writes the character where it departs from every declared name raw or in the canonical
+//! escape (escapes only for `"`, `\\` and control characters, as serde_json, `json.dumps` and
+//! `JSON.stringify` write them); where `patternProperties` apply, the whole key is canonical.
 //!
 //! A keyword that would constrain the output but is not enforced is an error naming it and its JSON
 //! pointer; [`JsonSchemaOptions::lenient`] turns that into an entry of [`SchemaReport::ignored`].
