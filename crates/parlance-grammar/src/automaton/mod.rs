@@ -524,6 +524,11 @@ impl Core {
         })
     }
 
+    /// [`Core::sccs`] if some state already asked for them.
+    pub(crate) fn sccs_if_computed(&self) -> Option<&[u32]> {
+        self.sccs.get().map(Vec::as_slice)
+    }
+
     fn byte_sccs(&self) -> Vec<u32> {
         let n = self.len();
         // Classes holding a byte other than a structural one; all bytes of a class go alike.

@@ -387,9 +387,9 @@ fn walk_entry(g: &CompiledGrammar, rule: u32, state: u32, used_rules: &mut bool)
     let mut uncertain: Vec<u32> = Vec::new();
     let mut walk = DfaWalk { g, rule, accepted: &mut accepted, uncertain: &mut uncertain, used_rules };
     // Components worth sharing (a string's, a number's inside) loop; a state that reads no byte
-    // back to itself (a name's next letter) walks alone, without the rule's SCCs, which cost
-    // more than its walk.
-    if a.self_loop(state).iter().all(|&w| w == 0) {
+    // back to itself (a tool name's next letter) does not make the rule compute its SCCs, which
+    // cost more than its walk, but uses them once another state has.
+    if a.self_loop(state).iter().all(|&w| w == 0) && a.sccs_if_computed().is_none() {
         walk.run(trie, state, None)?;
     } else {
         let sccs = g.sccs(rule);
