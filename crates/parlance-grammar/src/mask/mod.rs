@@ -354,18 +354,16 @@ const COMPONENT_MAX: usize = 32;
 /// entry then depends on those rules, not only on this automaton.
 fn compute_entry(g: &CompiledGrammar, rule: u32, state: u32, used_rules: &mut bool) -> Result<MaskEntry, SetLimit> {
     let (tables, vocab) = (&g.tables, &*g.vocab);
-    let a = &tables.rules[rule as usize];
-    let trie = vocab.trie();
-    let mut accepted = Ranges::default();
-    let mut uncertain: Vec<u32> = Vec::new();
-    if !a.local_edges(state).is_empty() {
+    if !tables.rules[rule as usize].local_edges(state).is_empty() {
         *used_rules = true;
+        let (mut accepted, mut uncertain) = (Ranges::default(), Vec::new());
         let mut parser = Earley::new(tables, Item { rule, state, origin: ROOT_ORIGIN }, g.limits.earley_set_items)?;
         // Completing before the first byte is not "uncertain": the chart's closure has already
         // advanced the parents, whose own entries cover those tokens.
-        earley_walk(tables, &trie.nodes, &mut parser, 0, false, &mut accepted, &mut uncertain)?;
+        earley_walk(tables, &vocab.trie().nodes, &mut parser, 0, false, &mut accepted, &mut uncertain)?;
         return Ok(make_entry(vocab, &accepted, uncertain, None));
     }
+    let a = &tables.rules[rule as usize];
     if a.is_string_body(state) {
         return string_body_entry(g, rule, state, used_rules);
     }
