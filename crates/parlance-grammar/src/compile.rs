@@ -349,8 +349,8 @@ fn compile(
     if productive.iter().any(|p| !p) {
         for (i, a) in rules.iter_mut().enumerate() {
             if productive[i] {
-                a.remap_rules(&|r| productive[r as usize].then_some(r));
-                if !a.retrim() {
+                // Only tables that lost an edge change (and are copied, if shared).
+                if a.remap_rules(&|r| productive[r as usize].then_some(r)) && !a.retrim() {
                     return Err(CompileError::EmptyLanguage(names[i].clone()));
                 }
             }
@@ -734,6 +734,16 @@ mod tests {
         // `b` took the cached tables themselves, not a copy.
         let list = gb.names.iter().position(|n| n == "list").expect("list is a rule");
         assert!(gb.tables.rules[list].shares_tables(&shape.cached().expect("cached")));
+        // A grammar with a rule that never completes drops the edges to it, and copies only the
+        // tables that had one.
+        let c = Grammar::parse(
+            "root ::= \"{\" list \"}\" | dead\ndead ::= \"d\" dead\nlist ::= item (\",\" list)?\nitem ::= [a-c] | \"(\" list \")\"",
+        )
+        .expect("parses");
+        let gc = Arc::new(CompiledGrammar::new(vocab(), &c).expect("compiles"));
+        let list = gc.names.iter().position(|n| n == "list").expect("list is a rule");
+        assert!(gc.tables.rules[list].shares_tables(&shape.cached().expect("cached")));
+        assert!(accepts(&gc, "{a,(b)}") && !accepts(&gc, "dd"));
     }
 
     #[test]

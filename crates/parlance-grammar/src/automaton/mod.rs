@@ -96,10 +96,11 @@ impl Automaton {
     }
 
     /// Rewrites rule references through `map`; rules not in the map are dropped as dead edges
-    /// (the tables are then copied, if shared, and edited).
-    pub(crate) fn remap_rules(&mut self, map: &dyn Fn(u32) -> Option<u32>) {
+    /// (the tables are then copied, if shared, and edited). Returns whether an edge was dropped.
+    pub(crate) fn remap_rules(&mut self, map: &dyn Fn(u32) -> Option<u32>) -> bool {
         let mapped: Vec<Option<u32>> = self.rules.iter().map(|&r| if r == u32::MAX { None } else { map(r) }).collect();
-        if mapped.iter().any(Option::is_none) {
+        let dropped = mapped.iter().any(Option::is_none);
+        if dropped {
             let core = self.edit();
             for edges in &mut core.rule_edges {
                 edges.retain(|&(l, _)| mapped[l as usize].is_some());
@@ -107,6 +108,7 @@ impl Automaton {
             core.has_edges = core.rule_edges.iter().any(|e| !e.is_empty());
         }
         self.rules = mapped.iter().map(|m| m.unwrap_or(u32::MAX)).collect();
+        dropped
     }
 
     /// Canonical encoding of the structure (see [`Core::encode_local`]), grammar rules passed
