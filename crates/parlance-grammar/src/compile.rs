@@ -326,10 +326,12 @@ fn compile(
         .map_err(|e| build_err(name, e, &limits))?;
         if let Some(shape) = shape {
             // A unit's tables follow from its shape: keyed by that, its mask entries are found
-            // again without encoding a tool's whole automaton after every cache clear. Only when
-            // it references no rule (the subset construction numbers states by the grammar's
-            // rule ids, which depend on the whole grammar) and only the first build (the second
-            // depends on when the first gave up).
+            // again without encoding a tool's whole automaton after every cache clear. Only a
+            // unit (always built `Finish::Recurring`: the same shape as a plain rule is minimized
+            // and keeps its encoded key, under another tag), only when it references no rule (the
+            // subset construction numbers states by the grammar's rule ids, which depend on the
+            // whole grammar), and only the first build (the second depends on when the first gave
+            // up). These are the reasons an earlier shape-keyed pool was reverted (20f71fb).
             if shape.unit && !fell_back && !a.has_rule_edges() {
                 a.preset_shallow_key(shape.table_key());
             }

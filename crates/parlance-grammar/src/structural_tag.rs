@@ -100,8 +100,7 @@ pub(crate) fn lower(
         vocab,
         depth: 0,
         schemas: HashMap::new(),
-        alternatives: HashMap::new(),
-        units: HashMap::new(),
+        node_rules: HashMap::new(),
         choice_depth: 0,
     };
     let root = lower.b.declare("root");
@@ -153,12 +152,9 @@ struct Lowering<'a> {
     /// schema once. (Across documents, `json_schema::lowered_grammar` caches the lowering.)
     /// (By content hash: documents may name thousands of tools.)
     schemas: HashMap<u64, Vec<(Value, RuleId)>>,
-    /// Each `or` lowered so far and its rule, by the hash of its document node and end strings
-    /// (see [`Lowering::shared_alternatives`]).
-    alternatives: HashMap<u64, Vec<(Expr, RuleId)>>,
-    /// Each unit made so far, by the hash of its document node and end strings (see
-    /// [`Lowering::unit`]).
-    units: HashMap<u64, Vec<(Expr, RuleId)>>,
+    /// The rules made for document nodes so far (each `or`, each unit), by the hash of the node,
+    /// the rule's name and the end strings (see [`Lowering::node_rule`]).
+    node_rules: HashMap<u64, Vec<(Expr, RuleId)>>,
     /// How many choices (`or` of two or more) enclose the format being lowered.
     choice_depth: usize,
 }
@@ -369,18 +365,25 @@ impl Lowering<'_> {
         }
     }
 
+    /// The rule `name` holding `body`, lowered from `node` before `end`; the same node met again
+    /// with the same lowering is the same rule. Returns whether it was met before.
+    fn node_rule(&mut self, node: &Value, end: &[String], name: &str, body: Expr) -> (RuleId, bool) {
+        let seen = self.node_rules.entry(crate::json_schema::value_hash(node, &(name, end))).or_default();
+        if let Some(&(_, rule)) = seen.iter().find(|(e, _)| *e == body) {
+            return (rule, true);
+        }
+        let rule = self.b.rule(name, body.clone());
+        seen.push((body, rule));
+        (rule, false)
+    }
+
     /// `body`, lowered from `node`, as a unit: a rule of its own that compiles once per process and
     /// is reused by every grammar that holds it (`GrammarBuilder::cache_rule`). The same node met
     /// again (a repeated choice) is the same rule, so the choices around it stay equal.
     fn unit(&mut self, node: &Value, end: &[String], body: Expr) -> Expr {
-        let seen = self.units.entry(crate::json_schema::value_hash(node, &end)).or_default();
-        if let Some(&(_, rule)) = seen.iter().find(|(e, _)| *e == body) {
-            return Expr::Rule(rule);
-        }
-        let rule = self.b.rule("choice", body.clone());
+        let (rule, _) = self.node_rule(node, end, "choice", body);
         self.b.keep_rule(rule);
         self.b.cache_rule(rule);
-        seen.push((body, rule));
         Expr::Rule(rule)
     }
 
@@ -389,13 +392,10 @@ impl Lowering<'_> {
     /// one rule that both places reference, where inlining would build its automaton, every tool's
     /// schema within, twice.
     fn shared_alternatives(&mut self, node: &Value, end: &[String], alt: Expr) -> Expr {
-        let seen = self.alternatives.entry(crate::json_schema::value_hash(node, &end)).or_default();
-        if let Some(&(_, rule)) = seen.iter().find(|(e, _)| *e == alt) {
+        let (rule, again) = self.node_rule(node, end, "or", alt);
+        if again {
             self.b.keep_rule(rule);
-            return Expr::Rule(rule);
         }
-        let rule = self.b.rule("or", alt.clone());
-        seen.push((alt, rule));
         Expr::Rule(rule)
     }
 
