@@ -94,6 +94,20 @@ pub(crate) fn lower(
     let Value::Object(top) = doc else {
         return Err(invalid("", "a structural tag is a JSON object"));
     };
+    // The legacy `{"structures", "triggers"}` shape is one `triggered_tags`; errors point into
+    // the converted format (its `/tags/i` is `/structures/i`).
+    let converted;
+    let (format, ptr) = if top.contains_key("structures") {
+        converted = legacy(top)?;
+        (&converted, "")
+    } else {
+        match top.get("type") {
+            None => {}
+            Some(Value::String(t)) if t == "structural_tag" => {}
+            Some(other) => return Err(invalid("/type", format!("expected \"structural_tag\", got {other}"))),
+        }
+        (top.get("format").ok_or_else(|| invalid("", "missing `format`"))?, "/format")
+    };
     let mut lower = Lowering {
         b: Grammar::builder(),
         options,
@@ -104,19 +118,34 @@ pub(crate) fn lower(
         choice_depth: 0,
     };
     let root = lower.b.declare("root");
-    let body = if top.contains_key("structures") {
-        lower.legacy(top)?
-    } else {
-        match top.get("type") {
-            None => {}
-            Some(Value::String(t)) if t == "structural_tag" => {}
-            Some(other) => return Err(invalid("/type", format!("expected \"structural_tag\", got {other}"))),
-        }
-        let format = top.get("format").ok_or_else(|| invalid("", "missing `format`"))?;
-        lower.format(format, "/format", &[])?
-    };
+    let body = lower.format(format, ptr, &[])?;
     lower.b.define(root, body);
     lower.b.build(root).map_err(|source| StructuralTagError::Grammar { pointer: String::new(), source })
+}
+
+/// The legacy `{"structures", "triggers"}` shape as the `triggered_tags` format it means.
+fn legacy(top: &Map<String, Value>) -> Result<Value, StructuralTagError> {
+    let Some(Value::Array(structures)) = top.get("structures") else {
+        return Err(invalid("/structures", "expected an array"));
+    };
+    let mut tags = Vec::new();
+    for (i, s) in structures.iter().enumerate() {
+        let ptr = format!("/structures/{i}");
+        let Value::Object(s) = s else { return Err(invalid(&ptr, "expected an object")) };
+        let field = |name: &str| s.get(name).ok_or_else(|| invalid(&ptr, format!("missing `{name}`")));
+        let schema = field("schema")?;
+        tags.push(serde_json::json!({
+            "type": "tag",
+            "begin": field("begin")?,
+            "content": {"type": "json_schema", "json_schema": schema},
+            "end": field("end")?,
+        }));
+    }
+    Ok(serde_json::json!({
+        "type": "triggered_tags",
+        "triggers": top.get("triggers").cloned().unwrap_or(Value::Null),
+        "tags": tags,
+    }))
 }
 
 fn invalid(pointer: &str, message: impl Into<String>) -> StructuralTagError {
@@ -151,45 +180,18 @@ struct Lowering<'a> {
     /// names a tool in two places (gpt-oss: the first message and every later one) compiles its
     /// schema once. (Across documents, `json_schema::lowered_grammar` caches the lowering.)
     /// (By content hash: documents may name thousands of tools.)
-    schemas: HashMap<u64, Vec<(Value, RuleId)>>,
+    schemas: HashMap<u64, Vec<(&'a Value, RuleId)>>,
     /// The rules made for document nodes so far (each `or`, each unit), by the hash of the node,
-    /// the rule's name and the end strings (see [`Lowering::node_rule`]).
-    node_rules: HashMap<u64, Vec<(Expr, RuleId)>>,
+    /// the rule's name and the end strings (see [`Lowering::lowered_before`]).
+    node_rules: HashMap<u64, Vec<(&'a Value, RuleId)>>,
     /// How many choices (`or` of two or more) enclose the format being lowered.
     choice_depth: usize,
 }
 
-impl Lowering<'_> {
-    /// The legacy `{"structures", "triggers"}` shape: one `triggered_tags`.
-    fn legacy(&mut self, top: &Map<String, Value>) -> Result<Expr, StructuralTagError> {
-        let Some(Value::Array(structures)) = top.get("structures") else {
-            return Err(invalid("/structures", "expected an array"));
-        };
-        let mut tags = Vec::new();
-        for (i, s) in structures.iter().enumerate() {
-            let ptr = format!("/structures/{i}");
-            let Value::Object(s) = s else { return Err(invalid(&ptr, "expected an object")) };
-            let field = |name: &str| s.get(name).ok_or_else(|| invalid(&ptr, format!("missing `{name}`")));
-            let schema = field("schema")?;
-            tags.push(serde_json::json!({
-                "type": "tag",
-                "begin": field("begin")?,
-                "content": {"type": "json_schema", "json_schema": schema},
-                "end": field("end")?,
-            }));
-        }
-        let converted = serde_json::json!({
-            "type": "triggered_tags",
-            "triggers": top.get("triggers").cloned().unwrap_or(Value::Null),
-            "tags": tags,
-        });
-        // Errors point into the converted `triggered_tags`: its `/tags/i` is `/structures/i`.
-        self.format(&converted, "", &[])
-    }
-
+impl<'a> Lowering<'a> {
     /// Lowers the format at `ptr`; `end` holds the enclosing tag's end strings when this format is
     /// what comes right before that end (automatic end detection).
-    fn format(&mut self, v: &Value, ptr: &str, end: &[String]) -> Result<Expr, StructuralTagError> {
+    fn format(&mut self, v: &'a Value, ptr: &str, end: &[String]) -> Result<Expr, StructuralTagError> {
         if self.depth >= MAX_DEPTH {
             return Err(invalid(ptr, format!("formats nested deeper than {MAX_DEPTH}")));
         }
@@ -199,7 +201,7 @@ impl Lowering<'_> {
         result
     }
 
-    fn format_inner(&mut self, v: &Value, ptr: &str, end: &[String]) -> Result<Expr, StructuralTagError> {
+    fn format_inner(&mut self, v: &'a Value, ptr: &str, end: &[String]) -> Result<Expr, StructuralTagError> {
         let Value::Object(o) = v else { return Err(invalid(ptr, "a format is a JSON object")) };
         let kind = match o.get("type") {
             Some(Value::String(t)) => t.as_str(),
@@ -214,12 +216,25 @@ impl Lowering<'_> {
         match kind {
             "const_string" => Ok(Expr::literal(f.string("value")?)),
             "json_schema" | "qwen_xml_parameter" => {
-                let schema = self.json_schema(&f, kind == "qwen_xml_parameter")?;
+                let xml = kind == "qwen_xml_parameter";
+                if self.choice_depth == 0 {
+                    return self.json_schema(&f, xml);
+                }
                 // Inside a choice (gpt-oss: one message per tool), each schema is a unit: compiled
                 // once and reused by every request with that tool, as a triggered tag's is. The
                 // choice itself (the message headers) stays one automaton, so a message's start
-                // is read by one item, not one per tool.
-                Ok(if self.choice_depth > 0 { self.unit(v, end, schema) } else { schema })
+                // is read by one item, not one per tool. The same node met again (a repeated
+                // choice) is the same rule, so the choices around it stay equal.
+                let key = Self::node_key(v, end, "choice");
+                if let Some(rule) = self.lowered_before(key, v) {
+                    return Ok(Expr::Rule(rule));
+                }
+                let schema = self.json_schema(&f, xml)?;
+                let rule = self.b.rule("choice", schema);
+                self.b.keep_rule(rule);
+                self.b.cache_rule(rule);
+                self.remember(key, v, rule);
+                Ok(Expr::Rule(rule))
             }
             "grammar" => {
                 let text = f.string("grammar")?;
@@ -252,6 +267,18 @@ impl Lowering<'_> {
                 if elements.is_empty() {
                     return Err(invalid(&format!("{ptr}/elements"), "expected at least one element"));
                 }
+                // An `or` is a rule of its own. Documents repeat a whole choice (gpt-oss: the first
+                // message, then `<|start|>assistant` and the same choice again); a choice met a
+                // second time is not lowered again but kept as one rule that both places
+                // reference, where inlining would build its automaton, every tool's schema
+                // within, twice.
+                let key = (kind == "or").then(|| Self::node_key(v, end, "or"));
+                if let Some(key) = key
+                    && let Some(rule) = self.lowered_before(key, v)
+                {
+                    self.b.keep_rule(rule);
+                    return Ok(Expr::Rule(rule));
+                }
                 let last = elements.len() - 1;
                 let mut parts = Vec::with_capacity(elements.len());
                 for (i, e) in elements.iter().enumerate() {
@@ -262,10 +289,10 @@ impl Lowering<'_> {
                     self.choice_depth -= choice;
                     parts.push(part?);
                 }
-                if kind == "sequence" {
-                    return Ok(Expr::seq(parts));
-                }
-                Ok(self.shared_alternatives(v, end, Expr::alt(parts)))
+                let Some(key) = key else { return Ok(Expr::seq(parts)) };
+                let rule = self.b.rule("or", Expr::alt(parts));
+                self.remember(key, v, rule);
+                Ok(Expr::Rule(rule))
             }
             "optional" | "plus" | "star" => {
                 let content = self.format(f.get("content")?, &format!("{ptr}/content"), end)?;
@@ -365,41 +392,24 @@ impl Lowering<'_> {
         }
     }
 
-    /// The rule `name` holding `body`, lowered from `node` before `end`; the same node met again
-    /// with the same lowering is the same rule. Returns whether it was met before.
-    fn node_rule(&mut self, node: &Value, end: &[String], name: &str, body: Expr) -> (RuleId, bool) {
-        let seen = self.node_rules.entry(crate::json_schema::value_hash(node, &(name, end))).or_default();
-        if let Some(&(_, rule)) = seen.iter().find(|(e, _)| *e == body) {
-            return (rule, true);
-        }
-        let rule = self.b.rule(name, body.clone());
-        seen.push((body, rule));
-        (rule, false)
+    /// The key under which `node`, lowered as a rule `name` before `end`, is remembered.
+    fn node_key(node: &Value, end: &[String], name: &str) -> u64 {
+        crate::json_schema::value_hash(node, &(name, end))
     }
 
-    /// `body`, lowered from `node`, as a unit: a rule of its own that compiles once per process and
-    /// is reused by every grammar that holds it (`GrammarBuilder::cache_rule`). The same node met
-    /// again (a repeated choice) is the same rule, so the choices around it stay equal.
-    fn unit(&mut self, node: &Value, end: &[String], body: Expr) -> Expr {
-        let (rule, _) = self.node_rule(node, end, "choice", body);
-        self.b.keep_rule(rule);
-        self.b.cache_rule(rule);
-        Expr::Rule(rule)
+    /// The rule an equal node got when it was lowered the same way before (its lowering depends
+    /// on nothing else: the options are the document's, and what a choice's elements become does
+    /// not depend on what encloses the choice).
+    fn lowered_before(&self, key: u64, node: &Value) -> Option<RuleId> {
+        self.node_rules.get(&key)?.iter().find(|(n, _)| *n == node).map(|&(_, rule)| rule)
     }
 
-    /// An `or` as a rule of its own. Documents repeat a whole choice (gpt-oss: the first message,
-    /// then `<|start|>assistant` and the same choice again); a choice met a second time is kept as
-    /// one rule that both places reference, where inlining would build its automaton, every tool's
-    /// schema within, twice.
-    fn shared_alternatives(&mut self, node: &Value, end: &[String], alt: Expr) -> Expr {
-        let (rule, again) = self.node_rule(node, end, "or", alt);
-        if again {
-            self.b.keep_rule(rule);
-        }
-        Expr::Rule(rule)
+    /// Remembers the rule `node` was lowered to under `key`.
+    fn remember(&mut self, key: u64, node: &'a Value, rule: RuleId) {
+        self.node_rules.entry(key).or_default().push((node, rule));
     }
 
-    fn json_schema(&mut self, f: &Fields<'_>, xml: bool) -> Result<Expr, StructuralTagError> {
+    fn json_schema(&mut self, f: &Fields<'a, '_>, xml: bool) -> Result<Expr, StructuralTagError> {
         let style = if xml { "qwen_xml" } else { f.opt_string("style")?.unwrap_or("json") };
         let xml_style = XmlStyle::named(style);
         if style != "json" && xml_style.is_none() {
@@ -422,13 +432,13 @@ impl Lowering<'_> {
             return self.xml_parameters(schema, &format!("{}/json_schema", f.ptr), xml_style);
         }
         let hash = crate::json_schema::value_hash(schema, &());
-        if let Some(&(_, rule)) = self.schemas.get(&hash).and_then(|v| v.iter().find(|(s, _)| s == schema)) {
+        if let Some(&(_, rule)) = self.schemas.get(&hash).and_then(|v| v.iter().find(|(s, _)| *s == schema)) {
             return Ok(Expr::Rule(rule));
         }
-        let g = crate::json_schema::lowered_grammar(schema, &self.options.json)
+        let g = crate::json_schema::lowered_grammar(schema, hash, &self.options.json)
             .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_owned(), source })?;
         let rule = self.b.import(&g);
-        self.schemas.entry(hash).or_default().push((schema.clone(), rule));
+        self.schemas.entry(hash).or_default().push((schema, rule));
         Ok(Expr::Rule(rule))
     }
 
@@ -511,14 +521,12 @@ impl Lowering<'_> {
     /// A tag whose begin may be a token: `(begin, rest)`.
     fn tag_with_token_begin(
         &mut self,
-        o: &Map<String, Value>,
+        o: &'a Map<String, Value>,
         ptr: &str,
     ) -> Result<(Trigger, Expr), StructuralTagError> {
         if let Some(Value::Object(begin)) = o.get("begin") {
             let id = self.token_object(begin, &format!("{ptr}/begin"))?;
-            let mut text_begin = o.clone();
-            text_begin.insert("begin".into(), Value::String(String::new()));
-            let (_, rest) = self.tag(&text_begin, ptr)?;
+            let (_, rest) = self.tag_after(o, ptr, true)?;
             return Ok((Trigger::Token(id), rest));
         }
         let (begin, rest) = self.tag(o, ptr)?;
@@ -526,7 +534,18 @@ impl Lowering<'_> {
     }
 
     /// A `tag` object: its `begin`, and the rest (content, then one of its ends).
-    fn tag(&mut self, o: &Map<String, Value>, ptr: &str) -> Result<(String, Expr), StructuralTagError> {
+    fn tag(&mut self, o: &'a Map<String, Value>, ptr: &str) -> Result<(String, Expr), StructuralTagError> {
+        self.tag_after(o, ptr, false)
+    }
+
+    /// [`Lowering::tag`]; with `token_begin` the begin is a token the caller has read, and the
+    /// text begin returned is empty.
+    fn tag_after(
+        &mut self,
+        o: &'a Map<String, Value>,
+        ptr: &str,
+        token_begin: bool,
+    ) -> Result<(String, Expr), StructuralTagError> {
         let f = Fields { o, ptr };
         if let Some(Value::String(t)) = o.get("type")
             && t != "tag"
@@ -534,6 +553,7 @@ impl Lowering<'_> {
             return Err(invalid(&format!("{ptr}/type"), format!("expected a `tag`, got `{t}`")));
         }
         let begin = match f.get("begin")? {
+            _ if token_begin => String::new(),
             Value::String(s) => s.clone(),
             Value::Object(_) => {
                 return Err(unsupported(&format!("{ptr}/begin"), "token `begin` (token-level formats)"));
@@ -565,7 +585,7 @@ impl Lowering<'_> {
         Ok((begin, Expr::seq(vec![content, end])))
     }
 
-    fn token_triggered_tags(&mut self, f: &Fields<'_>, end: &[String]) -> Result<Expr, StructuralTagError> {
+    fn token_triggered_tags(&mut self, f: &Fields<'a, '_>, end: &[String]) -> Result<Expr, StructuralTagError> {
         let ptr = f.ptr;
         f.refuse_nonempty("exclude_tokens")?;
         let triggers: Vec<u32> = f
@@ -604,7 +624,7 @@ impl Lowering<'_> {
         })
     }
 
-    fn triggered_tags(&mut self, f: &Fields<'_>, end: &[String]) -> Result<Expr, StructuralTagError> {
+    fn triggered_tags(&mut self, f: &Fields<'a, '_>, end: &[String]) -> Result<Expr, StructuralTagError> {
         let ptr = f.ptr;
         let triggers = f.strings("triggers")?;
         if triggers.is_empty() {
@@ -674,12 +694,12 @@ fn free_text(tags: Vec<(Trigger, Expr)>, mut excludes: Vec<String>, end: &[Strin
 }
 
 /// Typed access to a format object's fields, errors naming their pointer.
-struct Fields<'a> {
+struct Fields<'a, 'p> {
     o: &'a Map<String, Value>,
-    ptr: &'a str,
+    ptr: &'p str,
 }
 
-impl<'a> Fields<'a> {
+impl<'a> Fields<'a, '_> {
     fn at(&self, name: &str) -> String {
         format!("{}/{name}", self.ptr)
     }

@@ -189,9 +189,17 @@ pub fn json_schema_to_grammar(
 /// [`json_schema_to_grammar`]'s grammar through a process-wide cache keyed by the schema (as a
 /// value) and the options: a tool's schema is lowered once however many requests name it. Errors
 /// are not cached. Bounded in entries and bytes; [`clear_lowered_schemas`] empties it.
-pub(crate) fn lowered_grammar(schema: &Value, options: &JsonSchemaOptions) -> Result<Arc<Grammar>, SchemaError> {
+pub(crate) fn lowered_grammar(
+    schema: &Value,
+    schema_hash: u64,
+    options: &JsonSchemaOptions,
+) -> Result<Arc<Grammar>, SchemaError> {
     let options_key = format!("{options:?}");
-    let hash = value_hash(schema, &options_key);
+    let hash = {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (schema_hash, &options_key).hash(&mut h);
+        h.finish()
+    };
     if let Ok(cache) = schema_cache().lock()
         && let Some((_, _, g)) =
             cache.map.get(&hash).and_then(|v| v.iter().find(|(s, o, _)| s == schema && *o == options_key))

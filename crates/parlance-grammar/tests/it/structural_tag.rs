@@ -360,3 +360,39 @@ fn a_token_budget_on_the_start_rule_or_around_rules_is_refused() {
     let Err(error) = CompiledGrammar::new(byte_vocab(), &g) else { panic!("a budget around a rule compiled") };
     assert!(matches!(&error, CompileError::TokenBudget(rule) if rule == "outer"), "{error}");
 }
+
+#[test]
+fn a_choice_met_again_is_one_rule_only_where_it_means_the_same() {
+    let int = json!({"type": "integer"});
+    let choice = |schema: &Value| {
+        json!({"type": "or", "elements": [
+            {"type": "json_schema", "json_schema": schema},
+            {"type": "any_text"},
+        ]})
+    };
+    let tag = |name: &str, content: Value| json!({"type": "tag", "begin": format!("<{name}>"), "content": content, "end": format!("</{name}>")});
+    // The same choice in two tags: each any_text stops at its own tag's end, so the two are not one
+    // rule though the nodes are equal.
+    let doc = json!({"format": {"type": "sequence", "elements": [tag("a", choice(&int)), tag("b", choice(&int))]}});
+    check(&doc, &[("<a>1</a><b>2</b>", true), ("<a>q</a><b>r</a>z</b>", true), ("<a>q</b>z</a><b>r</b>", true)]);
+    // Two choices that differ in one schema keep their own schemas.
+    let doc = json!({"format": {"type": "sequence", "elements": [
+        {"type": "or", "elements": [{"type": "json_schema", "json_schema": int}, {"type": "const_string", "value": "n"}]},
+        {"type": "const_string", "value": ";"},
+        {"type": "or", "elements": [{"type": "json_schema", "json_schema": {"type": "string"}}, {"type": "const_string", "value": "n"}]},
+    ]}});
+    check(&doc, &[("1;\"s\"", true), ("n;n", true), ("\"s\";1", false), ("1;1", false)]);
+    // A choice written twice, as gpt-oss documents do (the first message and every later one), is
+    // lowered once: one `or` rule, one unit per schema, whichever place the text goes through.
+    let message = choice(&weather());
+    let twice = json!({"format": {"type": "sequence", "elements": [
+        message, {"type": "const_string", "value": "|"}, message,
+    ]}});
+    let once = json!({"format": message});
+    let rules = |doc: &Value| {
+        let g = structural_tag_to_grammar(doc, &StructuralTagOptions::default()).expect("lowers");
+        g.rules().iter().filter(|r| r.name.starts_with("or") || r.name.starts_with("choice")).count()
+    };
+    assert_eq!(rules(&twice), rules(&once));
+    check(&twice, &[(r#"{"city": "Oslo"}|hi"#, true), (r#"hi|{"city": "Oslo"}"#, true), (r#"hi|{"town": 1}"#, true)]);
+}
