@@ -137,6 +137,14 @@ pub(crate) fn cause(outcome: &Outcome, format: &Format, expected: &str, actual: 
     {
         return Cause::ReasoningDropped;
     }
+    // A closing marker of the call the model left out (`</parameter>`), which history writes.
+    if let Some(tools) = &format.tools {
+        let (e, a) = (e.trim_start(), a.trim_start());
+        let markers = [&tools.arg_value_suffix, &tools.call_end, &tools.section_end];
+        if markers.iter().map(|m| m.trim()).any(|m| !m.is_empty() && a.starts_with(m) && !e.starts_with(m)) {
+            return Cause::MarkupChanged;
+        }
+    }
     let starts_blank = |s: &str| s.starts_with(char::is_whitespace);
     if starts_blank(e) || starts_blank(a) {
         let (e, a) = (e.trim_start(), a.trim_start());

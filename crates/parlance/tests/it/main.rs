@@ -3,6 +3,7 @@
 mod analyze;
 mod constrain;
 mod corpus;
+mod deviations;
 mod fuzz_regressions;
 mod golden;
 mod hostile_parse;

@@ -233,7 +233,7 @@ impl Machine {
     /// Reads a tagged value at `from`: `(raw, quoted, value_end, end)` where `end` is past its
     /// suffix; `None` when undecided.
     fn read_value(
-        &self,
+        &mut self,
         tools: &ToolSyntax,
         value_suffix: &str,
         from: usize,
@@ -242,44 +242,7 @@ impl Machine {
     ) -> Option<(String, bool, usize, usize)> {
         let rest = &self.buf[from..];
         if !value_suffix.is_empty() && tools.string_quote.is_empty() {
-            // Resume the search a marker's length (plus loose whitespace) before where it stopped.
-            let mut resume = searched.saturating_sub(value_suffix.len() + 32 * value_suffix.len());
-            while !rest.is_char_boundary(resume) {
-                resume -= 1;
-            }
-            // An XML CDATA section holds text verbatim, the value suffix included (MiniCPM5's
-            // `<![CDATA[…</param>…]]>`): the suffix is looked for after it.
-            let cdata = match rest.strip_prefix(CDATA_OPEN).map(|body| body.find(CDATA_CLOSE)) {
-                Some(None) if !self.eof => return None,
-                Some(Some(i)) => Some(CDATA_OPEN.len() + i + CDATA_CLOSE.len()),
-                _ => None,
-            };
-            resume = resume.max(cdata.unwrap_or(0));
-            let found = find_marker(&rest[resume..], value_suffix).map(|(i, e)| (resume + i, resume + e));
-            if let (Some(cdata_end), Some((i, suffix_end))) = (cdata, found)
-                && rest[cdata_end..i].trim().is_empty()
-            {
-                let inner = &rest[CDATA_OPEN.len()..cdata_end - CDATA_CLOSE.len()];
-                return Some((inner.to_owned(), true, from + i, from + suffix_end));
-            }
-            return match found {
-                Some((i, suffix_end)) => {
-                    let mut value = &rest[..i];
-                    // The whitespace the template writes before the suffix (`\n</parameter>`).
-                    let trail = tools.arg_value_trail_ws.as_str();
-                    let cut = value.len() - value.trim_end().len();
-                    let take = value[value.len() - cut..]
-                        .bytes()
-                        .rev()
-                        .zip(trail.bytes().rev())
-                        .take_while(|(a, b)| a == b)
-                        .count();
-                    value = &value[..value.len() - take];
-                    Some((value.to_owned(), false, from + value.len(), from + suffix_end))
-                }
-                None if self.eof => Some((rest.to_owned(), false, self.buf.len(), self.buf.len())),
-                None => None,
-            };
+            return self.raw_value_end(tools, value_suffix, from, searched);
         }
         // Literal values: a quoted string, or a bare literal up to the separator or the call end.
         // Multi-character quotes (Gemma 4's `<|"|>`) hold anything; one-character quotes are
@@ -357,6 +320,148 @@ impl Machine {
             *literal = LiteralScan { pos: rest.len(), depth, in_quote, escape };
             None
         }
+    }
+
+    /// Where a raw tagged value (text up to its suffix) ends: `(raw, quoted, value_end, end)` as
+    /// [`Machine::read_value`] returns it, `None` when undecided.
+    ///
+    /// Models write the closing tag loosely and sometimes not at all, and values (code) may hold
+    /// the closing tag's text. So the value ends at, first, its suffix in the form the template
+    /// writes it, with the whitespace before (`\n</parameter>`: a `</parameter>` inside a line
+    /// of code stays in the value); else, where a marker of the call comes first at a line's start
+    /// (the next `<parameter=`, the call's or section's end, the turn's end), at the last bare
+    /// suffix before that marker, or, when there is none (the closing tag never came), right
+    /// before the marker, reported; at the end of the output, at the last bare suffix.
+    fn raw_value_end(
+        &mut self,
+        tools: &ToolSyntax,
+        suffix: &str,
+        from: usize,
+        searched: usize,
+    ) -> Option<(String, bool, usize, usize)> {
+        let rest = &self.buf[from..];
+        let trail = tools.arg_value_trail_ws.as_str();
+        // Resume the search a marker's length (plus loose whitespace) before where it stopped.
+        let longest = [suffix, &tools.arg_name_prefix, &tools.call_end, &tools.section_end]
+            .iter()
+            .map(|m| m.len())
+            .chain(self.setup.syntax.turn_end.iter().map(String::len))
+            .max()
+            .unwrap_or(0);
+        let mut resume = searched.saturating_sub(trail.len() + 33 * longest).min(rest.len());
+        while !rest.is_char_boundary(resume) {
+            resume -= 1;
+        }
+        // An XML CDATA section holds text verbatim, the value suffix included (MiniCPM5's
+        // `<![CDATA[…</param>…]]>`): the suffix is looked for after it.
+        let cdata = match rest.strip_prefix(CDATA_OPEN).map(|body| body.find(CDATA_CLOSE)) {
+            Some(None) if !self.eof => return None,
+            Some(Some(i)) => Some(CDATA_OPEN.len() + i + CDATA_CLOSE.len()),
+            _ => None,
+        };
+        if let Some(cdata_end) = cdata
+            && let Some((i, e)) = find_marker(&rest[cdata_end..], suffix)
+            && rest[cdata_end..cdata_end + i].trim().is_empty()
+        {
+            let inner = &rest[CDATA_OPEN.len()..cdata_end - CDATA_CLOSE.len()];
+            return Some((inner.to_owned(), true, from + cdata_end + i, from + cdata_end + e));
+        }
+        resume = resume.max(cdata.unwrap_or(0));
+        // The suffix as the template writes it.
+        let mut strict = None;
+        let mut at = resume;
+        while let Some((i, e)) = find_marker(&rest[at..], suffix).map(|(i, e)| (at + i, at + e)) {
+            if rest[..i].ends_with(trail) {
+                strict = Some((i - trail.len(), e));
+                break;
+            }
+            at = e;
+        }
+        // A marker of the call before that: the call's or section's end, the turn's end, or, at
+        // a line's start, the next argument's opener (`<parameter=` inside a line is code). Not
+        // a marker that the closing tag holds (MiniMax-M3's closing tags begin with its argument
+        // opener), nor, where values nest tags, the argument opener: those are the value's own.
+        let bound = strict.map_or(rest.len(), |(i, _)| i);
+        let closing = format!("{trail}{suffix}");
+        let line_start = |j: usize| {
+            let before = self.buf[..from + j].trim_end_matches([' ', '\t']);
+            before.ends_with('\n') || before.trim_end().ends_with(suffix)
+        };
+        let nests = tools.nested_item_name.is_some();
+        let mut markers: Vec<(&str, bool)> = [(&tools.call_end, false), (&tools.section_end, false)]
+            .into_iter()
+            .chain(self.setup.syntax.turn_end.iter().map(|m| (m, false)))
+            .chain((!nests).then_some((&tools.arg_name_prefix, true)))
+            .map(|(m, line)| (m.as_str(), line))
+            .filter(|(m, _)| !m.trim().is_empty() && !closing.contains(m.trim()))
+            .collect();
+        if self.eof {
+            // Nothing more comes: a marker's first tag, at a line's start, is enough (`</function>`
+            // of `</function>\n</tool_call>`).
+            let firsts: Vec<&str> =
+                markers.iter().filter_map(|(m, _)| crate::markers::bracketed_pieces(m).first().copied()).collect();
+            markers.extend(firsts.into_iter().filter(|m| !closing.contains(m)).map(|m| (m, true)));
+        }
+        let mut next_marker: Option<usize> = None;
+        for (marker, at_line_start) in markers {
+            let mut at = resume;
+            while let Some(j) = find_marker(&rest[at..bound], marker).map(|(i, _)| at + i) {
+                if next_marker.is_some_and(|n| n <= j) {
+                    break;
+                }
+                if !at_line_start || line_start(j) {
+                    next_marker = Some(j);
+                    break;
+                }
+                at = j + 1;
+                while !rest.is_char_boundary(at) {
+                    at += 1;
+                }
+            }
+        }
+        // The last bare suffix before `limit`, the value before it losing the template's trailing
+        // whitespace.
+        let bare_before = |limit: usize| {
+            let mut last = None;
+            let mut at = 0;
+            while let Some((i, e)) = find_marker(&rest[at..limit], suffix).map(|(i, e)| (at + i, at + e)) {
+                last = Some((i, e));
+                at = e;
+            }
+            last.map(|(i, e)| {
+                let value = &rest[..i];
+                let cut = value.len() - value.trim_end().len();
+                let take = value[value.len() - cut..]
+                    .bytes()
+                    .rev()
+                    .zip(trail.bytes().rev())
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                (value[..value.len() - take].to_owned(), false, from + i - take, from + e)
+            })
+        };
+        if let Some(j) = next_marker {
+            if let Some(found) = bare_before(j) {
+                return Some(found);
+            }
+            let value = rest[..j].trim_end().to_owned();
+            let value_end = from + value.len();
+            self.issue(
+                IssueKind::MalformedArguments,
+                from + j,
+                "an argument value whose closing tag never came: it ends at the call's next marker",
+            );
+            return Some((value, false, value_end, value_end));
+        }
+        if let Some((i, e)) = strict {
+            return Some((rest[..i].to_owned(), false, from + i, from + e));
+        }
+        if self.eof {
+            return Some(
+                bare_before(rest.len()).unwrap_or_else(|| (rest.to_owned(), false, self.buf.len(), self.buf.len())),
+            );
+        }
+        None
     }
 
     /// Whether a quote closing a top-level literal string is followed by what may follow a value

@@ -1,0 +1,139 @@
+//! Real model output that deviates from what the template writes (issue 17's classes), on the
+//! corpus templates of the families that show each: what the parser makes of it, whole and
+//! streamed (every two-way split, character by character, seeded random chunkings), with the
+//! issues it reports.
+
+use parlance::{ParseOptions, Parser, analyze};
+use serde_json::{Value as Json, json};
+
+use crate::corpus;
+use crate::parse::assert_chunking_invariant;
+
+/// The tools every case here calls.
+fn tools() -> Vec<Json> {
+    vec![
+        json!({"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}),
+        json!({"type": "function", "function": {"name": "run", "parameters": {"type": "object", "properties": {
+            "code": {"type": "string"}}, "required": ["code"]}}}),
+    ]
+}
+
+/// Parses `output` with the corpus template `id` under `options` (the tools above unless set),
+/// after checking that every way of streaming it gives the whole parse. `None` without the corpus.
+#[track_caller]
+fn parse_checked(id: &str, output: &str, mut options: ParseOptions) -> Option<Json> {
+    let corpus = corpus::corpus()?;
+    let (template, analyze_options) = crate::analyze::corpus_template(&corpus, id);
+    let format = analyze(&template, &analyze_options).unwrap_or_else(|e| panic!("{id}: {e}"));
+    if options.tools.is_empty() {
+        options.tools = tools();
+    }
+    let parser = Parser::new(&format, &options);
+    let cuts: Vec<usize> = output.char_indices().map(|(i, _)| i).skip(1).collect();
+    for &at in &cuts {
+        assert_chunking_invariant(&parser, output, &[&output[..at], &output[at..]], id);
+    }
+    let chars: Vec<&str> = output.char_indices().map(|(i, c)| &output[i..i + c.len_utf8()]).collect();
+    assert_chunking_invariant(&parser, output, &chars, id);
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..16 {
+        let mut chunks = Vec::new();
+        let mut last = 0;
+        for &at in &cuts {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            if seed % 5 == 0 {
+                chunks.push(&output[last..at]);
+                last = at;
+            }
+        }
+        chunks.push(&output[last..]);
+        assert_chunking_invariant(&parser, output, &chunks, id);
+    }
+    let message = parser.parse(output);
+    Some(json!({
+        "reasoning": message.reasoning_content,
+        "content": message.content,
+        "calls": message.tool_calls.iter().map(|c| json!([c.name, c.arguments_value])).collect::<Vec<_>>(),
+        "issues": message.issues.iter().map(|i| i.kind.as_str()).collect::<Vec<_>>(),
+    }))
+}
+
+fn parse(id: &str, output: &str) -> Option<Json> {
+    parse_checked(id, output, ParseOptions::default())
+}
+
+/// Class 1: a tagged value whose closing tag never comes ends at the call's next marker; no
+/// markup is ever inside the value.
+#[test]
+fn a_value_whose_closing_tag_never_comes_ends_at_the_next_marker() {
+    let cases = [
+        // Qwen3-Coder and Qwen3.5 XML: the next parameter, or the call's end.
+        (
+            "Qwen3-Coder",
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+            json!({"city": "Paris", "days": 3}),
+        ),
+        (
+            "Qwen3-Coder",
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n</tool_call>",
+            json!({"city": "Paris"}),
+        ),
+        (
+            "Qwen3.5-4B",
+            "Checking.\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+            json!({"days": 3, "city": "Paris"}),
+        ),
+        // GLM's `<arg_value>` without its close.
+        (
+            "GLM-4.6",
+            "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
+            json!({"city": "Paris", "days": 3}),
+        ),
+        // MiniMax: the invoke's end.
+        (
+            "MiniMax-M2",
+            "Checking.\n</think>\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris\n</invoke>\n</minimax:tool_call>",
+            json!({"city": "Paris"}),
+        ),
+    ];
+    for (id, output, want) in cases {
+        let Some(got) = parse(id, output) else { return };
+        assert_eq!(got["calls"], json!([["get_weather", want]]), "{id}: {got}");
+        assert_eq!(got["content"], json!(null), "{id}: {got}");
+        assert_eq!(got["issues"], json!(["malformed-arguments"]), "{id}: the missing close is reported: {got}");
+    }
+    // Cut at the end of the output inside the call's end: its first tag is enough.
+    let output = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>";
+    let Some(got) = parse("Qwen3-Coder", output) else { return };
+    assert_eq!(got["calls"], json!([["get_weather", {"city": "Paris"}]]), "{got}");
+}
+
+/// Class 2: where the template writes the suffix with its whitespace (`\n</parameter>`), the
+/// value ends at that form first; a bare `</parameter>` inside a line stays in the value, and is
+/// the end only when the strict form never comes.
+#[test]
+fn a_value_ends_at_its_suffix_as_the_template_writes_it() {
+    let code = "x = \"</parameter>\" + y\nprint(x)";
+    let output =
+        format!("<tool_call>\n<function=run>\n<parameter=code>\n{code}\n</parameter>\n</function>\n</tool_call>");
+    // (Qwen3.5's prompt opens reasoning: the model closes it first.)
+    for (id, before) in [("Qwen3-Coder", ""), ("Qwen3.5-4B", "Checking.\n</think>\n\n")] {
+        let Some(got) = parse(id, &format!("{before}{output}")) else { return };
+        assert_eq!(got["calls"], json!([["run", {"code": code}]]), "{id}: {got}");
+        assert_eq!(got["issues"], json!([]), "{id}: {got}");
+    }
+    // Written without the newlines: the bare suffix ends each value.
+    let output = "<tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter><parameter=days>3</parameter>\n</function>\n</tool_call>";
+    let Some(got) = parse("Qwen3-Coder", output) else { return };
+    assert_eq!(got["calls"], json!([["get_weather", {"city": "Paris", "days": 3}]]), "{got}");
+    assert_eq!(got["issues"], json!([]), "{got}");
+    // A bare suffix inside code, the strict one never written: the last bare one before the next
+    // marker ends the value.
+    let output =
+        "<tool_call>\n<function=run>\n<parameter=code>\nx = \"</parameter>\"</parameter>\n</function>\n</tool_call>";
+    let Some(got) = parse("Qwen3-Coder", output) else { return };
+    assert_eq!(got["calls"], json!([["run", {"code": "x = \"</parameter>\""}]]), "{got}");
+}
