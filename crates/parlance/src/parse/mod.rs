@@ -10,7 +10,17 @@
 //!   cut before the name is complete): the text stays `content`, issue `unparsed-call`; so does a
 //!   later call of a section that fails so, from its separator on (opener included), while the
 //!   calls before it are kept; later calls are read again where a marker opens them outside a
-//!   section (the call start, or a call trigger), else they stay content;
+//!   section (the call start, or a call trigger), else they stay content; a name is complete only
+//!   where something ends it, so a call cut inside its name (`get` of `get_weather`) is unparsed;
+//! - a call opener with nothing after it at the end of the output (`<tool_call>` then the end, or
+//!   the opener cut after one of its whole tags): markup (a marker span, never content the user
+//!   would see), issue `unparsed-call`;
+//! - a tagged value ends at its suffix in the form the template writes it, whitespace included
+//!   (`\n</parameter>`: a `</parameter>` inside a line of code stays in the value); where that
+//!   never comes before a marker of the call (the call's, section's or turn's end, or the next
+//!   argument's opener at a line's start), at the last bare suffix before that marker, and where
+//!   there is none (the model forgot the closing tag) right before the marker, issue
+//!   `malformed-arguments`: the markup is never inside the value;
 //! - a call whose name was read but whose arguments are malformed JSON: the call is kept with the
 //!   exact text as `arguments` (not valid JSON), `arguments_value` `None`, issue
 //!   `malformed-arguments`; later calls are parsed as usual. Where a call end marker closes the
@@ -55,6 +65,9 @@
 //! content opener right after its end is a marker (`<|END_THINKING|><|START_RESPONSE|>`); in
 //! channel formats the reasoning message stays as written (header and end included) and the
 //! headers of later messages are markers.
+//!
+//! A tagged literal string cut before its closing quote (the end of the output) is the string so
+//! far, without its opening quote.
 //!
 //! A tagged literal string in a one-character quote (`a='x'`) ends at the quote that what may follow
 //! a value follows (the value suffix, the call end and then another call or the section end, the

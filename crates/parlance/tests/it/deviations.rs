@@ -137,3 +137,51 @@ fn a_value_ends_at_its_suffix_as_the_template_writes_it() {
     let Some(got) = parse("Qwen3-Coder", output) else { return };
     assert_eq!(got["calls"], json!([["run", {"code": "x = \"</parameter>\""}]]), "{got}");
 }
+
+/// Class 7: a call cut inside its name is no call with a partial name: it is unparsed (content,
+/// reported); a pythonic string cut before its closing quote is the string so far.
+#[test]
+fn a_call_cut_inside_its_name_is_unparsed() {
+    let cases = [
+        ("Qwen3-Coder", "<tool_call>\n<function=get"),
+        ("Qwen-Qwen3-0.6B", "<tool_call>\n{\"name\": \"get"),
+        ("Mistral-Small-3.2-24B-Instruct-2506", "[TOOL_CALLS]get"),
+        ("Kimi-K2-Instruct", "<|tool_calls_section_begin|><|tool_call_begin|>functions.get"),
+        ("vllm-tool_chat_template_llama3.2_pythonic", "[get_wea"),
+    ];
+    for (id, output) in cases {
+        let Some(got) = parse(id, output) else { return };
+        assert_eq!(got["calls"], json!([]), "{id}: {got}");
+        assert_eq!(got["content"], json!(output), "{id}: {got}");
+        assert_eq!(got["issues"][0], json!("unparsed-call"), "{id}: {got}");
+    }
+    for quote in ['\'', '"'] {
+        let output = format!("[get_weather(city={quote}Par");
+        let Some(got) = parse("vllm-tool_chat_template_llama3.2_pythonic", &output) else { return };
+        assert_eq!(got["calls"], json!([["get_weather", {"city": "Par"}]]), "{got}");
+        assert_eq!(got["issues"], json!(["truncated-call"]), "{got}");
+    }
+}
+
+/// Class 9: a call opener with nothing after it at the end of the output is markup (a span and
+/// an issue), never content the user would see.
+#[test]
+fn a_call_opener_at_the_end_of_the_output_is_not_content() {
+    let cases = [
+        ("Qwen-Qwen3-0.6B", "Sure.\n<tool_call>"),
+        ("Qwen-Qwen3-0.6B", "Sure.\n<tool_call>\n"),
+        // The opener cut after its first tag (`<tool_call>\n<function=`).
+        ("Qwen3-Coder", "Sure.\n<tool_call>"),
+        ("Qwen3-Coder", "Sure.\n<tool_call>\n<function="),
+        ("Mistral-Small-3.2-24B-Instruct-2506", "Sure.[TOOL_CALLS]"),
+        ("Kimi-K2-Instruct", "Sure.<|tool_calls_section_begin|>"),
+    ];
+    for (id, output) in cases {
+        let Some(got) = parse(id, output) else { return };
+        assert_eq!((&got["content"], &got["calls"]), (&json!("Sure."), &json!([])), "{id}: {got}");
+        assert_eq!(got["issues"], json!(["unparsed-call"]), "{id}: {got}");
+    }
+    // Part of a tag is no opener: text.
+    let Some(got) = parse("Qwen3-Coder", "a < b and <tool") else { return };
+    assert_eq!((&got["content"], &got["issues"]), (&json!("a < b and <tool"), &json!([])), "{got}");
+}

@@ -4,7 +4,7 @@
 
 use super::section::{Phase, Section};
 use super::{Machine, Opener, State, Step, TurnEnded};
-use crate::parse::scan::{Match, hold_window, marker_hold};
+use crate::parse::scan::{Match, hold_window, leading_ws, marker_hold};
 use crate::parse::syntax::Syntax;
 use crate::parse::{Delta, IssueKind, SpanKind};
 use crate::values::JsonEnd;
@@ -18,6 +18,21 @@ fn cut_turn_end(text: &str, turn_end: &[String]) -> usize {
         .filter(|&hold| {
             let held = text[text.len() - hold..].trim_start();
             (held.ends_with('>') || held.ends_with(']')) && !crate::markers::bracketed_pieces(held).is_empty()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Bytes at the end of `text` that are a call opener cut short after one of its whole bracketed
+/// markers (`<tool_call>` of `<tool_call>\n<function=`, then the end of the output); 0 if none.
+fn cut_opener(text: &str, openers: &[&str]) -> usize {
+    openers
+        .iter()
+        .filter(|m| !m.is_empty())
+        .map(|m| marker_hold(text, m))
+        .filter(|&hold| {
+            let held = text[text.len() - hold..].trim_start();
+            crate::markers::bracketed_pieces(held).first().is_some_and(|first| held.starts_with(first))
         })
         .max()
         .unwrap_or(0)
@@ -415,10 +430,23 @@ impl Machine {
                         cut_turn_end(&self.buf[from..], &syntax.turn_end)
                     };
                     end -= cut;
+                    // Or inside a call opener: markup that would reach the user, not content.
+                    let opener = match (&syntax.tools, cut) {
+                        (Some(tools), 0) if setup.calls_enabled => {
+                            cut_opener(&self.buf[from..], &[&tools.trigger, &tools.call_trigger])
+                        }
+                        _ => 0,
+                    };
+                    end -= opener;
                     self.emit_text(false, end, true);
                     if cut > 0 {
                         self.marker(self.buf.len());
                         self.turn_ended = TurnEnded::Yes;
+                    }
+                    if opener > 0 {
+                        let at = self.pos + leading_ws(&self.buf[self.pos..]);
+                        self.issue(IssueKind::UnparsedCall, at, "the output ends inside a call opener");
+                        self.marker(self.buf.len());
                     }
                     self.state = State::Content;
                     return Step::Wait;

@@ -116,6 +116,8 @@ pub(super) enum CallFailure {
     Expected(String),
     NameTooLong,
     NoName,
+    /// The output ended before anything ended the name: it may be cut (`get` of `get_weather`).
+    CutName,
     NameNotEnded {
         name: String,
         suffix: String,
@@ -137,6 +139,7 @@ impl CallFailure {
             CallFailure::Expected(marker) => format!("expected {marker:?}").into(),
             CallFailure::NameTooLong => "tool name too long".into(),
             CallFailure::NoName => "no tool name".into(),
+            CallFailure::CutName => "output ends inside a tool name".into(),
             CallFailure::NameNotEnded { name, suffix } => {
                 format!("tool name {name:?} not followed by {suffix:?}").into()
             }
@@ -192,15 +195,27 @@ impl Machine {
             self.revert_to(section.call_from, marker_end);
             return;
         }
-        self.issue(IssueKind::UnparsedCall, section.trigger_at, why.message());
-        // The trigger is content; markers are searched after it.
         let tools = self.setup.tools();
         let trigger_len = match (tools.bare_json, section.implicit) {
             (true, _) => 1,
             (false, true) => tools.call_trigger.len(),
             (false, false) => tools.trigger.len(),
         };
-        self.revert_to(section.ws_from, section.trigger_at + trigger_len);
+        let opener_end = section.trigger_at + trigger_len;
+        if self.eof && !tools.bare_json && self.buf[opener_end.min(self.buf.len())..].trim().is_empty() {
+            // A call opener and nothing after it: markup, which content would show the user.
+            self.issue(IssueKind::UnparsedCall, section.trigger_at, "the output ends right after a call opener");
+            self.revert_to(section.ws_from, self.buf.len());
+            self.span(SpanKind::Whitespace, self.pos, section.trigger_at);
+            self.pos = section.trigger_at;
+            self.marker(opener_end);
+            self.span(SpanKind::Whitespace, self.pos, self.buf.len());
+            self.pos = self.buf.len();
+            return;
+        }
+        self.issue(IssueKind::UnparsedCall, section.trigger_at, why.message());
+        // The trigger is content; markers are searched after it.
+        self.revert_to(section.ws_from, opener_end);
     }
 
     /// Text from `from` on is content again (nothing of it was emitted: only marker and whitespace
@@ -494,7 +509,8 @@ impl Machine {
         let consumed_suffix = match end {
             Some((e, true)) => e,
             Some((_, false)) => name_end,
-            None if whitespace_ends || at_eof_end => name_end,
+            None if whitespace_ends => name_end,
+            None if at_eof_end => return Err(CallFailure::CutName),
             None => return Err(CallFailure::NameNotEnded { name, suffix: tools.name_suffix.clone() }),
         };
         let mut suffix_end = consumed_suffix;

@@ -314,6 +314,10 @@ impl Machine {
             }
         }
         if self.eof {
+            // A string cut before its closing quote is the string so far, without its opening quote.
+            if let Some(q) = in_quote.filter(|&q| depth == 0 && rest.starts_with(q)) {
+                return Some((python_string_body(&rest[q.len_utf8()..]), true, self.buf.len(), self.buf.len()));
+            }
             let (value_text, quoted) = unquote(rest.trim_end());
             Some((value_text, quoted, from + rest.trim_end().len(), self.buf.len()))
         } else {
