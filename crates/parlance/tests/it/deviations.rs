@@ -44,7 +44,7 @@ fn parse_checked(id: &str, output: &str, mut options: ParseOptions) -> Option<Js
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
-            if seed % 5 == 0 {
+            if seed.is_multiple_of(5) {
                 chunks.push(&output[last..at]);
                 last = at;
             }
