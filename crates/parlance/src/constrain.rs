@@ -775,7 +775,9 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
         parameters.get("required").and_then(Json::as_array).into_iter().flatten().filter_map(Json::as_str).collect();
     // Per property, in the schema's order: its tag (one per name suffix the value may take).
     let mut args: Vec<(bool, Vec<Json>)> = Vec::new();
-    for (key, property) in &properties {
+    for (name, property) in &properties {
+        // The name as the template writes it (escaped where it escapes names).
+        let key = tools.name_escape.escape(name);
         let mut variants = Vec::new();
         // A string that may be null is written as a string (raw, where the encoding has no
         // quote): `["string", "null"]`, an `anyOf` of a string and null.
@@ -854,7 +856,7 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
             }
             variants.push(tag(&begin, seq(content), &end));
         }
-        args.push((required.contains(&key.as_str()), variants));
+        args.push((required.contains(&name.as_str()), variants));
     }
     let open = parameters.get("additionalProperties") != Some(&Json::Bool(false));
     if args.is_empty() && !open {

@@ -314,6 +314,10 @@ pub struct ToolCallFormat {
     /// (`"` in `a="x"`, `'` for Python reprs, `<|"|>` for Gemma 4); non-string values are then bare
     /// literals that end at the next separator. Empty when values are raw text between markers.
     pub string_quote: String,
+    /// Tagged arguments: how the template writes argument names inside its markers; escaped names
+    /// (`key="a&amp;b"`) are read back unescaped and a grammar writes them escaped.
+    #[serde(default, skip_serializing_if = "NameEscape::is_none")]
+    pub name_escape: NameEscape,
     /// Non-JSON families: the name suffix carries the call's index (`index="1"`, `:0`), which
     /// changes from call to call; its digits are not part of the marker.
     pub indexed_name_suffix: bool,
@@ -356,6 +360,79 @@ pub enum ValueEncoding {
     Json,
     /// As Python's `str()`: `True`, `None`, `['a']`.
     Python,
+}
+
+/// How a template writes argument names inside its markers ([`ToolCallFormat::name_escape`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NameEscape {
+    /// As they are.
+    #[default]
+    None,
+    /// As XML attribute values: `&`, `"`, `<`, `>` and `'` as entities (Kimi K3's
+    /// `key="a&amp;b"`).
+    XmlEntities,
+}
+
+impl NameEscape {
+    fn is_none(&self) -> bool {
+        *self == NameEscape::None
+    }
+
+    /// `name` as the template writes it.
+    pub fn escape(self, name: &str) -> std::borrow::Cow<'_, str> {
+        match self {
+            NameEscape::XmlEntities if name.contains(['&', '"', '<', '>', '\'']) => name
+                .replace('&', "&amp;")
+                .replace('"', "&quot;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace('\'', "&#39;")
+                .into(),
+            _ => name.into(),
+        }
+    }
+
+    /// The name that `written` stands for: entities resolved (named ones of XML, decimal and
+    /// hexadecimal character references); an unknown or broken one stays as written.
+    pub fn unescape(self, written: &str) -> std::borrow::Cow<'_, str> {
+        if self == NameEscape::None || !written.contains('&') {
+            return written.into();
+        }
+        let mut out = String::with_capacity(written.len());
+        let mut rest = written;
+        while let Some(at) = rest.find('&') {
+            out.push_str(&rest[..at]);
+            rest = &rest[at..];
+            let entity = rest[1..].find(';').filter(|&n| n <= 10).map(|n| &rest[1..1 + n]);
+            let resolved = entity.and_then(|e| match e {
+                "amp" => Some('&'),
+                "quot" => Some('"'),
+                "lt" => Some('<'),
+                "gt" => Some('>'),
+                "apos" => Some('\''),
+                _ => {
+                    let code = match e.strip_prefix("#x").or_else(|| e.strip_prefix("#X")) {
+                        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+                        None => e.strip_prefix('#').and_then(|dec| dec.parse().ok()),
+                    };
+                    code.and_then(char::from_u32)
+                }
+            });
+            match (entity, resolved) {
+                (Some(e), Some(c)) => {
+                    out.push(c);
+                    rest = &rest[e.len() + 2..];
+                }
+                _ => {
+                    out.push('&');
+                    rest = &rest[1..];
+                }
+            }
+        }
+        out.push_str(rest);
+        out.into()
+    }
 }
 
 /// Field names of a JSON tool call.
@@ -469,4 +546,24 @@ impl Format {
 
 fn is_false(value: &bool) -> bool {
     !*value
+}
+
+#[cfg(test)]
+mod name_escape_tests {
+    use super::NameEscape;
+
+    #[test]
+    fn xml_entities_round_trip_and_broken_ones_stay_as_written() {
+        let x = NameEscape::XmlEntities;
+        for name in ["plain", "a&b\"c<d>'e", "&amp;", "ünï&cödé", ""] {
+            assert_eq!(x.unescape(&x.escape(name)), name, "{name}");
+        }
+        assert_eq!(x.escape("a&b\"c"), "a&amp;b&quot;c");
+        assert_eq!(x.unescape("&#65;&#x42;&apos;"), "AB'");
+        for broken in ["a & b", "&unknown;", "&#xZZ;", "&#1114112;", "&", "&amp", "&averyveryverylongname;"] {
+            assert_eq!(x.unescape(broken), broken, "{broken}");
+        }
+        assert_eq!(NameEscape::None.unescape("a&amp;b"), "a&amp;b");
+        assert_eq!(NameEscape::None.escape("a&b"), "a&b");
+    }
 }

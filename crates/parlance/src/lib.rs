@@ -68,7 +68,8 @@ mod values;
 pub use analyze::{AnalyzeError, AnalyzeOptions, CaseResult, RenderedCase, analyze, rendered_cases, self_check};
 pub use constrain::ConstrainError;
 pub use format::{
-    ArgumentEncoding, Confidence, Evidence, Finding, Format, ReasoningMode, ToolFamily, ValueEncoding, Workaround,
+    ArgumentEncoding, Confidence, Evidence, Finding, Format, NameEscape, ReasoningMode, ToolFamily, ValueEncoding,
+    Workaround,
 };
 pub use message::Conversation;
 pub use parse::{

@@ -11,7 +11,8 @@ use serde_json::{Value as Json, json};
 use super::diff::{find_from, json_values};
 use super::probe::{ARG_1, ARG_2, FN_1, FN_2, ID_1, ID_2, Output, Probe, VALUE_1, VALUE_2, call};
 use crate::format::{
-    ArgumentEncoding, Confidence, Finding, Format, JsonCallFields, ToolCallFormat, ToolFamily, ValueEncoding,
+    ArgumentEncoding, Confidence, Finding, Format, JsonCallFields, NameEscape, ToolCallFormat, ToolFamily,
+    ValueEncoding,
 };
 use crate::markers::{common_prefix, common_suffix};
 
@@ -489,6 +490,15 @@ fn tag_tagged(probe: &Probe, one: &str, two_calls: Option<&str>) -> Option<(Tool
         typed_suffixes.clear();
     }
     tools.arg_name_suffixes_typed = typed_suffixes;
+    // Names written as XML attribute values (Kimi K3's `key="a&amp;b&quot;c"`).
+    let odd_name = format!("{ARG_1}&\"x");
+    let odd = vec![call(ID_1, FN_1, json!({odd_name.as_str(): VALUE_1}))];
+    if probe.output_with_calls(odd, &[]).is_some_and(|out| {
+        let text = &out.text;
+        text.contains(&format!("{ARG_1}&amp;&quot;x")) && !text.contains(&odd_name)
+    }) {
+        tools.name_escape = NameEscape::XmlEntities;
+    }
     // Arrays and objects as nested tags written with the argument markers (MiniMax-M3): possible
     // only where a closing tag names its element. The array item's element name is read off.
     if let Some(after_name) = tools.arg_value_suffix_after_name.clone() {

@@ -63,6 +63,8 @@ pub(crate) struct ToolSyntax {
     pub arg_value_trail_ws: String,
     pub arg_separator: String,
     pub string_quote: String,
+    /// How argument names are written (read back unescaped).
+    pub name_escape: crate::format::NameEscape,
     /// No marker at all: the call is a bare JSON value at the start of the output (Llama 3.x).
     pub bare_json: bool,
     /// The marker that opens a tool-call section.
@@ -142,6 +144,7 @@ impl Syntax {
                 arg_value_trail_ws: leading_ws(&t.arg_value_suffix).to_owned(),
                 arg_separator: loose(&t.arg_separator),
                 string_quote: t.string_quote.clone(),
+                name_escape: t.name_escape,
                 bare_json: false,
                 trigger: String::new(),
                 call_trigger: String::new(),

@@ -185,3 +185,38 @@ fn a_call_opener_at_the_end_of_the_output_is_not_content() {
     let Some(got) = parse("Qwen3-Coder", "a < b and <tool") else { return };
     assert_eq!((&got["content"], &got["issues"]), (&json!("a < b and <tool"), &json!([])), "{got}");
 }
+
+/// Class 3: where the template escapes argument names (Kimi K3 writes keys as XML attribute
+/// values), names come back unescaped; call ids are ids or generated, never header text.
+#[test]
+fn escaped_names_are_read_unescaped_and_ids_are_never_header_text() {
+    let tools = vec![json!({"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"a&b\"c<d>": {"type": "string"}, "city": {"type": "string"}}}}})];
+    let output = "<|open|>response<|sep|>ok<|sep|><|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|>\
+        <|open|>argument key=\"a&amp;b&quot;c&lt;d&gt;\" type=\"string\"<|sep|>x<|close|>argument<|sep|>\
+        <|open|>argument key=\"city\" type=\"string\"<|sep|>P&amp;Q<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools";
+    let options = ParseOptions { tools: tools.clone(), ..ParseOptions::default() };
+    let Some(got) = parse_checked("Kimi-K3", output, options.clone()) else { return };
+    // Values are raw text: only names are escaped.
+    assert_eq!(got["calls"], json!([["get_weather", {"a&b\"c<d>": "x", "city": "P&amp;Q"}]]), "{got}");
+    assert_eq!((&got["content"], &got["issues"]), (&json!("ok"), &json!([])), "{got}");
+    let corpus = corpus::corpus().expect("checked above");
+    let (template, analyze_options) = crate::analyze::corpus_template(&corpus, "Kimi-K3");
+    let format = analyze(&template, &analyze_options).expect("analyzes");
+    let message = Parser::new(&format, &options).parse(output);
+    assert!(message.tool_calls[0].id_generated, "{:?}", message.tool_calls[0].id);
+    // Kimi K2 writes real ids (`functions.get_weather:0`): those are kept.
+    let (template, analyze_options) = crate::analyze::corpus_template(&corpus, "Kimi-K2-Instruct");
+    let format = analyze(&template, &analyze_options).expect("analyzes");
+    let output = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>";
+    let message = Parser::new(&format, &options).parse(output);
+    assert_eq!(message.tool_calls[0].id, "functions.get_weather:0");
+    // A name the template writes plainly is read as written.
+    let Some(got) = parse(
+        "Qwen3-Coder",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nA&amp;B\n</parameter>\n</function>\n</tool_call>",
+    ) else {
+        return;
+    };
+    assert_eq!(got["calls"], json!([["get_weather", {"city": "A&amp;B"}]]), "{got}");
+}

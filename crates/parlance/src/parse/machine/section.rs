@@ -379,6 +379,16 @@ impl Machine {
                     section.phase = Phase::BeforeCall(between);
                     return Ok(Step::Wait);
                 }
+                // Bare JSON calls (Llama 3.x) have no separator of their own; models separate
+                // parallel calls with a line break, or with `;` (as vLLM's `llama3_json` reads
+                // them).
+                Match::No if tools.bare_json => {
+                    if let Match::Full(end) = self.at_marker(";") {
+                        self.marker(end);
+                        between.separated = true;
+                        section.call_marker_end.get_or_insert(end);
+                    }
+                }
                 Match::No => {}
             }
             let found = self.at_end_marker(&tools.section_end);
@@ -531,10 +541,15 @@ impl Machine {
                     // The model's own id: `functions.get_weather:0`, the plain text of the name
                     // prefix (after its last token), the name and the index.
                     let prefix = &tools.name_prefix;
+                    // Only where that text is an id (`functions.`), not a header's attributes
+                    // (Kimi K3's `call tool="…" index="1"`): else the call gets an id of its own.
                     let tail = &prefix[prefix.rfind(['>', ']']).map_or(0, |i| i + 1)..];
+                    let id_like =
+                        |t: &str| t.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
                     let id_start =
                         if self.buf[..name_start].ends_with(tail) { name_start - tail.len() } else { name_start };
-                    own_id = Some(self.buf[id_start..after].to_owned());
+                    let id = &self.buf[id_start..after];
+                    own_id = id_like(id).then(|| id.to_owned());
                 }
                 Match::Partial if !self.eof => {
                     section.phase = Phase::Name;

@@ -137,7 +137,7 @@ impl Machine {
                     .min_by_key(|(i, _)| *i);
                 match found {
                     Some((i, len)) if i <= MAX_NAME && !rest[..i].contains(['<', '>', '\n']) => {
-                        let name = rest[..i].trim().to_owned();
+                        let name = tools.name_escape.unescape(rest[..i].trim()).into_owned();
                         let suffix_end = from + i + len;
                         // The whitespace the template writes after the suffix (`>\n`).
                         let lead = leading_literal_ws(&self.buf[suffix_end..], &tools.arg_value_lead_ws);
@@ -194,7 +194,7 @@ impl Machine {
                 }
             }
             TaggedStep::Value { name, from, searched, mut literal } => {
-                let value_suffix = tools.value_suffix_for(&name);
+                let value_suffix = tools.value_suffix_for(&tools.name_escape.escape(&name));
                 match self.read_value(tools, &value_suffix, from, searched, &mut literal) {
                     None => {
                         // Waiting for a CDATA section to close, nothing was searched for the
