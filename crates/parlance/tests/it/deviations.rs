@@ -220,3 +220,49 @@ fn escaped_names_are_read_unescaped_and_ids_are_never_header_text() {
     };
     assert_eq!(got["calls"], json!([["get_weather", {"city": "A&amp;B"}]]), "{got}");
 }
+
+/// Class 5: bare JSON calls (Llama 3.x) separated by `;` or a line break are parallel calls.
+#[test]
+fn bare_json_calls_separated_by_a_semicolon_or_a_line_break_are_parallel_calls() {
+    let one = r#"{"name": "get_weather", "parameters": {"city": "Paris"}}"#;
+    let two = r#"{"name": "run", "parameters": {"code": "x"}}"#;
+    let want = json!([["get_weather", {"city": "Paris"}], ["run", {"code": "x"}]]);
+    for id in ["meta-llama-Llama-3.1-8B-Instruct", "meta-llama-Llama-3.3-70B-Instruct"] {
+        for between in ["; ", ";", "\n", " ;\n"] {
+            let Some(got) = parse(id, &format!("{one}{between}{two}")) else { return };
+            assert_eq!(got["calls"], want, "{id} {between:?}: {got}");
+            assert_eq!(got["content"], json!(null), "{id} {between:?}: {got}");
+        }
+        // A `;` with no call after it is text.
+        let Some(got) = parse(id, &format!("{one}; done")) else { return };
+        assert_eq!(got["calls"], json!([["get_weather", {"city": "Paris"}]]), "{got}");
+        assert_eq!(got["content"], json!("; done"), "{got}");
+    }
+}
+
+/// Class 12: content keeps its inner whitespace exactly, and the text after a call is content as
+/// written (only the whitespace the template writes next to its markers is not content).
+#[test]
+fn content_keeps_its_whitespace_around_calls() {
+    let cases = [
+        (
+            "Qwen-Qwen3-0.6B",
+            "Hello\n\n  world\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n  After  text",
+        ),
+        (
+            "Mistral-Small-3.2-24B-Instruct-2506",
+            "Hello\n\n  world\n[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{\"city\": \"Paris\"}\n  After  text",
+        ),
+        (
+            "Qwen3-Coder",
+            "Hello\n\n  world\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>\n  After  text",
+        ),
+    ];
+    for (id, output) in cases {
+        let Some(got) = parse(id, output) else { return };
+        assert_eq!(got["content"], json!("Hello\n\n  world\n  After  text"), "{id}: {got}");
+        assert_eq!(got["calls"], json!([["get_weather", {"city": "Paris"}]]), "{id}: {got}");
+    }
+    let Some(got) = parse("Qwen-Qwen3-0.6B", "<think>\n  a\n\n  b\t\n</think>\n\n  Hello  there\n") else { return };
+    assert_eq!((&got["reasoning"], &got["content"]), (&json!("a\n\n  b"), &json!("Hello  there")), "{got}");
+}

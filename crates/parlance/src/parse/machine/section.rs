@@ -450,6 +450,10 @@ impl Machine {
             }
         }
         // No marker opens calls (bare JSON in a section): only a JSON object is another call.
+        if !first && !matched_any && self.buf[self.pos..].trim_start().is_empty() && !self.eof {
+            section.phase = Phase::BeforeCall(between);
+            return Ok(Step::Wait);
+        }
         if !first && !matched_any && tools.json.is_some() && !self.buf[self.pos..].trim_start().starts_with('{') {
             if between.separated && !separator_ends_section(tools) {
                 self.revert_to(section.call_from, section.call_from);
