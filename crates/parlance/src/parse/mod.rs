@@ -83,7 +83,8 @@
 //! (`<|channel>thought`), at the token alone when a different word or none follows.
 //!
 //! Whitespace: reasoning and content are trimmed at their ends (the template writes its own
-//! whitespace around markers); tagged values lose exactly the whitespace the template writes
+//! whitespace around markers); text around a call is content as written, the whitespace on both
+//! sides of the call included (`a <call> b` gives `a  b`); tagged values lose exactly the whitespace the template writes
 //! around them (`<parameter=a>\nv\n</parameter>` gives `v`). Trimmed bytes are `Whitespace` spans.
 
 pub(crate) mod channel;

@@ -240,8 +240,8 @@ fn bare_json_calls_separated_by_a_semicolon_or_a_line_break_are_parallel_calls()
     }
 }
 
-/// Class 12: content keeps its inner whitespace exactly, and the text after a call is content as
-/// written (only the whitespace the template writes next to its markers is not content).
+/// Class 12: content keeps its inner whitespace exactly, and text around a call is content as
+/// written, the whitespace on both sides of the call included; content's own ends are trimmed.
 #[test]
 fn content_keeps_its_whitespace_around_calls() {
     let cases = [
@@ -260,9 +260,18 @@ fn content_keeps_its_whitespace_around_calls() {
     ];
     for (id, output) in cases {
         let Some(got) = parse(id, output) else { return };
-        assert_eq!(got["content"], json!("Hello\n\n  world\n  After  text"), "{id}: {got}");
+        // The text before the call, the whitespace between, the text after: as written.
+        assert_eq!(got["content"], json!("Hello\n\n  world\n\n  After  text"), "{id}: {got}");
         assert_eq!(got["calls"], json!([["get_weather", {"city": "Paris"}]]), "{id}: {got}");
     }
+    // Nothing after the call: the whitespace before it is not content.
+    let Some(got) = parse(
+        "Qwen-Qwen3-0.6B",
+        "Hi \n<tool_call>\n{\"name\": \"run\", \"arguments\": {\"code\": \"x\"}}\n</tool_call>\n",
+    ) else {
+        return;
+    };
+    assert_eq!(got["content"], json!("Hi"), "{got}");
     let Some(got) = parse("Qwen-Qwen3-0.6B", "<think>\n  a\n\n  b\t\n</think>\n\n  Hello  there\n") else { return };
     assert_eq!((&got["reasoning"], &got["content"]), (&json!("a\n\n  b"), &json!("Hello  there")), "{got}");
 }

@@ -615,7 +615,9 @@ fn a_broken_call_after_a_good_one_is_content_and_the_good_calls_are_kept() {
     let Some(corpus) = corpus::corpus() else { return };
     for id in ["Qwen-Qwen3-0.6B", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"] {
         let got = parse_under(id, output, json!(null)).unwrap();
-        assert_eq!(got["content"], json!("pre\n<tool_call>\n{broken\n</tool_call>"), "{id}: {got}");
+        // Text around the good call is joined as written: `pre`, the line break before the call,
+        // then the broken call from the line break before it.
+        assert_eq!(got["content"], json!("pre\n\n<tool_call>\n{broken\n</tool_call>"), "{id}: {got}");
         assert_eq!(got["calls"], json!([["a", {}], ["c", {"x": 1}]]), "{id}: {got}");
         assert_eq!(got["issues"], json!(["unparsed-call"]), "{id}: {got}");
         // Byte by byte.

@@ -110,6 +110,9 @@ pub(crate) struct Machine {
     message: ParsedMessage,
     reasoning: String,
     content: String,
+    /// Whitespace between content and the calls after it (`start..end`): content's, as written,
+    /// if content goes on after the calls (text around a call is joined verbatim).
+    held_ws: Option<(usize, usize)>,
     /// The call being read: index into `message.tool_calls`.
     call: Option<usize>,
     turn_ended: TurnEnded,
@@ -144,6 +147,7 @@ impl Machine {
             message: ParsedMessage::default(),
             reasoning: String::new(),
             content: String::new(),
+            held_ws: None,
             call: None,
             turn_ended: TurnEnded::No,
         }
@@ -271,6 +275,12 @@ impl Machine {
             self.text_after_turn_end = true;
             self.issue(IssueKind::TextAfterTurnEnd, text_at, "text after the turn-end marker kept as content");
         }
+        if reasoning {
+            self.held_ws = None;
+        } else if let Some((ws_start, ws_end)) = self.held_ws.take() {
+            // Content goes on after calls: the whitespace before them is content after all.
+            self.content_again(ws_start, ws_end);
+        }
         let piece = &self.buf[start..end];
         if reasoning {
             self.reasoning.push_str(piece)
@@ -284,6 +294,25 @@ impl Machine {
             } else {
                 Delta::Content { content: piece }
             });
+        }
+    }
+
+    /// Whitespace `start..end`, left as a whitespace span before calls, is content: its span
+    /// becomes content (joined to the content before it), its text goes into content.
+    fn content_again(&mut self, start: usize, end: usize) {
+        let spans = &mut self.message.spans;
+        if let Some(i) = spans.iter().rposition(|s| s.start == start && s.end == end && s.kind == SpanKind::Whitespace)
+        {
+            spans[i].kind = SpanKind::Content;
+            if i > 0 && spans[i - 1].kind == SpanKind::Content && spans[i - 1].end == start {
+                spans[i - 1].end = end;
+                spans.remove(i);
+            }
+        }
+        let piece = &self.buf[start..end];
+        self.content.push_str(piece);
+        if self.streaming {
+            self.deltas.push(Delta::Content { content: piece.to_owned() });
         }
     }
 

@@ -222,6 +222,10 @@ impl Machine {
     /// spans, which are taken back); markers are searched from `scan_from` on.
     fn revert_to(&mut self, from: usize, scan_from: usize) {
         self.pos = from;
+        // Whitespace held before a call that is taken back is read again as what it is.
+        if self.held_ws.is_some_and(|(start, _)| start >= from) {
+            self.held_ws = None;
+        }
         self.scan_from = self.scan_from.max(scan_from);
         // Spans are in order: only the last few can reach `from`.
         while self.message.spans.last().is_some_and(|s| s.start >= from) {
@@ -236,6 +240,10 @@ impl Machine {
     pub(super) fn enter_section(&mut self, section: &Section) {
         // The whitespace before the trigger was held; it belongs to no segment.
         if self.pos < section.trigger_at && section.ws_from == self.pos {
+            let after_content = self.message.spans.last().is_some_and(|s| s.kind == SpanKind::Content);
+            if after_content {
+                self.held_ws = Some((self.pos, section.trigger_at));
+            }
             self.span(SpanKind::Whitespace, self.pos, section.trigger_at);
             self.pos = section.trigger_at;
         }
