@@ -615,12 +615,19 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
             content.push(regex(WS));
             content.push(cs(rest));
         }
-    } else {
+    } else if tools.call_id_suffix.is_empty() {
         begin.push_str(suffix.trim_end());
     }
     if !tools.call_id_suffix.is_empty() {
-        content.push(regex("[A-Za-z0-9]+"));
-        content.push(cs(tools.call_id_suffix.trim_end()));
+        let id = seq(vec![regex("[A-Za-z0-9]+"), cs(tools.call_id_suffix.trim_end())]);
+        if tools.indexed_name_suffix {
+            content.push(id);
+        } else {
+            // The id and its marker, which models leave out (Mistral Small 3.2's `[CALL_ID]`), as
+            // the parser allows.
+            let with_id = seq(vec![cs(suffix.trim_end()), id]);
+            content.push(or(vec![with_id, cs(tools.call_id_suffix.trim_end())]));
+        }
     }
     content.push(regex(WS));
     match tools.arguments {

@@ -314,6 +314,11 @@ pub struct ToolCallFormat {
     /// (`"` in `a="x"`, `'` for Python reprs, `<|"|>` for Gemma 4); non-string values are then bare
     /// literals that end at the next separator. Empty when values are raw text between markers.
     pub string_quote: String,
+    /// Bare JSON calls: a special token the template writes before a call only in another of its
+    /// variants (Llama 3.x's `<|python_tag|>`, before built-in tool calls), which models also
+    /// write before JSON calls: accepted there, never required. Empty when there is none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub optional_call_opener: String,
     /// Tagged arguments: how the template writes argument names inside its markers; escaped names
     /// (`key="a&amp;b"`) are read back unescaped and a grammar writes them escaped.
     #[serde(default, skip_serializing_if = "NameEscape::is_none")]

@@ -81,6 +81,7 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
         super::evidence(format, Finding::ToolCalls, &shown_by.0, shown_by.1);
         format.turn_end = turn_end;
         tools.arguments_from_string = from_string;
+        tools.optional_call_opener = optional_call_opener(probe, &tools, &one);
         format.tool_format = family;
         format.tools = Some(tools);
         return;
@@ -114,6 +115,23 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
             format.unsupported.push(format!("tool calls: rendered but not understood: {one_text:?}"));
         }
     }
+}
+
+/// Bare JSON calls: the special token the template writes before a built-in tool's call (Llama
+/// 3.x's `<|python_tag|>`, rendered with `builtin_tools` naming the probe's function), which no
+/// plain call shows; empty when there is none.
+fn optional_call_opener(probe: &Probe, tools: &ToolCallFormat, one: &Option<(Output, Option<Output>)>) -> String {
+    let bare = [&tools.section_start, &tools.call_start, &tools.name_prefix].iter().all(|m| m.trim().is_empty());
+    let Some((plain, _)) = one.as_ref().filter(|_| bare && tools.json.is_some()) else { return String::new() };
+    let builtin = vec![call(ID_1, FN_1, json!({ARG_1: VALUE_1}))];
+    let Some(out) = probe.output_with_calls(builtin, &[("builtin_tools", json!([FN_1]))]) else {
+        return String::new();
+    };
+    let Some(at) = out.text.find(FN_1) else { return String::new() };
+    let before = out.text[..at].trim_end();
+    let Some(token) = super::markers_in(before).last().cloned() else { return String::new() };
+    let special = token.starts_with("<|") && token.ends_with("|>");
+    if special && before.ends_with(&token) && !plain.text.contains(&token) { token } else { String::new() }
 }
 
 /// Call markers the tool prompt adds to a conversation (`<tool_call>` in "write calls as

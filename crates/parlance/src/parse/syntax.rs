@@ -158,6 +158,10 @@ impl Syntax {
                 .cloned()
                 .unwrap_or_default();
             syntax.bare_json = syntax.trigger.is_empty() && syntax.json.is_some();
+            if syntax.bare_json && !t.optional_call_opener.trim().is_empty() {
+                // Before a bare JSON call, the special token of the template's other variant.
+                syntax.call_trigger = t.optional_call_opener.trim().to_owned();
+            }
             let end = syntax.section_end.as_str();
             if end.starts_with('<') && end.ends_with('>') && !crate::markers::bracketed_pieces(end).is_empty() {
                 syntax.turn_ending_section_end = end.to_owned();

@@ -275,3 +275,42 @@ fn content_keeps_its_whitespace_around_calls() {
     let Some(got) = parse("Qwen-Qwen3-0.6B", "<think>\n  a\n\n  b\t\n</think>\n\n  Hello  there\n") else { return };
     assert_eq!((&got["reasoning"], &got["content"]), (&json!("a\n\n  b"), &json!("Hello  there")), "{got}");
 }
+
+/// Class 4: markers the template writes that models leave out or add, derived from the template:
+/// Mistral Small 3.2's `[CALL_ID]` (always written, often omitted) and Llama 3.x's `<|python_tag|>`
+/// (written before built-in tool calls, which models also put before JSON calls).
+#[test]
+fn optional_markers_are_accepted_when_present_and_not_required() {
+    let id = "Mistral-Small-3.2-24B-Instruct-2506";
+    let Some(got) = parse(id, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}") else { return };
+    assert_eq!((&got["calls"], &got["issues"]), (&json!([["get_weather", {"city": "Paris"}]]), &json!([])), "{got}");
+    let output =
+        "[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]run[ARGS]{\"code\": \"x\"}";
+    let Some(got) = parse(id, output) else { return };
+    assert_eq!(got["calls"], json!([["get_weather", {"city": "Paris"}], ["run", {"code": "x"}]]), "{got}");
+    for id in ["meta-llama-Llama-3.1-8B-Instruct", "meta-llama-Llama-3.3-70B-Instruct"] {
+        let call = r#"{"name": "get_weather", "parameters": {"city": "Paris"}}"#;
+        let Some(got) = parse(id, &format!("<|python_tag|>{call}")) else { return };
+        assert_eq!(
+            (&got["calls"], &got["content"]),
+            (&json!([["get_weather", {"city": "Paris"}]]), &json!(null)),
+            "{got}"
+        );
+        let two = format!(
+            "Some intro. <|python_tag|>{call}<|python_tag|>{{\"name\": \"run\", \"parameters\": {{\"code\": \"x\"}}}}"
+        );
+        let Some(got) = parse(id, &two) else { return };
+        assert_eq!(got["calls"], json!([["get_weather", {"city": "Paris"}], ["run", {"code": "x"}]]), "{got}");
+        assert_eq!(got["content"], json!("Some intro."), "{got}");
+        // A built-in tool's call is no JSON call: it stays as written, reported.
+        let Some(got) = parse(id, "<|python_tag|>brave_search.call(query=\"x\")") else { return };
+        assert_eq!(got["content"], json!("<|python_tag|>brave_search.call(query=\"x\")"), "{got}");
+        assert_eq!(got["issues"], json!(["unparsed-call"]), "{got}");
+    }
+    // Llama 3.2's template has no such variant: the token is text there.
+    let Some(got) = parse("meta-llama-Llama-3.2-3B-Instruct", "<|python_tag|>{\"name\": \"run\", \"parameters\": {}}")
+    else {
+        return;
+    };
+    assert_eq!(got["calls"], json!([]), "{got}");
+}

@@ -67,8 +67,12 @@ pub(super) fn content_markers(
 ) -> Vec<(String, ContentMarker)> {
     use ContentMarker::*;
     let mut markers: Vec<(&str, ContentMarker)> = Vec::new();
-    if let Some(tools) = syntax.tools.as_ref().filter(|t| calls_enabled && !t.trigger.is_empty()) {
-        markers.push((tools.trigger.as_str(), Trigger));
+    if let Some(tools) =
+        syntax.tools.as_ref().filter(|t| calls_enabled && (!t.trigger.is_empty() || !t.call_trigger.is_empty()))
+    {
+        if !tools.trigger.is_empty() {
+            markers.push((tools.trigger.as_str(), Trigger));
+        }
         if !tools.call_trigger.is_empty() {
             markers.push((tools.call_trigger.as_str(), CallTrigger));
         }

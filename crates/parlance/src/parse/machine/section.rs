@@ -197,12 +197,13 @@ impl Machine {
         }
         let tools = self.setup.tools();
         let trigger_len = match (tools.bare_json, section.implicit) {
-            (true, _) => 1,
-            (false, true) => tools.call_trigger.len(),
+            (_, true) => tools.call_trigger.len(),
+            (true, false) => 1,
             (false, false) => tools.trigger.len(),
         };
         let opener_end = section.trigger_at + trigger_len;
-        if self.eof && !tools.bare_json && self.buf[opener_end.min(self.buf.len())..].trim().is_empty() {
+        let opener = !tools.bare_json || section.implicit;
+        if self.eof && opener && self.buf[opener_end.min(self.buf.len())..].trim().is_empty() {
             // A call opener and nothing after it: markup, which content would show the user.
             self.issue(IssueKind::UnparsedCall, section.trigger_at, "the output ends right after a call opener");
             self.revert_to(section.ws_from, self.buf.len());
@@ -275,6 +276,17 @@ impl Machine {
                 } else {
                     self.pos = saved;
                     self.enter_section(section);
+                    if section.implicit && tools.bare_json {
+                        // The optional opener before a bare JSON call (`<|python_tag|>`).
+                        match self.at_marker(&tools.call_trigger) {
+                            Match::Full(end) => self.marker(end),
+                            Match::Partial => {
+                                section.phase = Phase::Open;
+                                return if self.eof { Err(CallFailure::CutSectionStart) } else { Ok(Step::Wait) };
+                            }
+                            Match::No => return Err(CallFailure::Expected(tools.call_trigger.clone())),
+                        }
+                    }
                 }
                 section.phase = if tools.json.is_some() && tools.call_start.is_empty() {
                     Phase::JsonCall { from: self.pos, scan: JsonEnd::strict() }
@@ -522,6 +534,23 @@ impl Machine {
                 Match::No => {}
             }
         }
+        // A call-id marker the template always writes but models leave out (Mistral Small 3.2's
+        // `[CALL_ID]`): the marker after the id ends the name, and the call has no id of its own.
+        let mut without_id = false;
+        if end.is_none() && !tools.call_id_suffix.is_empty() {
+            match self.at_marker(&tools.call_id_suffix) {
+                Match::Full(e) => {
+                    end = Some((e, true));
+                    without_id = true;
+                }
+                Match::Partial => {
+                    self.pos = saved;
+                    section.phase = Phase::Name;
+                    return Ok(Step::Wait);
+                }
+                Match::No => {}
+            }
+        }
         // A suffix that was only whitespace (`\n`) is optional: the arguments' `{` ends the name too.
         let whitespace_ends = tools.name_suffix.is_empty()
             && (self.buf[name_end..].starts_with(char::is_whitespace)
@@ -574,7 +603,7 @@ impl Machine {
         self.span(SpanKind::ToolName, name_start, name_end);
         self.span(SpanKind::Marker, name_end, suffix_end);
         self.pos = suffix_end;
-        if !tools.call_id_suffix.is_empty() {
+        if !tools.call_id_suffix.is_empty() && !without_id {
             section.phase = Phase::Id { name, from: self.pos };
             return Ok(Step::Again);
         }
