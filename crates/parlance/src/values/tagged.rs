@@ -115,10 +115,30 @@ pub(crate) fn convert(raw: &str, quoted: bool, schema: Option<&Json>, python: bo
         return Converted::Fits(value.clone());
     }
     if types.iter().any(|t| t == "string") {
-        Converted::Fits(Json::String(raw.to_owned()))
-    } else {
-        Converted::Misfit(Json::String(raw.to_owned()))
+        return Converted::Fits(Json::String(raw.to_owned()));
     }
+    // An integer written with leading zeros (`month=07`: neither JSON nor Python 3), where the
+    // schema wants a number and no string: the number it spells.
+    if types.iter().any(|t| t == "integer" || t == "number")
+        && let Some(value) = leading_zero_integer(raw.trim())
+    {
+        return Converted::Fits(value);
+    }
+    Converted::Misfit(Json::String(raw.to_owned()))
+}
+
+/// `07`, `-005` as the integer they spell; `None` for anything else (`0`, `7`, `0x7`, `07.5`).
+fn leading_zero_integer(text: &str) -> Option<Json> {
+    let (sign, digits) = match text.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", text.strip_prefix('+').unwrap_or(text)),
+    };
+    if digits.len() < 2 || !digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let significant = digits.trim_start_matches('0');
+    let number = if significant.is_empty() { "0".to_owned() } else { format!("{sign}{significant}") };
+    serde_json::from_str(&number).ok()
 }
 
 /// `raw` as compact JSON text with every token as written (numbers keep all their digits, strings
@@ -478,6 +498,17 @@ mod tests {
         assert_eq!(convert("seven", false, Some(&int), false), Converted::Misfit(json!("seven")));
         let string = json!({"type": "string"});
         assert_eq!(convert("007", false, Some(&string), false), Converted::Fits(json!("007")));
+        // Leading zeros: the number, where the schema wants one and no string.
+        assert_eq!(convert("07", false, Some(&int), true), Converted::Fits(json!(7)));
+        assert_eq!(convert("-005", false, Some(&json!({"type": "number"})), false), Converted::Fits(json!(-5)));
+        assert_eq!(convert("000", false, Some(&int), false), Converted::Fits(json!(0)));
+        assert_eq!(
+            convert("07", false, Some(&json!({"type": ["integer", "string"]})), false),
+            Converted::Fits(json!("07"))
+        );
+        for text in ["07.5", "0x7", "0-7", "+", "0"] {
+            assert_eq!(leading_zero_integer(text), None, "{text}");
+        }
         let union = json!({"type": ["string", "object"]});
         assert_eq!(convert("{\"a\": 1}", false, Some(&union), false), Converted::Fits(json!({"a": 1})));
         assert_eq!(convert("plain", false, Some(&union), false), Converted::Fits(json!("plain")));
