@@ -166,6 +166,10 @@ struct ParseArgs {
     /// Seed of the ids of calls the model wrote without one (default: fresh ids on every run).
     #[arg(long, value_name = "SEED")]
     id_seed: Option<u64>,
+    /// What becomes of a call the output ends inside: kept with what arrived, or dropped (its text
+    /// stays in the spans, its issue in the issues).
+    #[arg(long, value_parser = ["keep", "drop"], default_value = "keep")]
+    truncated_calls: String,
     /// Template variable set on every probe render, `NAME=VALUE`.
     #[arg(long = "var", value_name = "NAME=VALUE")]
     vars: Vec<String>,
@@ -428,6 +432,9 @@ fn parse(args: ParseArgs) -> anyhow::Result<()> {
     let (_, format) = analyzed(&args.template, &args.vars)?;
     let mut options = request_options(&format, args.tools.as_deref(), &args.tool_choice, args.thinking.as_deref())?;
     options.id_seed = args.id_seed;
+    if args.truncated_calls == "drop" {
+        options.truncated_calls = parlance::TruncatedCalls::Drop;
+    }
     let parser = parlance::Parser::new(&format, &options);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

@@ -249,8 +249,10 @@ impl Parser {
     /// default prompt), which decides whether output starts inside reasoning; `in_reasoning` says it
     /// outright (`False` for text whose reasoning a server already split off). `id_seed`: seed of
     /// the ids of calls the model wrote without one (`None`: fresh ids for every output).
+    /// `truncated_calls`: `"keep"` (default) or `"drop"` a call the output ends inside (agents that
+    /// execute calls drop them; the issue is reported either way).
     #[new]
-    #[pyo3(signature = (template_or_format, tools=None, tool_choice=None, parallel_tool_calls=true, thinking=None, id_seed=None, in_reasoning=None))]
+    #[pyo3(signature = (template_or_format, tools=None, tool_choice=None, parallel_tool_calls=true, thinking=None, id_seed=None, in_reasoning=None, truncated_calls="keep"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -261,7 +263,15 @@ impl Parser {
         thinking: Option<bool>,
         id_seed: Option<u64>,
         in_reasoning: Option<bool>,
+        truncated_calls: &str,
     ) -> PyResult<Parser> {
+        let truncated_calls = match truncated_calls {
+            "keep" => parlance::TruncatedCalls::Keep,
+            "drop" => parlance::TruncatedCalls::Drop,
+            other => {
+                return Err(PyValueError::new_err(format!("truncated_calls: {other:?} is not \"keep\" or \"drop\"")));
+            }
+        };
         let format = if let Ok(format) = template_or_format.cast::<Format>() {
             format.get().inner.clone()
         } else if let Ok(template) = template_or_format.cast::<ChatTemplate>() {
@@ -273,6 +283,7 @@ impl Parser {
         let choice = tool_choice.cloned().unwrap_or_else(|| auto.into_any());
         let mut options = parse_options(py, &format, tools, &choice, parallel_tool_calls, thinking, id_seed)?;
         options.in_reasoning = in_reasoning.or(options.in_reasoning);
+        options.truncated_calls = truncated_calls;
         Ok(Parser { inner: parlance::Parser::new(&format, &options) })
     }
 

@@ -68,3 +68,24 @@ def test_stream_adds_up_to_the_whole_parse(corpus):
         assert calls[0]["id"] == whole["tool_calls"][0]["id"] and calls[0]["type"] == "function"
         assert calls[0]["function"]["name"] == "get_weather"
         assert "".join(c["function"]["arguments"] for c in calls) == whole["tool_calls"][0]["function"]["arguments"]
+
+
+def test_truncated_calls_are_kept_or_dropped(corpus):
+    cut = OUTPUT[: OUTPUT.index('"Paris"') + 4]
+    kept = parlance.Parser(qwen(corpus), tools=TOOLS).parse(cut)
+    assert [c["function"]["name"] for c in kept["tool_calls"]] == ["get_weather"]
+    dropper = parlance.Parser(qwen(corpus), tools=TOOLS, truncated_calls="drop")
+    dropped = dropper.parse(cut)
+    assert not dropped.get("tool_calls") and dropped["content"] == "Checking."
+    assert "truncated-call" in [i["kind"] for i in dropped["issues"]]
+    stream = dropper.stream()
+    deltas = stream.push(cut)
+    last, message = stream.finish()
+    assert not [d for d in deltas + last if d.get("tool_calls")]
+    assert message == dropped
+    try:
+        parlance.Parser(qwen(corpus), truncated_calls="maybe")
+    except ValueError as error:
+        assert "maybe" in str(error)
+    else:
+        raise AssertionError("an unknown truncated_calls was accepted")

@@ -73,7 +73,8 @@ pub use format::{
 };
 pub use message::Conversation;
 pub use parse::{
-    ArgumentsAs, Delta, Issue, IssueKind, ParseOptions, ParsedMessage, ParsedToolCall, Parser, StreamParser, parse,
+    ArgumentsAs, Delta, Issue, IssueKind, ParseOptions, ParsedMessage, ParsedToolCall, Parser, StreamParser,
+    TruncatedCalls, parse,
 };
 pub use response_template::response_template;
 pub use roundtrip::RoundtripOptions;

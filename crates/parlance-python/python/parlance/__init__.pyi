@@ -1,5 +1,5 @@
 from os import PathLike
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 __version__: str
 
@@ -61,9 +61,11 @@ class Parser:
         thinking: Optional[bool] = None,
         id_seed: Optional[int] = None,
         in_reasoning: Optional[bool] = None,
+        truncated_calls: Literal["keep", "drop"] = "keep",
     ) -> None:
         """`id_seed`: seed of the ids of calls written without one (`None`: fresh ids per output).
-        `in_reasoning`: whether the output starts inside reasoning (default: as the prompt leaves it)."""
+        `in_reasoning`: whether the output starts inside reasoning (default: as the prompt leaves it).
+        `truncated_calls`: keep or drop a call the output ends inside (reported either way)."""
     def parse(self, text: str) -> dict[str, Any]:
         """`content`, `reasoning_content`, `tool_calls` (arguments as JSON text) and `issues`."""
     def stream(self) -> Stream: ...

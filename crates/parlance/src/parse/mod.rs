@@ -247,6 +247,24 @@ pub struct ParseOptions {
     /// OpenAI's do not. `Some(seed)`: ids are a function of the seed and the call index, the same
     /// on every parse (reproducible re-renders, tests that compare two parses).
     pub id_seed: Option<u64>,
+    /// What becomes of a call the output ends inside ([`TruncatedCalls`]; default: kept).
+    pub truncated_calls: TruncatedCalls,
+}
+
+/// What becomes of a call the output ends inside (issue `truncated-call` either way).
+///
+/// Kept by default: a client streaming the answer has already shown the call's deltas, a
+/// client that repairs or re-asks needs what arrived, and the issue says it is incomplete. An
+/// agent that executes calls should drop them: a cut call must not run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TruncatedCalls {
+    /// In `tool_calls`, with the arguments that arrived (tagged arguments closed so they stay
+    /// JSON).
+    #[default]
+    Keep,
+    /// Left out of `tool_calls` (and a stream holds each call's deltas until the call is whole);
+    /// its text stays in `spans`, its issue in `issues`: nothing is lost.
+    Drop,
 }
 
 impl ParseOptions {

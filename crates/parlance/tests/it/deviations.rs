@@ -3,7 +3,7 @@
 //! streamed (every two-way split, character by character, seeded random chunkings), with the
 //! issues it reports.
 
-use parlance::{ParseOptions, Parser, analyze};
+use parlance::{ParseOptions, Parser, TruncatedCalls, analyze};
 use serde_json::{Value as Json, json};
 
 use crate::corpus;
@@ -313,4 +313,44 @@ fn optional_markers_are_accepted_when_present_and_not_required() {
         return;
     };
     assert_eq!(got["calls"], json!([]), "{got}");
+}
+
+/// Class 11: a call the output ends inside is kept (the default) or dropped; dropped, it stays in
+/// the spans and its issue in the issues, and a stream never shows it.
+#[test]
+fn truncated_calls_are_kept_or_dropped_as_asked() {
+    let cases = [
+        (
+            "Qwen-Qwen3-0.6B",
+            "Hi\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"run\", \"arguments\": {\"code\": \"x",
+        ),
+        (
+            "Qwen3-Coder",
+            "Hi\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=run>\n<parameter=code>\nx",
+        ),
+        (
+            "Kimi-K2-Instruct",
+            "Hi<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_call_begin|>functions.run:1<|tool_call_argument_begin|>{\"code\": \"x",
+        ),
+        (
+            "openai-gpt-oss-120b",
+            "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|><|start|>assistant<|channel|>commentary to=functions.run <|constrain|>json<|message|>{\"code\": \"x",
+        ),
+    ];
+    for (id, output) in cases {
+        let Some(kept) = parse(id, output) else { return };
+        assert_eq!(kept["calls"].as_array().map(Vec::len), Some(2), "{id}: {kept}");
+        assert_eq!(kept["calls"][1][0], json!("run"), "{id}: {kept}");
+        assert!(kept["issues"].as_array().unwrap().contains(&json!("truncated-call")), "{id}: {kept}");
+        let drop = ParseOptions { truncated_calls: TruncatedCalls::Drop, ..ParseOptions::default() };
+        let Some(dropped) = parse_checked(id, output, drop) else { return };
+        assert_eq!(dropped["calls"], json!([["get_weather", {"city": "Paris"}]]), "{id}: {dropped}");
+        assert_eq!(dropped["issues"], kept["issues"], "{id}: the issue stays");
+        assert_eq!(dropped["content"], kept["content"], "{id}: the call's text does not become content");
+    }
+    // A whole call is never dropped.
+    let drop = ParseOptions { truncated_calls: TruncatedCalls::Drop, ..ParseOptions::default() };
+    let whole = "<tool_call>\n{\"name\": \"run\", \"arguments\": {\"code\": \"x\"}}\n</tool_call>";
+    let Some(got) = parse_checked("Qwen-Qwen3-0.6B", whole, drop) else { return };
+    assert_eq!(got["calls"], json!([["run", {"code": "x"}]]), "{got}");
 }

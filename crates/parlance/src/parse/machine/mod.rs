@@ -113,6 +113,9 @@ pub(crate) struct Machine {
     /// Whitespace between content and the calls after it (`start..end`): content's, as written,
     /// if content goes on after the calls (text around a call is joined verbatim).
     held_ws: Option<(usize, usize)>,
+    /// A stream's deltas of the call being read, held until it is whole when truncated calls are
+    /// dropped.
+    held_call_deltas: Vec<Delta>,
     /// The call being read: index into `message.tool_calls`.
     call: Option<usize>,
     turn_ended: TurnEnded,
@@ -148,6 +151,7 @@ impl Machine {
             reasoning: String::new(),
             content: String::new(),
             held_ws: None,
+            held_call_deltas: Vec::new(),
             call: None,
             turn_ended: TurnEnded::No,
         }
@@ -438,7 +442,7 @@ impl Machine {
         let id = id.filter(|i| !i.is_empty()).unwrap_or_else(|| generated_id(self.id_seed, index));
         self.check_tool(&name, self.pos);
         if self.streaming {
-            self.deltas.push(Delta::ToolCallStart { index, id: id.clone(), name: name.clone() });
+            self.call_delta(Delta::ToolCallStart { index, id: id.clone(), name: name.clone() });
         }
         self.message.tool_calls.push(ParsedToolCall {
             index,
@@ -459,8 +463,19 @@ impl Machine {
         if let Some(index) = self.call {
             self.message.tool_calls[index].arguments.push_str(fragment);
             if self.streaming {
-                self.deltas.push(Delta::ToolCallArguments { index, arguments: fragment.to_owned() });
+                self.call_delta(Delta::ToolCallArguments { index, arguments: fragment.to_owned() });
             }
+        }
+    }
+
+    /// A delta of the call being read: out at once, or held until the call is whole where
+    /// truncated calls are dropped.
+    #[inline]
+    fn call_delta(&mut self, delta: Delta) {
+        if self.setup.drop_truncated {
+            self.held_call_deltas.push(delta);
+        } else {
+            self.deltas.push(delta);
         }
     }
 
@@ -475,6 +490,10 @@ impl Machine {
             self.issue(IssueKind::MalformedArguments, at, format!("the arguments of {name:?} are not valid JSON"));
         }
         self.message.tool_calls[index].index = index;
+        // Before the end of the output no call is cut: what was held goes out.
+        if !self.eof {
+            self.deltas.append(&mut self.held_call_deltas);
+        }
     }
 
     /// Reports a call to a tool the request does not hold, or one its `tool_choice` does not allow.
@@ -496,6 +515,15 @@ impl Machine {
         if self.pos < self.buf.len() {
             // Undecided text left by a waiting state: content.
             self.emit_text(false, self.buf.len(), true);
+        }
+        if self.setup.drop_truncated {
+            // The output ended inside the last call: left out, its deltas with it (its spans
+            // and its issue stay).
+            if self.message.issues.iter().any(|i| i.kind == IssueKind::TruncatedCall) {
+                self.message.tool_calls.pop();
+                self.held_call_deltas.clear();
+            }
+            self.deltas.append(&mut self.held_call_deltas);
         }
         match self.setup.choice {
             ToolChoice::Required | ToolChoice::AllowedTools { required: true, .. }

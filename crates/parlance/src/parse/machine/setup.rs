@@ -40,6 +40,8 @@ pub(crate) struct Setup {
     pub(super) output_prefix: String,
     /// The caller's seed of generated call ids; `None`: a fresh one for each output.
     pub(super) id_seed: Option<u64>,
+    /// Calls the output ends inside are left out (`TruncatedCalls::Drop`).
+    pub(super) drop_truncated: bool,
     /// The markers content looks for, with what each is, for each state content may be in:
     /// before the turn end without calls, the same with calls, after a section end that ended the
     /// turn, after the turn end.
@@ -117,6 +119,7 @@ impl Setup {
                 String::new()
             },
             id_seed: options.id_seed,
+            drop_truncated: options.truncated_calls == super::super::TruncatedCalls::Drop,
             content_markers,
         }
     }
