@@ -40,8 +40,11 @@
 //!   none); cut before any name, it is unparsed (content, `unparsed-call`). Calls of a format with
 //!   no marker (bare JSON, Llama 3.x) are calls only as whole call objects: anything else is content;
 //! - output cut inside reasoning: what arrived is `reasoning_content`, `truncated_reasoning` set;
-//! - a call marker inside reasoning the model did not close: the call ends reasoning (as llama.cpp
-//!   reads it) and is parsed, issue `unclosed-reasoning`;
+//! - a call marker inside reasoning is provisional: models draft calls while they think, then
+//!   close reasoning and call for real. Where the reasoning's end marker comes later, the call was
+//!   reasoning text; where the output ends with reasoning still open, the call ends reasoning (as
+//!   llama.cpp reads it) and is parsed, issue `unclosed-reasoning`. A stream holds the text from
+//!   the marker on until it is decided;
 //! - a tool name not among the request's tools, a parameter not in its schema, a value that does
 //!   not fit its schema: kept, reported (`unknown-tool`, `unknown-parameter`, `value-misfit`);
 //! - a second call when `parallel_tool_calls` is off: kept, reported (`parallel-calls`);

@@ -354,3 +354,25 @@ fn truncated_calls_are_kept_or_dropped_as_asked() {
     let Some(got) = parse_checked("Qwen-Qwen3-0.6B", whole, drop) else { return };
     assert_eq!(got["calls"], json!([["run", {"code": "x"}]]), "{got}");
 }
+
+/// Class 8: a call inside open reasoning is provisional: reasoning text if the reasoning's end
+/// follows (a drafted call, no phantom duplicate), a call if the output ends with reasoning open.
+#[test]
+fn a_call_inside_reasoning_is_decided_by_what_follows() {
+    let draft = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    let real = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>";
+    let output = format!("<think>\nI could call {draft} maybe.\n</think>\n\n{real}");
+    let Some(got) = parse("Qwen-Qwen3-0.6B", &output) else { return };
+    assert_eq!(got["reasoning"], json!(format!("I could call {draft} maybe.")), "{got}");
+    assert_eq!((&got["calls"], &got["issues"]), (&json!([["get_weather", {"city": "Rome"}]]), &json!([])), "{got}");
+    // Never closed: the call ends reasoning.
+    let Some(got) = parse("Qwen-Qwen3-0.6B", &format!("<think>\nLet me call\n{draft}")) else { return };
+    assert_eq!(got["reasoning"], json!("Let me call"), "{got}");
+    assert_eq!(got["calls"], json!([["get_weather", {"city": "Paris"}]]), "{got}");
+    assert_eq!(got["issues"], json!(["unclosed-reasoning"]), "{got}");
+    // The same in a tagged family whose prompt opens reasoning.
+    let coder = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>";
+    let Some(got) = parse("Qwen3.5-4B", &format!("Maybe {coder} then.\n</think>\n\nDone.")) else { return };
+    assert_eq!(got["reasoning"], json!(format!("Maybe {coder} then.")), "{got}");
+    assert_eq!((&got["calls"], &got["content"]), (&json!([]), &json!("Done.")), "{got}");
+}

@@ -207,7 +207,11 @@ impl Machine {
         let setup = self.setup.clone();
         let end_marker = &setup.syntax.reasoning.as_ref().expect("reasoning state needs markers").end;
         let from = self.pos.max(self.scan_from);
-        // A tool call also ends reasoning the model forgot to close (llama.cpp does the same).
+        // A call inside reasoning is provisional: models draft calls while they think, then close
+        // reasoning and call for real; others call without ever closing it. Where the reasoning's
+        // end comes after the call, the call was reasoning text; where the output ends with
+        // reasoning still open, the call ends it (llama.cpp reads it so). Until then the text
+        // from the call on is held.
         let trigger = match &setup.syntax.tools {
             Some(tools) if !tools.trigger.is_empty() => tools.trigger.as_str(),
             _ => "",
@@ -215,7 +219,7 @@ impl Machine {
         let end_found = self.search.find(&self.buf, from, end_marker);
         let call_found = if trigger.is_empty() { None } else { self.search.find(&self.buf, from, trigger) };
         match (end_found, call_found.map(|(a, _)| a)) {
-            (Some((at, end)), call) if call.is_none_or(|c| at < c) => {
+            (Some((at, end)), _) => {
                 self.emit_text(true, at, true);
                 self.marker(end);
                 // Content interrupted by this reasoning continues as written.
@@ -224,11 +228,16 @@ impl Machine {
                     if setup.header.is_empty() { State::Content } else { State::ContentAfterReasoning(Opener::Header) };
                 return Step::Again;
             }
-            (_, Some(call_at)) => {
+            (None, Some(call_at)) if self.eof => {
                 self.emit_text(true, call_at, true);
                 self.issue(IssueKind::UnclosedReasoning, call_at, "a tool call ends reasoning that was not closed");
                 self.state = State::Content;
                 return Step::Again;
+            }
+            (None, Some(call_at)) => {
+                self.emit_text(true, call_at, false);
+                self.state = State::Reasoning { resume_content };
+                return Step::Wait;
             }
             _ => {}
         }
