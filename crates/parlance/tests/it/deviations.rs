@@ -376,3 +376,122 @@ fn a_call_inside_reasoning_is_decided_by_what_follows() {
     assert_eq!(got["reasoning"], json!(format!("Maybe {coder} then.")), "{got}");
     assert_eq!((&got["calls"], &got["content"]), (&json!([]), &json!("Done.")), "{got}");
 }
+
+/// Class 10: streaming is split-invariant on broken output too. The template's own calls of each
+/// family, mutated (characters deleted, JSON and marker pieces and multi-byte characters
+/// inserted, the output cut), stream in random chunks (cutting inside markers and characters
+/// alike) exactly as they parse whole.
+mod split_invariance {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+
+    const FAMILIES: &[&str] = &[
+        "Qwen-Qwen3-0.6B",
+        "Qwen3-Coder",
+        "GLM-4.6",
+        "MiniMax-M2",
+        "Kimi-K2-Instruct",
+        "Kimi-K3",
+        "deepseek-ai-DeepSeek-V3.1",
+        "Mistral-Small-3.2-24B-Instruct-2506",
+        "meta-llama-Llama-3.1-8B-Instruct",
+        "openai-gpt-oss-120b",
+        "google-gemma-4-31B-it",
+        "vllm-tool_chat_template_llama3.2_pythonic",
+        "NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
+    ];
+
+    /// Per family: its parser, the outputs of its rendered call cases, and its markers' pieces.
+    fn families() -> &'static [(Parser, Vec<String>, Vec<String>)] {
+        static FAMILIES_READY: OnceLock<Vec<(Parser, Vec<String>, Vec<String>)>> = OnceLock::new();
+        FAMILIES_READY.get_or_init(|| {
+            let Some(corpus) = corpus::corpus() else { return Vec::new() };
+            FAMILIES
+                .iter()
+                .filter_map(|id| {
+                    let (template, options) = crate::analyze::corpus_template(&corpus, id);
+                    let format = analyze(&template, &options).ok()?;
+                    let outputs: Vec<String> = parlance::rendered_cases(&template, &format, &options)
+                        .into_iter()
+                        .filter(|c| c.message.get("tool_calls").is_some())
+                        .map(|c| c.output)
+                        .collect();
+                    let tools = format.tools.as_ref()?;
+                    let reasoning = format.reasoning.as_ref();
+                    let pieces: Vec<String> = [
+                        &tools.section_start,
+                        &tools.call_start,
+                        &tools.name_prefix,
+                        &tools.name_suffix,
+                        &tools.arg_name_prefix,
+                        &tools.arg_value_suffix,
+                        &tools.call_end,
+                        &tools.section_end,
+                        &format.turn_end,
+                    ]
+                    .into_iter()
+                    .chain(reasoning.map(|r| &r.start))
+                    .chain(reasoning.map(|r| &r.end))
+                    .filter(|m| !m.trim().is_empty())
+                    .map(|m| m.trim().to_owned())
+                    .collect();
+                    let options = ParseOptions { tools: super::tools(), id_seed: Some(1), ..ParseOptions::default() };
+                    (!outputs.is_empty()).then(|| (Parser::new(&format, &options), outputs, pieces))
+                })
+                .collect()
+        })
+    }
+
+    const INSERTS: &[&str] = &["}", "{", "\"", "\n", ",", "]", "[", ":", "\\", "é", "😀", " ", "</", "<", ">", "null"];
+
+    fn char_boundary(text: &str, at: usize) -> usize {
+        let mut at = at % (text.len() + 1);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        at
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn broken_outputs_stream_as_they_parse_whole(
+            family in any::<prop::sample::Index>(),
+            case in any::<prop::sample::Index>(),
+            edits in prop::collection::vec((0u8..4, any::<u16>(), any::<prop::sample::Index>()), 1..7),
+            cuts in prop::collection::vec(any::<u16>(), 1..12),
+        ) {
+            let families = families();
+            if families.is_empty() {
+                return Ok(());
+            }
+            let (parser, outputs, pieces) = &families[family.index(families.len())];
+            let mut text = outputs[case.index(outputs.len())].clone();
+            for (kind, at, which) in edits {
+                let at = char_boundary(&text, at as usize);
+                match kind {
+                    0 => {
+                        if let Some(c) = text[at..].chars().next() {
+                            text.replace_range(at..at + c.len_utf8(), "");
+                        }
+                    }
+                    1 => text.insert_str(at, INSERTS[which.index(INSERTS.len())]),
+                    2 if !pieces.is_empty() => text.insert_str(at, &pieces[which.index(pieces.len())]),
+                    _ => text.truncate(at),
+                }
+            }
+            let mut points: Vec<usize> = cuts.iter().map(|&c| char_boundary(&text, c as usize)).collect();
+            points.sort_unstable();
+            points.dedup();
+            let mut chunks = Vec::new();
+            let mut last = 0;
+            for p in points {
+                chunks.push(&text[last..p]);
+                last = p;
+            }
+            chunks.push(&text[last..]);
+            assert_chunking_invariant(parser, &text, &chunks, "mutated family output");
+        }
+    }
+}

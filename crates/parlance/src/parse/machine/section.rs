@@ -196,14 +196,20 @@ impl Machine {
             return;
         }
         let tools = self.setup.tools();
-        let trigger_len = match (tools.bare_json, section.implicit) {
-            (_, true) => tools.call_trigger.len(),
-            (true, false) => 1,
-            (false, false) => tools.trigger.len(),
+        // Where the opener written there ends (its inner whitespace is loose, so not its length
+        // from the trigger's start); a bare JSON call's opener is its `{`.
+        let opener = if section.implicit { &tools.call_trigger } else { &tools.trigger };
+        let written_end = match (tools.bare_json && !section.implicit, section.trigger_at < self.buf.len()) {
+            (true, true) => Some(section.trigger_at + 1),
+            (true, false) => None,
+            (false, _) => match crate::parse::scan::match_at(&self.buf[section.trigger_at..], opener) {
+                Match::Full(n) => Some(section.trigger_at + n),
+                _ => None,
+            },
         };
-        let opener_end = section.trigger_at + trigger_len;
-        let opener = !tools.bare_json || section.implicit;
-        if self.eof && opener && self.buf[opener_end.min(self.buf.len())..].trim().is_empty() {
+        let opener_only = !tools.bare_json || section.implicit;
+        if self.eof && opener_only && written_end.is_some_and(|end| self.buf[end..].trim().is_empty()) {
+            let opener_end = written_end.unwrap_or(self.buf.len());
             // A call opener and nothing after it: markup, which content would show the user.
             self.issue(IssueKind::UnparsedCall, section.trigger_at, "the output ends right after a call opener");
             self.revert_to(section.ws_from, self.buf.len());
@@ -215,8 +221,13 @@ impl Machine {
             return;
         }
         self.issue(IssueKind::UnparsedCall, section.trigger_at, why.message());
-        // The trigger is content; markers are searched after it.
-        self.revert_to(section.ws_from, opener_end);
+        // The trigger is content; markers are searched after it (after its first character
+        // where it was not whole).
+        let mut scan_from = written_end.unwrap_or(section.trigger_at + 1).min(self.buf.len());
+        while !self.buf.is_char_boundary(scan_from) {
+            scan_from += 1;
+        }
+        self.revert_to(section.ws_from, scan_from);
     }
 
     /// Text from `from` on is content again (nothing of it was emitted: only marker and whitespace
@@ -411,6 +422,10 @@ impl Machine {
                 }
                 Match::No => {}
             }
+        }
+        // The section's end, also after a separator read in an earlier step (`,]` cut after the
+        // comma reads as it does whole).
+        if !first {
             let found = self.at_end_marker(&tools.section_end);
             if let Some(step) = self.leave_section_at(found, true, section, between) {
                 return Ok(step);

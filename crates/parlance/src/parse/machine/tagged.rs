@@ -392,36 +392,45 @@ impl Machine {
             before.ends_with('\n') || before.trim_end().ends_with(suffix)
         };
         let nests = tools.nested_item_name.is_some();
-        let mut markers: Vec<(&str, bool)> = [(&tools.call_end, false), (&tools.section_end, false)]
+        let markers: Vec<(&str, bool)> = [(&tools.call_end, false), (&tools.section_end, false)]
             .into_iter()
             .chain(self.setup.syntax.turn_end.iter().map(|m| (m, false)))
             .chain((!nests).then_some((&tools.arg_name_prefix, true)))
             .map(|(m, line)| (m.as_str(), line))
             .filter(|(m, _)| !m.trim().is_empty() && !closing.contains(m.trim()))
             .collect();
-        if self.eof {
-            // Nothing more comes: a marker's first tag, at a line's start, is enough (`</function>`
-            // of `</function>\n</tool_call>`).
-            let firsts: Vec<&str> =
-                markers.iter().filter_map(|(m, _)| crate::markers::bracketed_pieces(m).first().copied()).collect();
-            markers.extend(firsts.into_iter().filter(|m| !closing.contains(m)).map(|m| (m, true)));
-        }
-        let mut next_marker: Option<usize> = None;
-        for (marker, at_line_start) in markers {
-            let mut at = resume;
-            while let Some(j) = find_marker(&rest[at..bound], marker).map(|(i, _)| at + i) {
-                if next_marker.is_some_and(|n| n <= j) {
-                    break;
-                }
-                if !at_line_start || line_start(j) {
-                    next_marker = Some(j);
-                    break;
-                }
-                at = j + 1;
-                while !rest.is_char_boundary(at) {
-                    at += 1;
+        let find_first = |markers: &[(&str, bool)], from: usize| {
+            let mut next_marker: Option<usize> = None;
+            for &(marker, at_line_start) in markers {
+                let mut at = from;
+                while let Some(j) = find_marker(&rest[at..bound], marker).map(|(i, _)| at + i) {
+                    if next_marker.is_some_and(|n| n <= j) {
+                        break;
+                    }
+                    if !at_line_start || line_start(j) {
+                        next_marker = Some(j);
+                        break;
+                    }
+                    at = j + 1;
+                    while !rest.is_char_boundary(at) {
+                        at += 1;
+                    }
                 }
             }
+            next_marker
+        };
+        let mut next_marker = find_first(&markers, resume);
+        if next_marker.is_none() && strict.is_none() && self.eof {
+            // Nothing more comes and nothing ended the value: a marker's first tag, at a line's
+            // start, is enough (`</function>` of `</function>\n</tool_call>`). (Only then: a
+            // stream would have decided on whole markers before the end of the output.)
+            let firsts: Vec<(&str, bool)> = markers
+                .iter()
+                .filter_map(|(m, _)| crate::markers::bracketed_pieces(m).first().copied())
+                .filter(|m| !closing.contains(m))
+                .map(|m| (m, true))
+                .collect();
+            next_marker = find_first(&firsts, 0);
         }
         // The last bare suffix before `limit`, the value before it losing the template's trailing
         // whitespace.
