@@ -402,9 +402,12 @@ mod split_invariance {
         "NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
     ];
 
+    /// A family's parser, the outputs of its rendered call cases, and its markers.
+    type Family = (Parser, Vec<String>, Vec<String>);
+
     /// Per family: its parser, the outputs of its rendered call cases, and its markers' pieces.
-    fn families() -> &'static [(Parser, Vec<String>, Vec<String>)] {
-        static FAMILIES_READY: OnceLock<Vec<(Parser, Vec<String>, Vec<String>)>> = OnceLock::new();
+    fn families() -> &'static [Family] {
+        static FAMILIES_READY: OnceLock<Vec<Family>> = OnceLock::new();
         FAMILIES_READY.get_or_init(|| {
             let Some(corpus) = corpus::corpus() else { return Vec::new() };
             FAMILIES
