@@ -460,10 +460,13 @@ pub(crate) fn requote(raw: &str, quote: &str) -> Option<String> {
             continue;
         }
         let c = rest.chars().next()?;
-        if key_may_follow && (c.is_ascii_alphabetic() || c == '_') {
-            let len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
-            if rest[len..].trim_start().starts_with(':') {
-                out.push_str(&Json::String(rest[..len].to_owned()).to_string());
+        // A bare key: any text up to the `:`, spaces inside included (`{open now:true}`), but
+        // nothing a JSON value or the quote is made of.
+        if key_may_follow && !c.is_whitespace() && !"{}[],:\"".contains(c) && !rest.starts_with(quote) {
+            let len = rest.find(|c: char| "{}[],:\"".contains(c)).unwrap_or(rest.len());
+            let key = &rest[..len];
+            if rest[len..].starts_with(':') && !key.contains(quote) {
+                out.push_str(&Json::String(key.trim_end().to_owned()).to_string());
                 rest = &rest[len..];
                 key_may_follow = false;
                 continue;
@@ -571,5 +574,14 @@ mod tests {
         let json = requote(&raw, q).unwrap();
         assert_eq!(serde_json::from_str::<Json>(&json).unwrap(), json!(["buy, milk", {"n": 2, "inner": "v \\ \"x\""}]));
         assert_eq!(requote(&format!("[{q}open"), q), None);
+        // Keys with spaces and other characters, objects with no string inside, nesting.
+        let raw = "{open now:true,price range:{min:1,max:3},tags:[1,{z:null}],über-key.x:[]}";
+        let json = requote(raw, q).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Json>(&json).unwrap(),
+            json!({"open now": true, "price range": {"min": 1, "max": 3}, "tags": [1, {"z": null}], "über-key.x": []})
+        );
+        // Array items are no keys.
+        assert_eq!(serde_json::from_str::<Json>(&requote("[1, 2]", q).unwrap()).unwrap(), json!([1, 2]));
     }
 }

@@ -377,6 +377,32 @@ fn a_call_inside_reasoning_is_decided_by_what_follows() {
     assert_eq!((&got["calls"], &got["content"]), (&json!([]), &json!("Done.")), "{got}");
 }
 
+/// Class 6: Gemma 4's literals: objects with no quoted string inside, keys with spaces, nesting,
+/// read as JSON where the schema allows objects and arrays.
+#[test]
+fn gemma_literals_read_as_json_where_the_schema_allows() {
+    let tools = vec![json!({"type": "function", "function": {"name": "find", "parameters": {"type": "object",
+        "properties": {"filters": {"type": "object"}, "tags": {"type": "array"}, "q": {"type": "string"}}}}})];
+    let options = ParseOptions { tools, ..ParseOptions::default() };
+    let q = "<|\"|>";
+    let cases = [
+        ("{filters:{open_now:true}}".to_owned(), json!({"filters": {"open_now": true}})),
+        (
+            "{filters:{open now:true,price range:{min:1,max:3}},tags:[1,2]}".to_owned(),
+            json!({"filters": {"open now": true, "price range": {"min": 1, "max": 3}}, "tags": [1, 2]}),
+        ),
+        (
+            format!("{{filters:{{kind:{q}cafe{q},open_now:true}},tags:[{q}a{q},{{k:[1,{{z:null}}]}}],q:{q}x, y{q}}}"),
+            json!({"filters": {"kind": "cafe", "open_now": true}, "tags": ["a", {"k": [1, {"z": null}]}], "q": "x, y"}),
+        ),
+    ];
+    for (arguments, want) in cases {
+        let output = format!("<|tool_call>call:find{arguments}<tool_call|>");
+        let Some(got) = parse_checked("google-gemma-4-31B-it", &output, options.clone()) else { return };
+        assert_eq!((&got["calls"], &got["issues"]), (&json!([["find", want]]), &json!([])), "{got}");
+    }
+}
+
 /// Class 10: streaming is split-invariant on broken output too. The template's own calls of each
 /// family, mutated (characters deleted, JSON and marker pieces and multi-byte characters
 /// inserted, the output cut), stream in random chunks (cutting inside markers and characters
