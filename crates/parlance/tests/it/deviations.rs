@@ -403,6 +403,19 @@ fn gemma_literals_read_as_json_where_the_schema_allows() {
     }
 }
 
+/// Class 10, found by the property test below: JSON arguments broken by an end marker lose the
+/// whitespace before it however the output is chunked (a stream used to keep it).
+#[test]
+fn broken_json_arguments_end_the_same_in_every_chunking() {
+    let output = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \n<｜tool▁calls▁end｜>true}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+    let Some(got) = parse("deepseek-ai-DeepSeek-V3.1", output) else { return };
+    assert_eq!(got["calls"], json!([["get_weather", null]]), "{got}");
+    let corpus = corpus::corpus().expect("checked above");
+    let (template, options) = crate::analyze::corpus_template(&corpus, "deepseek-ai-DeepSeek-V3.1");
+    let parser = Parser::new(&analyze(&template, &options).expect("analyzes"), &ParseOptions::default());
+    assert_eq!(parser.parse(output).tool_calls[0].arguments, "{\"city\":");
+}
+
 /// Class 10: streaming is split-invariant on broken output too. The template's own calls of each
 /// family, mutated (characters deleted, JSON and marker pieces and multi-byte characters
 /// inserted, the output cut), stream in random chunks (cutting inside markers and characters

@@ -184,7 +184,11 @@ impl Machine {
             }
             JsonScan::More => {
                 let end = self.buf.len();
-                let fragment = self.buf[from + emitted..end].to_owned();
+                // Trailing whitespace waits: should the arguments break at an end marker next, it
+                // is not theirs (as it is not when the whole output is read at once).
+                let upto =
+                    if self.eof { end } else { (from + self.buf[from..end].trim_end().len()).max(from + emitted) };
+                let fragment = self.buf[from + emitted..upto].to_owned();
                 self.push_arguments(&fragment);
                 if self.eof {
                     self.span(SpanKind::ToolArguments, from, end);
@@ -194,7 +198,7 @@ impl Machine {
                     self.state = State::Content;
                     return Ok(Step::Again);
                 }
-                section.phase = Phase::ArgsJson { from: Some(from), emitted: end - from, scan, object_from };
+                section.phase = Phase::ArgsJson { from: Some(from), emitted: upto - from, scan, object_from };
                 Ok(Step::Wait)
             }
             JsonScan::Invalid(at) => {
