@@ -128,7 +128,7 @@ pub(crate) fn convert(raw: &str, quoted: bool, schema: Option<&Json>, python: bo
 }
 
 /// `07`, `-005` as the integer they spell; `None` for anything else (`0`, `7`, `0x7`, `07.5`).
-fn leading_zero_integer(text: &str) -> Option<Json> {
+pub(crate) fn leading_zero_integer(text: &str) -> Option<Json> {
     let (sign, digits) = match text.strip_prefix('-') {
         Some(rest) => ("-", rest),
         None => ("", text.strip_prefix('+').unwrap_or(text)),

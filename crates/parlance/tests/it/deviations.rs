@@ -403,6 +403,22 @@ fn gemma_literals_read_as_json_where_the_schema_allows() {
     }
 }
 
+/// Class 6, numbers: where strings are quoted (pythonic calls), a bare integer with leading zeros
+/// is the number it spells (LFM2's `set_date(month=07)`), with or without a schema; where values
+/// are raw text it stays text unless the schema wants a number.
+#[test]
+fn bare_integers_with_leading_zeros_are_numbers_where_strings_are_quoted() {
+    let tools = vec![json!({"type": "function", "function": {"name": "set_date", "parameters": {"type": "object",
+        "properties": {"month": {"type": "integer"}, "day": {}}}}})];
+    let options = ParseOptions { tools, ..ParseOptions::default() };
+    let output = "<|tool_call_start|>[set_date(month=07, day=05)]<|tool_call_end|>";
+    let Some(got) = parse_checked("LFM2.5-8B-A1B", output, options) else { return };
+    assert_eq!(got["calls"], json!([["set_date", {"month": 7, "day": 5}]]), "{got}");
+    let output = "<tool_call>\n<function=run>\n<parameter=code>\n07\n</parameter>\n</function>\n</tool_call>";
+    let Some(got) = parse("Qwen3-Coder", output) else { return };
+    assert_eq!(got["calls"], json!([["run", {"code": "07"}]]), "{got}");
+}
+
 /// Class 10, found by the property test below: JSON arguments broken by an end marker lose the
 /// whitespace before it however the output is chunked (a stream used to keep it).
 #[test]

@@ -10,7 +10,8 @@ use crate::parse::SpanKind;
 use crate::parse::scan::{Match, find_marker, leading_literal_ws, marker_hold, starts_with_marker};
 use crate::parse::syntax::ToolSyntax;
 use crate::values::{
-    Converted, NestedTags, allowed_types, convert, nested, python_string_body, read_literal, requote, written_json,
+    Converted, NestedTags, allowed_types, convert, leading_zero_integer, nested, python_string_body, read_literal,
+    requote, written_json,
 };
 
 /// XML CDATA delimiters: tagged values may wrap text in them.
@@ -566,8 +567,18 @@ impl Machine {
             .then(|| requote(raw, quote))
             .flatten()
             .filter(|json| serde_json::from_str::<Json>(json).is_ok());
+        let numeric = types.is_empty() || types.iter().any(|t| t == "integer" || t == "number");
         let converted = match nested {
             Some(value) => Converted::Fits(value),
+            // Where strings are quoted, a bare `07` is no string: the number it spells (LFM2's
+            // `set_date(month=07)`, as vLLM reads it).
+            None if !quoted
+                && !tools.string_quote.is_empty()
+                && numeric
+                && leading_zero_integer(raw.trim()).is_some() =>
+            {
+                Converted::Fits(leading_zero_integer(raw.trim()).unwrap_or_default())
+            }
             // Where strings are quoted, a bare `None` / `True` is the template's Python repr of a
             // null or a boolean, never a string.
             None => convert(
