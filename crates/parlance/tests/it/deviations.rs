@@ -512,7 +512,9 @@ mod split_invariance {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+        // 400 cases a run; `PROPTEST_CASES` for a longer hunt.
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(400)) })]
         #[test]
         fn broken_outputs_stream_as_they_parse_whole(
             family in any::<prop::sample::Index>(),
