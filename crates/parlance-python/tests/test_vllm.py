@@ -69,6 +69,15 @@ def test_tool_parser_whole_and_streamed(qwen):
         assert parser.streamed_args_for_tool == [arguments[0], arguments[1]]
 
 
+def test_a_call_cut_by_the_token_limit_is_not_extracted(qwen):
+    from parlance.integrations.vllm import ParlanceToolParser
+
+    cut = OUTPUT[: OUTPUT.index("Lima") + 2]
+    whole = ParlanceToolParser(qwen).extract_tool_calls(cut, request())
+    assert [json.loads(c.function.arguments)["city"] for c in whole.tool_calls] == ["Paris"]
+    assert whole.content == "Checking."
+
+
 def test_required_tool_choice_constrains_with_the_templates_syntax(qwen):
     from parlance.integrations.vllm import ParlanceToolParser
 

@@ -109,6 +109,7 @@ fn a_value_whose_closing_tag_never_comes_ends_at_the_next_marker() {
     let output = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>";
     let Some(got) = parse("Qwen3-Coder", output) else { return };
     assert_eq!(got["calls"], json!([["get_weather", {"city": "Paris"}]]), "{got}");
+    assert_eq!((&got["content"], &got["issues"]), (&json!(null), &json!(["malformed-arguments"])), "{got}");
 }
 
 /// Class 2: where the template writes the suffix with its whitespace (`\n</parameter>`), the
@@ -554,4 +555,34 @@ mod split_invariance {
             assert_chunking_invariant(parser, &text, &chunks, "mutated family output");
         }
     }
+}
+
+/// Class 11 in formats whose calls are whole JSON objects or arrays (Mistral Nemo's
+/// `[TOOL_CALLS][{…}, {…}]`): only the cut call is dropped, never one before it, and a stream
+/// shows neither its start nor its arguments.
+#[test]
+fn dropping_a_cut_call_of_a_json_array_keeps_the_whole_ones() {
+    let drop = || ParseOptions { truncated_calls: TruncatedCalls::Drop, ..ParseOptions::default() };
+    let id = "mistralai-Mistral-Nemo-Instruct-2407";
+    let first = r#"{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "a1B2c3D4e"}"#;
+    for cut in [r#"{"name": "run", "arguments": {"code": "#, r#"{"na"#, ""] {
+        let output = format!("[TOOL_CALLS][{first}, {cut}");
+        let Some(got) = parse_checked(id, &output, drop()) else { return };
+        assert_eq!(got["calls"], json!([["get_weather", {"city": "Paris"}]]), "{cut:?}: {got}");
+        assert!(got["issues"].as_array().unwrap().contains(&json!("truncated-call")), "{cut:?}: {got}");
+    }
+}
+
+/// Class 1 in MiniCPM5's CDATA values: a section holds the closing tag's text; streamed in any
+/// chunking (the section's close is looked for once, not from its start on every chunk).
+#[test]
+fn a_cdata_value_holds_its_closing_tag() {
+    let value = "a</param>b ]] > c";
+    let output = format!("<function name=\"run\"><param name=\"code\"><![CDATA[{value}]]></param></function>");
+    let Some(got) = parse("openbmb-MiniCPM5-1B", &output) else { return };
+    assert_eq!((&got["calls"], &got["issues"]), (&json!([["run", {"code": value}]]), &json!([])), "{got}");
+    // Text after the section before the closing tag: no CDATA value, the raw text up to the tag.
+    let output = "<function name=\"run\"><param name=\"code\"><![CDATA[a]]> tail</param></function>";
+    let Some(got) = parse("openbmb-MiniCPM5-1B", output) else { return };
+    assert_eq!(got["calls"], json!([["run", {"code": "<![CDATA[a]]> tail"}]]), "{got}");
 }

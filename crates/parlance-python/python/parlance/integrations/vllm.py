@@ -65,7 +65,7 @@ class ParlanceToolParser(ToolParser):
         self._stream = None
         self._arguments: list[str] = []
 
-    def _parser(self, request: Any) -> parlance.Parser:
+    def _parser(self, request: Any, truncated_calls: str = "keep") -> parlance.Parser:
         # vLLM hands this parser the text after reasoning when a reasoning parser runs first; read
         # it as starting outside reasoning either way, so calls are found even where the prompt
         # opened a reasoning block (without a reasoning parser, reasoning text stays content).
@@ -76,6 +76,7 @@ class ParlanceToolParser(ToolParser):
             parallel_tool_calls=getattr(request, "parallel_tool_calls", True) is not False,
             thinking=_thinking(request),
             in_reasoning=False,
+            truncated_calls=truncated_calls,
         )
 
     def adjust_request(self, request: Any) -> Any:
@@ -99,7 +100,10 @@ class ParlanceToolParser(ToolParser):
         return request
 
     def extract_tool_calls(self, model_output: str, request: Any) -> ExtractedToolCallInformation:
-        message = self._parser(request).parse(model_output)
+        # A call the output ends inside (cut by max_tokens) is no call to hand a client that runs
+        # it: dropped, as vLLM's own parsers do (its text is not content either). A stream keeps
+        # it: its deltas went out as they came.
+        message = self._parser(request, truncated_calls="drop").parse(model_output)
         calls = [
             ToolCall(id=c["id"], function=FunctionCall(name=c["function"]["name"], arguments=c["function"]["arguments"]))
             for c in message.get("tool_calls") or []

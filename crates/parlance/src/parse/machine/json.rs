@@ -60,12 +60,14 @@ impl Machine {
                     let start = from + leading_ws(text);
                     // Without a marker (bare JSON) only a whole call object is a call.
                     let cut = tools.json.as_ref().filter(|_| !tools.bare_json);
-                    let Some(calls) = cut.and_then(|f| read_cut_json_calls(f, &self.buf[start..])) else {
+                    let Some((calls, last_cut)) = cut.and_then(|f| read_cut_json_calls(f, &self.buf[start..])) else {
                         return Err(CallFailure::CutJsonCall);
                     };
                     let end = self.buf.len();
                     self.commit_json_calls(section, start, end, calls);
                     self.issue(IssueKind::TruncatedCall, end, "the output ends inside a JSON tool call");
+                    // The last call, unless the output was cut after it, before the next one's name.
+                    self.cut_call = last_cut.then(|| self.message.tool_calls.len().saturating_sub(1));
                     return Ok(Step::Again);
                 }
                 section.phase = Phase::JsonCall { from, scan };
@@ -297,7 +299,7 @@ impl Machine {
         let id = call.id.unwrap_or_else(|| generated_id(self.id_seed, index));
         self.check_tool(&call.name, at);
         if self.streaming {
-            self.deltas.push(Delta::ToolCallStart { index, id: id.clone(), name: call.name.clone() });
+            self.call_delta(Delta::ToolCallStart { index, id: id.clone(), name: call.name.clone() });
         }
         self.message.tool_calls.push(ParsedToolCall {
             index,
@@ -430,9 +432,9 @@ fn read_json_calls(tools: &ToolSyntax, text: &str) -> Option<Vec<JsonCall>> {
 
 /// Reads JSON call objects (one, or an array of them) from text cut before the value closed: the
 /// whole calls, then the cut one when its name was read, with its arguments as far as they arrived
-/// (empty when they had not begun). `None` when no call's name was read. The cut object is read
-/// flat (name, id and arguments keys at its top level).
-fn read_cut_json_calls(fields: &crate::format::JsonCallFields, text: &str) -> Option<Vec<JsonCall>> {
+/// (empty when they had not begun), and whether the last call is that cut one. `None` when no
+/// call's name was read. The cut object is read flat (name, id and arguments keys at its top level).
+fn read_cut_json_calls(fields: &crate::format::JsonCallFields, text: &str) -> Option<(Vec<JsonCall>, bool)> {
     let mut calls = Vec::new();
     let mut rest = text.trim_start();
     if let Some(items) = rest.strip_prefix('[') {
@@ -464,11 +466,11 @@ fn read_cut_json_calls(fields: &crate::format::JsonCallFields, text: &str) -> Op
                 .unwrap_or_default();
             let id = id_keys(fields).find_map(string);
             calls.push(JsonCall { name, id, arguments });
+            Some((calls, true))
         }
-        None if calls.is_empty() => return None,
-        None => {}
+        None if calls.is_empty() => None,
+        None => Some((calls, false)),
     }
-    Some(calls)
 }
 
 /// The members of a JSON object cut short, in order: `(key, raw value)`, the last value possibly

@@ -116,6 +116,8 @@ pub(crate) struct Machine {
     /// A stream's deltas of the call being read, held until it is whole when truncated calls are
     /// dropped.
     held_call_deltas: Vec<Delta>,
+    /// The call the output ends inside, if any (`TruncatedCalls::Drop` leaves it out).
+    cut_call: Option<usize>,
     /// The call being read: index into `message.tool_calls`.
     call: Option<usize>,
     turn_ended: TurnEnded,
@@ -152,6 +154,7 @@ impl Machine {
             content: String::new(),
             held_ws: None,
             held_call_deltas: Vec::new(),
+            cut_call: None,
             call: None,
             turn_ended: TurnEnded::No,
         }
@@ -238,6 +241,10 @@ impl Machine {
     }
 
     fn issue(&mut self, kind: IssueKind, at: usize, message: impl Into<std::borrow::Cow<'static, str>>) {
+        if kind == IssueKind::TruncatedCall {
+            // The call being read is the one the output ends inside.
+            self.cut_call = self.call;
+        }
         self.message.issues.push(Issue { kind, at, message: message.into() });
     }
 
@@ -517,11 +524,14 @@ impl Machine {
             self.emit_text(false, self.buf.len(), true);
         }
         if self.setup.drop_truncated {
-            // The output ended inside the last call: left out, its deltas with it (its spans
-            // and its issue stay).
-            if self.message.issues.iter().any(|i| i.kind == IssueKind::TruncatedCall) {
+            // The output ended inside a call (the last): left out, its deltas with it (its spans
+            // and its issue stay); the calls closed in this last run go out.
+            if let Some(cut) = self.cut_call.filter(|&i| i + 1 == self.message.tool_calls.len()) {
                 self.message.tool_calls.pop();
-                self.held_call_deltas.clear();
+                self.held_call_deltas.retain(|d| match d {
+                    Delta::ToolCallStart { index, .. } | Delta::ToolCallArguments { index, .. } => *index != cut,
+                    _ => true,
+                });
             }
             self.deltas.append(&mut self.held_call_deltas);
         }

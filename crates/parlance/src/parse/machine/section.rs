@@ -600,8 +600,7 @@ impl Machine {
                     // Only where that text is an id (`functions.`), not a header's attributes
                     // (Kimi K3's `call tool="…" index="1"`): else the call gets an id of its own.
                     let tail = &prefix[prefix.rfind(['>', ']']).map_or(0, |i| i + 1)..];
-                    let id_like =
-                        |t: &str| t.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
+                    let id_like = |t: &str| t.chars().all(|c| is_name_char(c) || c == ':');
                     let id_start =
                         if self.buf[..name_start].ends_with(tail) { name_start - tail.len() } else { name_start };
                     let id = &self.buf[id_start..after];

@@ -7,7 +7,7 @@ use super::section::{CallFailure, Phase, Section, is_name_char};
 use super::{MAX_NAME, Machine, State, Step};
 use crate::parse::IssueKind;
 use crate::parse::SpanKind;
-use crate::parse::scan::{Match, find_marker, leading_literal_ws, marker_hold, starts_with_marker};
+use crate::parse::scan::{Match, find_marker, leading_literal_ws, leading_ws, marker_hold, starts_with_marker};
 use crate::parse::syntax::ToolSyntax;
 use crate::values::{
     Converted, NestedTags, allowed_types, convert, leading_zero_integer, nested, python_string_body, read_literal,
@@ -27,13 +27,15 @@ pub(super) struct Tagged {
     step: TaggedStep,
 }
 
-/// Where reading a literal value stopped: byte offset in the value, bracket depth, open quote.
+/// Where reading a value stopped: for a literal, the byte offset in the value, bracket depth, open
+/// quote; for raw text in a CDATA section, where the section ends once found.
 #[derive(Debug, Clone, Copy, Default)]
 struct LiteralScan {
     pos: usize,
     depth: usize,
     in_quote: Option<char>,
     escape: bool,
+    cdata_end: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -84,9 +86,11 @@ impl Machine {
                         Match::No => {}
                     }
                 }
+                // The call's end, or its leading tags (`</function>` of `</function>\n</tool_call>`
+                // where the output ends or goes on otherwise).
                 let end_markers = [tools.call_end.as_str(), tools.section_end.as_str()];
                 for marker in end_markers {
-                    match self.at_marker(marker) {
+                    match self.at_end_marker(marker) {
                         Match::Full(_) => return Ok(self.finish_tagged(section, tagged, None)),
                         Match::Partial => {
                             section.phase = Phase::Tagged(tagged);
@@ -198,14 +202,9 @@ impl Machine {
                 let value_suffix = tools.value_suffix_for(&tools.name_escape.escape(&name));
                 match self.read_value(tools, &value_suffix, from, searched, &mut literal) {
                     None => {
-                        // Waiting for a CDATA section to close, nothing was searched for the
-                        // value's end yet: an unclosed one is no CDATA at the end of the output.
-                        let body = self.buf[from..].strip_prefix(CDATA_OPEN);
-                        let searched = if body.is_some_and(|b| !b.contains(CDATA_CLOSE)) {
-                            searched
-                        } else {
-                            self.buf.len() - from
-                        };
+                        // Every byte so far was searched (inside a CDATA section still open,
+                        // for its close).
+                        let searched = self.buf.len() - from;
                         tagged.step = TaggedStep::Value { name, from, searched, literal };
                         section.phase = Phase::Tagged(tagged);
                         Ok(Step::Wait)
@@ -243,7 +242,7 @@ impl Machine {
     ) -> Option<(String, bool, usize, usize)> {
         let rest = &self.buf[from..];
         if !value_suffix.is_empty() && tools.string_quote.is_empty() {
-            return self.raw_value_end(tools, value_suffix, from, searched);
+            return self.raw_value_end(tools, value_suffix, from, searched, literal);
         }
         // Literal values: a quoted string, or a bare literal up to the separator or the call end.
         // Multi-character quotes (Gemma 4's `<|"|>`) hold anything; one-character quotes are
@@ -269,9 +268,9 @@ impl Machine {
             .filter(|m| !m.is_empty())
             .collect();
         // Resumed where the last chunk left it, so a long value streamed in small pieces is read once.
-        let LiteralScan { pos: resume, mut depth, mut in_quote, mut escape } = *literal;
+        let LiteralScan { pos: resume, mut depth, mut in_quote, mut escape, .. } = *literal;
         for (i, c) in rest[resume..].char_indices().map(|(i, c)| (resume + i, c)) {
-            let before = LiteralScan { pos: i, depth, in_quote, escape };
+            let before = LiteralScan { pos: i, depth, in_quote, escape, cdata_end: None };
             if let Some(q) = in_quote {
                 if escape {
                     escape = false;
@@ -322,7 +321,7 @@ impl Machine {
             let (value_text, quoted) = unquote(rest.trim_end());
             Some((value_text, quoted, from + rest.trim_end().len(), self.buf.len()))
         } else {
-            *literal = LiteralScan { pos: rest.len(), depth, in_quote, escape };
+            *literal = LiteralScan { pos: rest.len(), depth, in_quote, escape, cdata_end: None };
             None
         }
     }
@@ -343,6 +342,7 @@ impl Machine {
         suffix: &str,
         from: usize,
         searched: usize,
+        scan: &mut LiteralScan,
     ) -> Option<(String, bool, usize, usize)> {
         let rest = &self.buf[from..];
         let trail = tools.arg_value_trail_ws.as_str();
@@ -358,18 +358,40 @@ impl Machine {
             resume -= 1;
         }
         // An XML CDATA section holds text verbatim, the value suffix included (MiniCPM5's
-        // `<![CDATA[…</param>…]]>`): the suffix is looked for after it.
-        let cdata = match rest.strip_prefix(CDATA_OPEN).map(|body| body.find(CDATA_CLOSE)) {
-            Some(None) if !self.eof => return None,
-            Some(Some(i)) => Some(CDATA_OPEN.len() + i + CDATA_CLOSE.len()),
-            _ => None,
+        // `<![CDATA[…</param>…]]>`): the value is its text when the suffix follows it. (Its close
+        // is looked for after what was searched: the bytes searched so far were inside it.)
+        let cdata = match (rest.strip_prefix(CDATA_OPEN), scan.cdata_end) {
+            (_, Some(end)) => Some(end),
+            (Some(body), None) => {
+                let mut at = searched.saturating_sub(CDATA_OPEN.len() + CDATA_CLOSE.len()).min(body.len());
+                while !body.is_char_boundary(at) {
+                    at -= 1;
+                }
+                match body[at..].find(CDATA_CLOSE) {
+                    None if !self.eof => return None,
+                    Some(i) => {
+                        let end = CDATA_OPEN.len() + at + i + CDATA_CLOSE.len();
+                        scan.cdata_end = Some(end);
+                        Some(end)
+                    }
+                    None => None,
+                }
+            }
+            (None, None) => None,
         };
-        if let Some(cdata_end) = cdata
-            && let Some((i, e)) = find_marker(&rest[cdata_end..], suffix)
-            && rest[cdata_end..cdata_end + i].trim().is_empty()
-        {
-            let inner = &rest[CDATA_OPEN.len()..cdata_end - CDATA_CLOSE.len()];
-            return Some((inner.to_owned(), true, from + cdata_end + i, from + cdata_end + e));
+        if let Some(cdata_end) = cdata {
+            let after = &rest[cdata_end..];
+            let ws = leading_ws(after);
+            match crate::parse::scan::match_at(&after[ws..], suffix) {
+                // (Whitespace between the section and the suffix is bounded, so a stream does not
+                // read a long run of it again on every chunk.)
+                Match::Full(n) if ws <= 64 => {
+                    let inner = &rest[CDATA_OPEN.len()..cdata_end - CDATA_CLOSE.len()];
+                    return Some((inner.to_owned(), true, from + cdata_end + ws, from + cdata_end + ws + n));
+                }
+                Match::Partial if ws <= 64 && !self.eof => return None,
+                _ => {}
+            }
         }
         resume = resume.max(cdata.unwrap_or(0));
         // The suffix as the template writes it.
