@@ -7,8 +7,9 @@
 //! - A binary that renders untrusted templates installs [`GuardedAllocator`] as its global
 //!   allocator (`parlance` the CLI does). It forwards to the system allocator and, on a thread that
 //!   runs a bounded render, counts the bytes that thread holds.
-//! - With the guard installed, `ChatTemplate::render` runs each render on its own thread with a
-//!   budget ([`run_bounded`]). An allocation past the budget is never made: the allocator signals
+//! - With the guard installed, `ChatTemplate::render` runs each render on a render thread with a
+//!   budget ([`run_bounded`]); a thread whose render ended normally waits for the next one (at most
+//!   eight wait), since starting one costs more than a short render. An allocation past the budget is never made: the allocator signals
 //!   the waiting caller and puts the render thread to sleep for good, because a global allocator
 //!   may neither fail gracefully (that aborts) nor unwind (undefined behaviour). The caller gets a
 //!   `TemplateError::Limit` for `memory bytes`.
@@ -105,7 +106,12 @@ struct Signal {
     exceeded: AtomicBool,
     /// The caller stopped waiting: the render thread stops at its next allocation.
     expired: AtomicBool,
+    /// The render ended (set after `state`), for a caller that waits without sleeping.
+    finished: AtomicBool,
 }
+
+/// How long a caller, and an idle render thread, wait for the other without sleeping.
+const SPIN: Duration = Duration::from_micros(50);
 
 impl GuardedAllocator {
     #[inline]
@@ -230,28 +236,36 @@ where
         changed: Condvar::new(),
         exceeded: AtomicBool::new(false),
         expired: AtomicBool::new(false),
+        finished: AtomicBool::new(false),
     });
     let result: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
     let (thread_signal, thread_result) = (Arc::clone(&signal), Arc::clone(&result));
-    let spawned =
-        std::thread::Builder::new().name("parlance-render".into()).stack_size(RENDER_STACK_BYTES).spawn(move || {
-            SIGNAL.set(Arc::as_ptr(&thread_signal));
-            REMAINING.set(isize::try_from(max_bytes).unwrap_or(isize::MAX));
-            BUDGET.set(isize::try_from(max_bytes).unwrap_or(isize::MAX));
-            BOUNDED.set(true);
-            let value = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).ok();
-            BOUNDED.set(false);
-            SIGNAL.set(std::ptr::null());
-            *thread_result.lock().unwrap_or_else(|e| e.into_inner()) = value;
-            *thread_signal.state.lock().unwrap_or_else(|e| e.into_inner()) = true;
-            thread_signal.changed.notify_all();
-        });
-    let handle = match spawned {
-        Ok(handle) => handle,
+    let bounded: RenderJob = Box::new(move || {
+        SIGNAL.set(Arc::as_ptr(&thread_signal));
+        REMAINING.set(isize::try_from(max_bytes).unwrap_or(isize::MAX));
+        BUDGET.set(isize::try_from(max_bytes).unwrap_or(isize::MAX));
+        BOUNDED.set(true);
+        let value = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).ok();
+        BOUNDED.set(false);
+        SIGNAL.set(std::ptr::null());
+        *thread_result.lock().unwrap_or_else(|e| e.into_inner()) = value;
+        *thread_signal.state.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        thread_signal.finished.store(true, Ordering::Release);
+        thread_signal.changed.notify_all();
+    });
+    if run_on_render_thread(bounded).is_err() {
         // No thread to spare: refuse rather than render unbounded.
-        Err(_) => return Err(Stopped::NoThread),
-    };
+        return Err(Stopped::NoThread);
+    }
     let deadline = std::time::Instant::now().checked_add(max_time);
+    // Most renders take microseconds: wait for them a moment without sleeping, since waking a
+    // sleeping thread costs tens of microseconds.
+    let spin_until = std::time::Instant::now() + SPIN;
+    while !signal.finished.load(Ordering::Acquire) && std::time::Instant::now() < spin_until {
+        for _ in 0..64 {
+            std::hint::spin_loop();
+        }
+    }
     let mut done = signal.state.lock().unwrap_or_else(|e| e.into_inner());
     while !*done {
         let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
@@ -268,6 +282,54 @@ where
     if signal.exceeded.load(Ordering::SeqCst) {
         return Err(Stopped::Memory);
     }
-    let _ = handle.join();
     result.lock().unwrap_or_else(|e| e.into_inner()).take().ok_or(Stopped::Panic)
+}
+
+/// A bounded render as its thread runs it (budget set up and torn down inside).
+type RenderJob = Box<dyn FnOnce() + Send>;
+
+/// Render threads waiting for their next job. Starting a thread with the render stack costs more
+/// than a short render (~100 µs: the stack is mapped and unmapped each time), so a thread whose
+/// render ended normally waits here for the next one; one stopped by its budget never comes back.
+static IDLE_RENDER_THREADS: Mutex<Vec<std::sync::mpsc::Sender<RenderJob>>> = Mutex::new(Vec::new());
+
+/// Most render threads kept waiting; past it, a thread whose render ended exits.
+const MAX_IDLE_RENDER_THREADS: usize = 8;
+
+/// Runs `job` on an idle render thread, or on a new one.
+fn run_on_render_thread(job: RenderJob) -> std::io::Result<()> {
+    let idle = IDLE_RENDER_THREADS.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    let job = match idle {
+        Some(thread) => match thread.send(job) {
+            Ok(()) => return Ok(()),
+            // That thread is gone: a new one takes the job.
+            Err(std::sync::mpsc::SendError(job)) => job,
+        },
+        None => job,
+    };
+    std::thread::Builder::new().name("parlance-render".into()).stack_size(RENDER_STACK_BYTES).spawn(move || {
+        job();
+        let (sender, jobs) = std::sync::mpsc::channel::<RenderJob>();
+        loop {
+            {
+                let mut idle = IDLE_RENDER_THREADS.lock().unwrap_or_else(|e| e.into_inner());
+                if idle.len() >= MAX_IDLE_RENDER_THREADS {
+                    return;
+                }
+                idle.push(sender.clone());
+            }
+            // The next render often follows at once: look for it a moment before sleeping.
+            let spin_until = std::time::Instant::now() + SPIN;
+            let mut next = jobs.try_recv().ok();
+            while next.is_none() && std::time::Instant::now() < spin_until {
+                std::hint::spin_loop();
+                next = jobs.try_recv().ok();
+            }
+            match next.map_or_else(|| jobs.recv(), Ok) {
+                Ok(job) => job(),
+                Err(_) => return,
+            }
+        }
+    })?;
+    Ok(())
 }
