@@ -589,21 +589,16 @@ impl Machine {
             .then(|| requote(raw, quote))
             .flatten()
             .filter(|json| serde_json::from_str::<Json>(json).is_ok());
+        // Where strings are quoted, a bare `07` is no string: the number it spells (LFM2's
+        // `set_date(month=07)`, as vLLM reads it).
         let numeric = types.is_empty() || types.iter().any(|t| t == "integer" || t == "number");
-        let converted = match nested {
-            Some(value) => Converted::Fits(value),
-            // Where strings are quoted, a bare `07` is no string: the number it spells (LFM2's
-            // `set_date(month=07)`, as vLLM reads it).
-            None if !quoted
-                && !tools.string_quote.is_empty()
-                && numeric
-                && leading_zero_integer(raw.trim()).is_some() =>
-            {
-                Converted::Fits(leading_zero_integer(raw.trim()).unwrap_or_default())
-            }
+        let zero_led =
+            (!quoted && !tools.string_quote.is_empty() && numeric).then(|| leading_zero_integer(raw.trim())).flatten();
+        let converted = match (nested, zero_led) {
+            (Some(value), _) | (None, Some(value)) => Converted::Fits(value),
             // Where strings are quoted, a bare `None` / `True` is the template's Python repr of a
             // null or a boolean, never a string.
-            None => convert(
+            (None, None) => convert(
                 requoted.as_deref().unwrap_or(raw),
                 quoted,
                 param_schema,
