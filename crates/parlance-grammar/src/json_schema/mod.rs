@@ -15,12 +15,27 @@
 //! `Compiler::members_in_blocks`) and counts against [`Limits::compile_time`] with the compile that
 //! follows it.
 //!
-//! Narrowings (the grammar rejects some valid instances, never accepts an invalid one): a key is
-//! read as the key it is, never as another spelling of it (`"\u0061"` would pass for another key
-//! than `"a"`). A declared name is written as the schema writes it; an additional property's key
-//! writes the character where it departs from every declared name raw or in the canonical
-//! escape (escapes only for `"`, `\\` and control characters, as serde_json, `json.dumps` and
-//! `JSON.stringify` write them); where `patternProperties` apply, the whole key is canonical.
+//! Values are compared as values, as validators do: a `const` or `enum` value is accepted in any
+//! spelling of its strings (raw, short escapes, `\u` in either case) and of its numbers in positional
+//! notation (`const: 1` accepts `1`, `1.0`, `1.00`), see `spellings`; string lengths count
+//! characters as validators do.
+//!
+//! Narrowings, the whole list (the grammar rejects these valid instances, and never accepts an
+//! invalid one):
+//! - Properties come in the order the schema declares them, additional ones after; a `const` or
+//!   `enum` object's keys in the order the schema writes them.
+//! - A key is read as the key it is, never as another spelling of it (`"\u0061"` would pass for
+//!   another key than `"a"`). A declared name is written as the schema writes it; an additional
+//!   property's key writes the character where it departs from every declared name raw or in the
+//!   canonical escape (escapes only for `"`, `\\` and control characters, as serde_json,
+//!   `json.dumps` and `JSON.stringify` write them); where `patternProperties` apply, the whole key
+//!   is canonical.
+//! - `type: integer` is integer syntax (`1.0` and `1e2` are refused), as XGrammar and llguidance
+//!   do; numbers with bounds or `multipleOf` are positional (no exponent); a `const` or `enum`
+//!   number is positional too, or exactly the schema's own text (`1e300`).
+//! - A string under `pattern` or `format` writes its characters raw, escaped only where JSON
+//!   requires it; a string with `minLength` or `maxLength` writes U+D000-U+DFFF raw (no `\uDxxx`
+//!   escape, so no `\uD83D\uDE00` surrogate pair is counted as two characters).
 //!
 //! A keyword that would constrain the output but is not enforced is an error naming it and its JSON
 //! pointer; [`JsonSchemaOptions::lenient`] turns that into an entry of [`SchemaReport::ignored`].
@@ -30,6 +45,7 @@
 mod formats;
 mod merge;
 mod numbers;
+mod spellings;
 
 use crate::automaton;
 use crate::grammar::{Expr, Grammar, GrammarBuilder, RuleId};
@@ -470,7 +486,7 @@ impl<'a> Compiler<'a> {
     }
 
     /// What follows the backslash of a JSON escape.
-    fn escape_tail() -> Expr {
+    fn escape_tail(counted: bool) -> Expr {
         Expr::alt(vec![
             Expr::CharClass {
                 negated: false,
@@ -485,15 +501,27 @@ impl<'a> Compiler<'a> {
                     ('t', 't'),
                 ],
             },
-            Expr::seq(vec![
-                lit("u"),
-                Expr::repeat(
-                    Expr::CharClass { negated: false, ranges: vec![('0', '9'), ('a', 'f'), ('A', 'F')] },
-                    4,
-                    Some(4),
-                ),
-            ]),
+            Expr::seq(vec![lit("u"), Self::unicode_escape_digits(counted)]),
         ])
+    }
+
+    /// What follows `\u` in one character's escape: four hex digits; in a string whose length is
+    /// `counted`, none starting with `d` (a surrogate, or U+D000-U+D7FF, written raw there). A
+    /// validator counts a `\uD83D\uDE00` pair as one character, so counting each `\u` as one would
+    /// accept a one-emoji string under `minLength: 2`; recognising pairs (or only excluding
+    /// surrogates) costs an automaton state per counted character, which made compiles of schemas
+    /// with many short `minLength` strings ten times slower (W1's `Github_ultra---o44225`: 0.1 s to
+    /// 1.4 s). A narrowing, listed in the module docs.
+    fn unicode_escape_digits(counted: bool) -> Expr {
+        let hex = || Expr::CharClass { negated: false, ranges: vec![('0', '9'), ('a', 'f'), ('A', 'F')] };
+        if !counted {
+            return Expr::repeat(hex(), 4, Some(4));
+        }
+        let first = Expr::CharClass {
+            negated: false,
+            ranges: vec![('0', '9'), ('a', 'c'), ('A', 'C'), ('e', 'f'), ('E', 'F')],
+        };
+        Expr::seq(vec![first, Expr::repeat(hex(), 3, Some(3))])
     }
 
     /// A JSON escape as serde_json, `json.dumps` and `JSON.stringify` write one: `\"`, `\\`, the
@@ -529,9 +557,14 @@ impl<'a> Compiler<'a> {
 
     /// One JSON string character (raw or escaped).
     fn json_char(&self) -> Expr {
+        Self::json_char_with(false)
+    }
+
+    /// One JSON string character; `counted`: see [`Compiler::unicode_escape_digits`].
+    fn json_char_with(counted: bool) -> Expr {
         Expr::alt(vec![
             Expr::CharClass { negated: true, ranges: vec![('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')] },
-            Expr::seq(vec![lit("\\"), Self::escape_tail()]),
+            Expr::seq(vec![lit("\\"), Self::escape_tail(counted)]),
         ])
     }
 
@@ -836,7 +869,7 @@ impl<'a> Compiler<'a> {
                 return Err(inexact(&at, "const", v));
             }
             self.enforced("const");
-            return Ok(lit(&compact_json(c)));
+            return Ok(self.value_spellings(c));
         }
         let types = self.types(m, ptr)?;
         if let Some(e) = m.get("enum") {
@@ -850,7 +883,7 @@ impl<'a> Compiler<'a> {
             let mut alts: Vec<Expr> = Vec::new();
             for v in values.iter().filter(|v| types.iter().any(|t| type_matches(t, v))) {
                 self.tick(ptr)?;
-                alts.push(lit(&compact_json(v)));
+                alts.push(self.value_spellings(v));
             }
             if alts.len() > 16 {
                 // A rule of its own: a limit reached in its automaton is said of `enum`.
@@ -983,7 +1016,7 @@ impl<'a> Compiler<'a> {
     fn string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
         let min = count_keyword(m, "minLength", ptr)?;
         let max = count_keyword(m, "maxLength", ptr)?;
-        let any_char = self.json_char();
+        let any_char = Self::json_char_with(min.is_some() || max.is_some());
         // Regular constraints on the content; more than one are intersected.
         let mut parts: Vec<Expr> = Vec::new();
         if let Some(p) = m.get("pattern").and_then(Value::as_str) {
