@@ -18,6 +18,10 @@
 //! `minimax_m3_xml`), `exclude_token`, `any_tokens`, `max_chars` / `max_whitespace_cnt` /
 //! `any_order` — is an error naming the field and its JSON pointer, never silently a different
 //! language.
+//!
+//! One extension, which XGrammar does not read: a `triggered_tags` tag may begin with a token
+//! (`{"type": "token", …}`); it is triggered by that token beside the text triggers (parlance's
+//! own grammars use it for an optional special-token call opener, Llama 3.x's `<|python_tag|>`).
 
 use crate::grammar::{Expr, Grammar, GrammarBuilder, GrammarError, MAX_SPECIAL_TOKEN_ID, RuleId, TagDispatch, Trigger};
 use crate::json_schema::{JsonSchemaOptions, SchemaError, json_schema_to_grammar};
@@ -646,6 +650,16 @@ impl<'a> Lowering<'a> {
         for (i, t) in f.array("tags")?.iter().enumerate() {
             let tag_ptr = format!("{ptr}/tags/{i}");
             let Value::Object(t) = t else { return Err(invalid(&tag_ptr, "a tag is a JSON object")) };
+            if let Some(Value::Object(_)) = t.get("begin") {
+                // A tag that begins with a special token is triggered by that token, beside the
+                // text triggers (a parlance extension of XGrammar's `triggered_tags`).
+                let (trigger, rest) = self.tag_with_token_begin(t, &tag_ptr)?;
+                let rule = self.b.rule("tag", rest);
+                self.b.cache_rule(rule);
+                first.push(Expr::seq(vec![trigger_expr(trigger.clone()), Expr::Rule(rule)]));
+                tags.push((trigger, Expr::Rule(rule)));
+                continue;
+            }
             let (begin, rest) = self.tag(t, &tag_ptr)?;
             let Some(trigger) = triggers.iter().find(|t| begin.starts_with(t.as_str())) else {
                 return Err(invalid(&format!("{tag_ptr}/begin"), format!("begin {begin:?} starts with no trigger")));

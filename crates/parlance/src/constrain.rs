@@ -158,10 +158,30 @@ pub fn structural_tag_with(
     request: &ParseOptions,
     options: &ConstrainOptions,
 ) -> Result<Json, ConstrainError> {
+    structural_tag_for(format, request, options, Target::XGrammar)
+}
+
+/// The structural tag for `target` (see [`Target`]).
+fn structural_tag_for(
+    format: &Format,
+    request: &ParseOptions,
+    options: &ConstrainOptions,
+    target: Target,
+) -> Result<Json, ConstrainError> {
     let content = content_schema(options.response_format.as_ref())?;
     let request = with_strictness(request, options.strict);
-    let doc = text_structural_tag(format, &request, content.as_ref(), options.reasoning_budget)?;
+    let doc = text_structural_tag(format, &request, content.as_ref(), options.reasoning_budget, target)?;
     with_special_tokens(doc, &options.special_tokens)
+}
+
+/// Who reads the structural tag: XGrammar (and servers that pass it on) reads its documented
+/// format only; parlance's engine also reads `triggered_tags` whose tags begin with a special
+/// token beside text triggers, which the optional call opener needs (Llama 3.x's
+/// `<|python_tag|>` before a bare JSON call that may also come without it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    XGrammar,
+    Parlance,
 }
 
 /// Free text, bounded in tokens when a budget is given.
@@ -178,6 +198,7 @@ fn text_structural_tag(
     request: &ParseOptions,
     content: Option<&Json>,
     budget: Option<u32>,
+    target: Target,
 ) -> Result<Json, ConstrainError> {
     if let Some(channels) = crate::parse::channel::ChannelSyntax::from_format(format) {
         let messages = channel_messages(format, request, &channels, content, budget)?;
@@ -243,13 +264,13 @@ fn text_structural_tag(
             }));
         }
     }
-    parts.push(body(format, request, &excludes, content)?);
+    parts.push(body(format, request, &excludes, content, target)?);
     Ok(node("structural_tag", [("format", seq(parts))]))
 }
 
 /// The grammar of [`structural_tag`], lowered by the engine.
 pub fn grammar(format: &Format, request: &ParseOptions) -> Result<parlance_grammar::Grammar, ConstrainError> {
-    let doc = structural_tag(format, request)?;
+    let doc = structural_tag_for(format, request, &ConstrainOptions::default(), Target::Parlance)?;
     Ok(parlance_grammar::structural_tag_to_grammar(&doc, &parlance_grammar::StructuralTagOptions::default())?)
 }
 
@@ -276,7 +297,7 @@ pub fn grammar_with(
         strict: options.strict,
         reasoning_budget: options.reasoning_budget,
     };
-    let doc = structural_tag_with(format, request, &options)?;
+    let doc = structural_tag_for(format, request, &options, Target::Parlance)?;
     let options =
         parlance_grammar::StructuralTagOptions { special_tokens: special.into_iter().collect(), ..Default::default() };
     Ok(parlance_grammar::structural_tag_to_grammar(&doc, &options)?)
@@ -367,6 +388,7 @@ fn body(
     request: &ParseOptions,
     excludes: &[String],
     content: Option<&Json>,
+    target: Target,
 ) -> Result<Json, ConstrainError> {
     let text = match content {
         Some(content) => seq(vec![schema(content), regex(WS)]),
@@ -437,13 +459,21 @@ fn body(
                 ],
             )
         } else {
+            let opener = tools.optional_call_opener.trim();
+            let opener = (target == Target::Parlance && tools.json.is_some() && !opener.is_empty()).then_some(opener);
             let triggers: Vec<String> = {
-                let mut t: Vec<String> = calls.iter().map(|c| c.trigger.clone()).collect();
+                let mut t: Vec<String> =
+                    calls.iter().map(|c| c.trigger.clone()).chain(opener.map(str::to_owned)).collect();
                 t.sort();
                 t.dedup();
                 t
             };
-            let tags: Vec<Json> = calls.iter().map(|c| c.tag.clone()).collect();
+            let mut tags: Vec<Json> = calls.iter().map(|c| c.tag.clone()).collect();
+            if let Some(opener) = opener {
+                // The optional opener, then one of the calls as a section writes it.
+                let one = or(calls.iter().map(|c| c.in_section.clone().unwrap_or_else(|| c.tag.clone())).collect());
+                tags.push(tag(opener, seq(vec![regex(WS), one]), ""));
+            }
             node(
                 "triggered_tags",
                 [
@@ -1346,8 +1376,11 @@ impl Rewriter<'_> {
         let triggers: Vec<Vec<Piece>> =
             doc["triggers"].as_array().into_iter().flatten().filter_map(Json::as_str).map(|t| self.pieces(t)).collect();
         let firsts: Vec<&Piece> = triggers.iter().filter_map(|t| t.first()).collect();
-        if firsts.iter().all(|p| matches!(p, Piece::Text(_))) {
-            doc["triggers"] = Json::Array(firsts.iter().map(|p| p.marker()).collect());
+        if firsts.iter().any(|p| matches!(p, Piece::Text(_))) {
+            // Text triggers stay; a tag beginning with a token (the optional call opener beside
+            // text-triggered calls, see `Target`) is triggered by its token.
+            doc["triggers"] =
+                Json::Array(firsts.iter().filter(|p| matches!(p, Piece::Text(_))).map(|p| p.marker()).collect());
             doc["tags"] = Json::Array(tags);
             return doc;
         }

@@ -290,6 +290,62 @@ fn markers_that_are_special_tokens_are_matched_as_tokens_only() {
     assert!(m.accept_bytes(format!("<tool_call>{body}</tool_call>").as_bytes()) && m.is_accepting());
 }
 
+#[test]
+fn an_optional_call_opener_is_admitted_as_its_token_beside_bare_calls() {
+    // Llama 3.1 and 3.3 write `<|python_tag|>` before a call (the analyzer finds it through the
+    // template's built-in tools), and models write it before custom tools' JSON calls too; the
+    // parser accepts it, so the grammar must: as the special token, with or without text before
+    // it. XGrammar's `triggered_tags` cannot hold a token tag
+    // beside text triggers, so its structural tag leaves it out.
+    let Some(corpus) = corpus::corpus() else { return };
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.extend([b"<|python_tag|>".to_vec(), b"<|eot_id|>".to_vec()]);
+    let (tag, eos) = (256u32, 257u32);
+    let vocab = Arc::new(TokenVocab::new(tokens, &[tag, eos], &[eos]).unwrap());
+    let (template, options) = corpus_template(&corpus, "meta-llama-Llama-3.1-8B-Instruct");
+    let format = analyze(&template, &options).unwrap();
+    assert_eq!(format.tools.as_ref().unwrap().optional_call_opener, "<|python_tag|>");
+    let tool = json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}});
+    let call = r#"{"name": "f", "parameters": {"a": 1}}"#;
+    let compiled = |request: &ParseOptions| {
+        Arc::new(
+            CompiledGrammar::new(vocab.clone(), &constrain::grammar_for(&format, request, &vocab).unwrap()).unwrap(),
+        )
+    };
+    let request = ParseOptions { tools: vec![tool.clone()], ..ParseOptions::default() };
+    let grammar = compiled(&request);
+    // Each output: pieces of text, with `None` for the token.
+    let admitted: [&[Option<&str>]; 4] =
+        [&[Some(call)], &[None, Some(call)], &[None, Some(" "), Some(call)], &[Some("Sure. "), None, Some(call)]];
+    let run = |grammar: &Arc<CompiledGrammar>, pieces: &[Option<&str>]| {
+        let mut m = Matcher::new(grammar.clone()).unwrap();
+        pieces.iter().all(|p| match p {
+            Some(text) => m.accept_bytes(text.as_bytes()),
+            None => m.accept_token(tag),
+        }) && m.is_accepting()
+    };
+    for pieces in admitted {
+        assert!(run(&grammar, pieces), "{pieces:?}");
+    }
+    // Not alone, not before an argument the schema refuses; one call (the template
+    // raises on more).
+    assert!(!format.tools.as_ref().unwrap().parallel);
+    for pieces in [
+        &[None, Some(call), None, Some(call)][..],
+        &[None],
+        &[None, Some(r#"{"name": "f", "parameters": {"a": "x"}}"#)],
+        &[None, Some(r#"{"name": "g", "parameters": {"a": 1}}"#)],
+    ] {
+        assert!(!run(&grammar, pieces), "{pieces:?}");
+    }
+    // `tool_choice: none` admits no call, so no opener either.
+    let none = ParseOptions { tools: vec![tool.clone()], tool_choice: ToolChoice::None, ..ParseOptions::default() };
+    assert!(!run(&compiled(&none), &[None, Some(call)]));
+    // The structural tag for XGrammar is its documented format: no token-begun tag among text triggers.
+    let doc = constrain::structural_tag(&format, &request).unwrap();
+    assert!(!doc.to_string().contains("python_tag"), "{doc}");
+}
+
 /// A tiny deterministic generator (xorshift) for the samples.
 struct Rng(u64);
 
