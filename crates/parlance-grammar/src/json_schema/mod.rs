@@ -16,14 +16,16 @@
 //! follows it.
 //!
 //! Values are compared as values, as validators do: a `const` or `enum` value is accepted in any
-//! spelling of its strings (raw, short escapes, `\u` in either case) and of its numbers in positional
+//! spelling of its strings (raw, short escapes, `\u` in either case for all but printable ASCII)
+//! and of its numbers in positional
 //! notation (`const: 1` accepts `1`, `1.0`, `1.00`), see `spellings`; string lengths count
 //! characters as validators do.
 //!
 //! Narrowings, the whole list (the grammar rejects these valid instances, and never accepts an
 //! invalid one):
 //! - Properties come in the order the schema declares them, additional ones after; a `const` or
-//!   `enum` object's keys in the order the schema writes them.
+//!   `enum` object's keys in the order the schema writes them; a `const` or `enum` string's
+//!   printable ASCII characters raw (`"\u0061"` is not `"a"` there), `"`, `\\` and `/` aside.
 //! - A key is read as the key it is, never as another spelling of it (`"\u0061"` would pass for
 //!   another key than `"a"`). A declared name is written as the schema writes it; an additional
 //!   property's key writes the character where it departs from every declared name raw or in the

@@ -412,8 +412,8 @@ impl Lcg {
 
 /// A spelling of `v` chosen at random: characters raw or escaped (short escapes, `\u` in either
 /// case, surrogate pairs beyond the BMP), numbers with trailing zeros, whitespace between tokens;
-/// with `free`, also exponent forms, shuffled keys and `\uDxxx` escapes (surrogate pairs), which
-/// the grammar may refuse (narrowings the module docs list).
+/// with `free`, also exponent forms, shuffled keys, `\uDxxx` escapes (surrogate pairs) and `\u`
+/// escapes of printable ASCII, which the grammar may refuse (narrowings the module docs list).
 fn respell(v: &Value, rng: &mut Lcg, free: bool) -> String {
     let ws = |rng: &mut Lcg| [" ", "", "", "\n  "][rng.below(4)].to_string();
     match v {
@@ -455,7 +455,9 @@ fn respell(v: &Value, rng: &mut Lcg, free: bool) -> String {
                 let raw_ok = c >= ' ' && c != '"' && c != '\\';
                 match rng.below(4) {
                     0 | 1 if raw_ok => out.push(c),
-                    _ if !free && c >= '\u{d000}' => out.push(c),
+                    _ if !free && (c >= '\u{d000}' || c >= ' ' && c.is_ascii() && !matches!(c, '"' | '\\' | '/')) => {
+                        out.push(c)
+                    }
                     2 if short.is_some() => out.push_str(short.unwrap_or_default()),
                     k => {
                         let mut units = [0u16; 2];
