@@ -498,20 +498,17 @@ fn string_repr(out: &mut String, s: &str) {
     out.push(quote);
 }
 
-/// An approximation of Python's `str.isprintable` per character: controls, separators other than
-/// space, surrogates and private use are not printable.
+/// Python's `str.isprintable` per character: not printable are the Unicode categories Other (`Cc`,
+/// `Cf`, `Cs`, `Co`, `Cn`) and Separator (`Zl`, `Zp`, `Zs`), the ASCII space aside. `repr` escapes
+/// those (`\xa0` for a no-break space, `\u2028`), as Jinja2 prints containers.
 fn is_printable(c: char) -> bool {
-    let cp = c as u32;
-    !(cp < 0x20
-        || (0x7f..0xa0).contains(&cp)
-        || cp == 0xad
-        || (0x2028..=0x2029).contains(&cp)
-        || (0x200b..=0x200f).contains(&cp)
-        || (0x202a..=0x202e).contains(&cp)
-        || (0x2060..=0x2064).contains(&cp)
-        || cp == 0xfeff
-        || (0xe000..=0xf8ff).contains(&cp)
-        || (0xfff9..=0xfffb).contains(&cp))
+    use std::sync::LazyLock;
+    static NOT_PRINTABLE: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r"^[\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]$").expect("a valid class"));
+    if c.is_ascii() {
+        return (' '..='~').contains(&c);
+    }
+    !NOT_PRINTABLE.is_match(c.encode_utf8(&mut [0; 4]))
 }
 
 #[cfg(test)]
@@ -540,5 +537,12 @@ mod tests {
         let v =
             Value::from(minijinja::value::Serde(serde_json::json!({"a": [1, 2.5, null, true, "it's"], "b": "x\ny"})));
         assert_eq!(py_repr(&v), r#"{'a': [1, 2.5, None, True, "it's"], 'b': 'x\ny'}"#);
+        // Python 3.11's `repr` of separators, format characters, unassigned and private-use code
+        // points (escaped), and of emoji, CJK and a combining mark (kept).
+        let s = "a\u{a0}\u{2028}\u{200b}\u{1F600}\u{65e5}e\u{301}\u{378}\u{e000}\u{feff}\u{3000}\u{7f}\u{85}\u{e0001}";
+        assert_eq!(
+            py_repr(&Value::from(s)),
+            "'a\\xa0\\u2028\\u200b\u{1F600}\u{65e5}e\u{301}\\u0378\\ue000\\ufeff\\u3000\\x7f\\x85\\U000e0001'"
+        );
     }
 }

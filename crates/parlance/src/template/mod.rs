@@ -369,7 +369,7 @@ impl ChatTemplate {
             let now = options.now;
             let max = self.inner.limits.max_memory_bytes;
             let max_time = budget.map_or(self.inner.limits.max_wall_time, |b| b.left());
-            match memory::run_bounded(max, max_time, move || this.render_here(&name, context, now)) {
+            match memory::run_bounded(max, max_time, move || this.render_caught(&name, context, now)) {
                 Ok(result) => result?,
                 Err(memory::Stopped::Memory) => {
                     return Err(self.limit_error(&name_for_error, 0, "memory bytes", max as u64));
@@ -394,12 +394,32 @@ impl ChatTemplate {
                 }
             }
         } else {
-            self.render_here(&name, context, options.now)?
+            self.render_caught(&name, context, options.now)?
         };
         match continued {
             None => Ok(rendered),
             Some(final_text) => cut_at_continue_tag(rendered, &final_text),
         }
+    }
+
+    /// [`Self::render_here`], a panic of the engine (minijinja 3.0.5 indexes out of bounds slicing
+    /// an empty string or list with a negative step, `''[::-1]`) made a render error naming it
+    /// rather than unwinding into the caller's thread.
+    fn render_caught(&self, name: &str, context: Value, now: Option<NaiveDateTime>) -> Result<String, TemplateError> {
+        let run = std::panic::AssertUnwindSafe(|| self.render_here(name, context, now));
+        std::panic::catch_unwind(run).unwrap_or_else(|payload| {
+            NOW.set(None);
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(TemplateError::Render {
+                name: display_name(&self.inner.label, name, self.inner.names.len()),
+                line: 0,
+                message: format!("the template engine failed on this template ({what})"),
+            })
+        })
     }
 
     fn render_here(&self, name: &str, context: Value, now: Option<NaiveDateTime>) -> Result<String, TemplateError> {
@@ -643,6 +663,23 @@ impl io::Write for CappedWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_engine_panic_is_a_render_error_without_the_guard() {
+        // The library's unit tests run without `GuardedAllocator`: the render is inline.
+        assert!(!memory::is_installed());
+        for text in ["{{ ''[::-1] }}", "{% for m in messages[1:][::-1] %}x{% endfor %}"] {
+            let template =
+                ChatTemplate::from_source(TemplateSource::from_text("slice.jinja", text), RenderLimits::default())
+                    .unwrap();
+            let conversation = Conversation {
+                messages: vec![serde_json::json!({"role": "user", "content": "hi"})],
+                ..Conversation::default()
+            };
+            let err = template.render(&conversation, &RenderOptions::default()).unwrap_err();
+            assert!(err.to_string().starts_with("slice.jinja: the template engine failed"), "{err}");
+        }
+    }
 
     #[test]
     fn generation_tags_become_if_blocks() {

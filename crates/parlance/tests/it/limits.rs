@@ -199,3 +199,11 @@ fn jinja2_filters_render_as_jinja2_does() {
     assert!(wrong.is_empty(), "{} of {} differ:\n{}", wrong.len(), cases.len(), wrong.join("\n"));
     assert!(fixed.is_empty(), "listed as known gaps but now right (take them off the list): {fixed:?}");
 }
+
+#[test]
+fn an_engine_panic_is_a_render_error() {
+    // minijinja 3.0.5 indexes out of bounds slicing an empty string or list with a negative step.
+    let err = render_err("{{ ''[::-1] }}", RenderLimits::default());
+    assert!(err.to_string().starts_with("hostile.jinja: the template engine failed"), "{err}");
+    assert!(err.to_string().contains("index out of bounds"), "{err}");
+}
