@@ -1,5 +1,5 @@
 //! Jinja2 3.1 builtin filters and tests that minijinja (with `minijinja-contrib`'s pycompat) lacks
-//! or does otherwise: `center`, `wordcount`, `truncate`, `urlencode`, the test `callable`, and
+//! or does otherwise: `center`, `wordcount`, `truncate`, `urlencode`, `striptags`, the test `callable`, and
 //! Jinja2's lenient `float` / `int` (Python's parsing, the default where Python raises), `items` of
 //! an undefined value, `default(..., boolean=True)`; each as Jinja2 defines it (Python's
 //! `str.center`, `re.findall(r"\w+")`, Jinja2's `do_truncate` with its leeway of 5,
@@ -18,6 +18,7 @@ pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_filter("wordcount", wordcount);
     env.add_filter("truncate", truncate);
     env.add_filter("urlencode", urlencode);
+    env.add_filter("striptags", striptags);
     env.add_test("callable", is_callable);
     env.add_filter("float", float);
     env.add_filter("int", int);
@@ -126,6 +127,71 @@ fn int(value: Value, default: Option<Value>, base: Option<Value>) -> Result<Valu
         Some(n) => i64::try_from(n).map(Value::from).unwrap_or_else(|_| Value::from(n)),
         None => default.unwrap_or(Value::from(0)),
     })
+}
+
+/// Jinja2's `striptags` (markupsafe's `Markup.striptags`): comments `<!--…-->` out, then tags
+/// `<…>`, whitespace runs collapsed to one space, then HTML entities unescaped. Entities: the
+/// numeric ones and `amp`, `lt`, `gt`, `quot`, `apos`, `nbsp` (Python's `html.unescape` knows all of
+/// HTML5's; a rarer named one is left as written).
+fn striptags(value: Value) -> String {
+    let mut text = py_str(&value);
+    for (open, close) in [("<!--", "-->"), ("<", ">")] {
+        while let Some(start) = text.find(open) {
+            let Some(end) = text[start..].find(close).map(|e| start + e + close.len()) else { break };
+            text.replace_range(start..end, "");
+        }
+    }
+    let collapsed = text.split(super::pystr::is_py_whitespace).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ");
+    unescape_html(&collapsed)
+}
+
+/// `html.unescape` for numeric references and the common named ones (see [`striptags`]).
+fn unescape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let (decoded, used) = html_reference(rest);
+        match decoded {
+            Some(c) => out.push_str(&c),
+            None => out.push('&'),
+        }
+        rest = &rest[used.max(1)..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The character a reference at the start of `text` (which starts with `&`) stands for, and the
+/// bytes it takes.
+fn html_reference(text: &str) -> (Option<String>, usize) {
+    let body = &text[1..];
+    if let Some(num) = body.strip_prefix('#') {
+        let (digits, radix, skip) = match num.strip_prefix(['x', 'X']) {
+            Some(hex) => (hex.bytes().take_while(u8::is_ascii_hexdigit).count(), 16, 3),
+            None => (num.bytes().take_while(u8::is_ascii_digit).count(), 10, 2),
+        };
+        if digits == 0 {
+            return (None, 1);
+        }
+        let start = skip;
+        let digits_text = &text[start..start + digits];
+        let code = u32::from_str_radix(digits_text, radix).unwrap_or(u32::MAX);
+        let c = char::from_u32(code).filter(|&c| c != '\0').unwrap_or('\u{fffd}');
+        let used = start + digits + usize::from(text[start + digits..].starts_with(';'));
+        return (Some(c.to_string()), used);
+    }
+    for (name, c) in [("amp", "&"), ("lt", "<"), ("gt", ">"), ("quot", "\""), ("apos", "'"), ("nbsp", "\u{a0}")] {
+        if body.starts_with(name) {
+            let semicolon = body[name.len()..].starts_with(';');
+            // HTML5 reads `&amp`, `&lt`, `&gt`, `&quot`, `&nbsp` without their semicolon too.
+            if semicolon || name != "apos" {
+                return (Some(c.to_owned()), 1 + name.len() + usize::from(semicolon));
+            }
+        }
+    }
+    (None, 1)
 }
 
 /// Jinja2's `items`: an undefined value has none; anything else as minijinja reads a mapping.

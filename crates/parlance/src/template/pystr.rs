@@ -314,3 +314,9 @@ mod tests {
         assert_eq!(call("x", "unknown", &[]).map(|_| ()), None);
     }
 }
+
+/// Python's `str.isspace` for one character (what `str.split()` splits on): Unicode White_Space
+/// and the ASCII separators U+001C-U+001F.
+pub(crate) fn is_py_whitespace(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}

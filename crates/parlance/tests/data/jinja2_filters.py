@@ -11,6 +11,9 @@ from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 CASES = [
+    "{{ '<b>a</b>  <!-- c <i> -->b\\n\\tc &amp; &lt;x&gt; &#65;&#x42; &quot;q&quot; &nbsp;z &unknown; &amp'|striptags }}|",
+    "{{ 'a < b > c'|striptags }}|", "{{ '<p>open'|striptags }}|", "{{ 12|striptags }}|",
+    "{{ '<!-- a <b> --> x <!-- open'|striptags }}|", "{{ '&#0;&#x110000;&#128512;'|striptags }}|",
     "{{ 'abc'|center(9) }}|", "{{ 'abc'|center(8) }}|", "{{ 'ab'|center(5) }}|", "{{ 'ab'|center(6) }}|",
     "{{ 'abcd'|center(7) }}|", "{{ 'abcd'|center(2) }}|", "{{ 'é漢'|center(7) }}|", "{{ 12|center(6) }}|",
     "{{ 'x'|center }}|", "{{ 'x'|center(true) }}|", "{{ 'x'|center('5') }}|", "{{ 'x'|center(5.0) }}|",
