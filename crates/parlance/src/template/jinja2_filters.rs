@@ -183,8 +183,8 @@ fn html_reference(text: &str) -> (Option<String>, usize) {
         return (Some(c.to_string()), used);
     }
     for (name, c) in [("amp", "&"), ("lt", "<"), ("gt", ">"), ("quot", "\""), ("apos", "'"), ("nbsp", "\u{a0}")] {
-        if body.starts_with(name) {
-            let semicolon = body[name.len()..].starts_with(';');
+        if let Some(after) = body.strip_prefix(name) {
+            let semicolon = after.starts_with(';');
             // HTML5 reads `&amp`, `&lt`, `&gt`, `&quot`, `&nbsp` without their semicolon too.
             if semicolon || name != "apos" {
                 return (Some(c.to_owned()), 1 + name.len() + usize::from(semicolon));
