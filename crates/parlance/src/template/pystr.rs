@@ -301,6 +301,12 @@ fn affix(s: &str, method: &str, args: &[Value]) -> Result<Value, Error> {
     Ok(Value::from(hit))
 }
 
+/// Python's `str.isspace` for one character (what `str.split()` splits on): Unicode White_Space
+/// and the ASCII separators U+001C-U+001F.
+pub(crate) fn is_py_whitespace(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,10 +319,4 @@ mod tests {
         assert_eq!(call("ǆa", "capitalize", &[]).unwrap().unwrap(), Value::from("ǅa"));
         assert_eq!(call("x", "unknown", &[]).map(|_| ()), None);
     }
-}
-
-/// Python's `str.isspace` for one character (what `str.split()` splits on): Unicode White_Space
-/// and the ASCII separators U+001C-U+001F.
-pub(crate) fn is_py_whitespace(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
