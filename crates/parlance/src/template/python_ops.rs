@@ -1,0 +1,790 @@
+//! Two Python operators that minijinja's VM does otherwise and gives no hook for, made Jinja2's by
+//! rewriting the template's source before it is compiled:
+//!
+//! - `a % b` becomes `__plnc_mod(a, b)`: printf-style formatting when `a` is a string
+//!   (`'%s-%d' % ('a', 3)`, `'%(k)s' % {'k': 1}`, flags, width, precision), Python's modulo for
+//!   numbers (the sign of the divisor), Python's errors otherwise.
+//! - `x[a:b:c]` with a step becomes `__plnc_slice(x, a, b, c)`: Python's slice (minijinja 3.0.5
+//!   ignores an explicit stop of 0 with a negative step, and panics slicing an empty value so).
+//!
+//! The rewrite works on minijinja's own parse (spans of `BinOp` and `Slice` nodes), replaces only
+//! those nodes' text and keeps every line break, so errors still name the template's own lines.
+
+use minijinja::machinery::ast::{BinOpKind, CallArg, Expr, Stmt};
+use minijinja::machinery::parse;
+use minijinja::syntax::SyntaxConfig;
+use minijinja::value::{Value, ValueKind};
+use minijinja::{Environment, Error, ErrorKind};
+
+use super::environment::{py_repr, py_str};
+
+/// A node to rewrite, by byte offsets into the source.
+#[derive(Debug)]
+enum Node {
+    /// `a % b`: the whole text and the `%`.
+    Mod { start: usize, end: usize, percent: usize },
+    /// `x[a:b:c]`: the whole text, the `[`, the colons and the `]`.
+    Slice { start: usize, end: usize, open: usize, colons: [usize; 2] },
+}
+
+impl Node {
+    fn range(&self) -> (usize, usize) {
+        match self {
+            Node::Mod { start, end, .. } | Node::Slice { start, end, .. } => (*start, *end),
+        }
+    }
+}
+
+/// `text` with its `%` operators and stepped slices rewritten; `None` when it has none (or does
+/// not parse: loading reports that).
+pub(crate) fn rewrite(text: &str) -> Option<String> {
+    // Cheap test first: a `%` that is not part of a `{%`/`%}` delimiter, or a double colon.
+    let bytes = text.as_bytes();
+    let lone_percent = (0..bytes.len())
+        .any(|i| bytes[i] == b'%' && (i == 0 || bytes[i - 1] != b'{') && bytes.get(i + 1).is_none_or(|&n| n != b'}'));
+    if !lone_percent && !text.contains("::") && !text.contains(":-") {
+        return None;
+    }
+    let ast = parse(text, "<template>", SyntaxConfig::default()).ok()?;
+    let mut nodes = Vec::new();
+    stmt(&ast, text, &mut nodes);
+    if nodes.is_empty() {
+        return None;
+    }
+    nodes.sort_by_key(|n| (n.range().0, std::cmp::Reverse(n.range().1)));
+    Some(emit(text, 0, text.len(), &nodes))
+}
+
+/// The text of `start..end` with every node inside it rewritten (outermost first, their insides
+/// recursively).
+fn emit(text: &str, start: usize, end: usize, nodes: &[Node]) -> String {
+    let mut out = String::with_capacity(end - start + 16);
+    let mut at = start;
+    for node in nodes {
+        let (s, e) = node.range();
+        if s < at || e > end || s < start {
+            continue;
+        }
+        out.push_str(&text[at..s]);
+        let inner = |a: usize, b: usize| emit(text, a, b, nodes);
+        match node {
+            Node::Mod { percent, .. } => {
+                out.push_str("__plnc_mod(");
+                out.push_str(&inner(s, *percent));
+                out.push(',');
+                out.push_str(&inner(percent + 1, e));
+                out.push(')');
+            }
+            Node::Slice { open, colons, .. } => {
+                let part = |a: usize, b: usize| {
+                    let t = inner(a, b);
+                    if t.trim().is_empty() { "none".to_owned() } else { t }
+                };
+                out.push_str("__plnc_slice(");
+                out.push_str(&inner(s, *open));
+                out.push_str(", ");
+                out.push_str(&part(open + 1, colons[0]));
+                out.push_str(", ");
+                out.push_str(&part(colons[0] + 1, colons[1]));
+                out.push_str(", ");
+                out.push_str(&part(colons[1] + 1, e - 1));
+                out.push(')');
+            }
+        }
+        at = e;
+    }
+    out.push_str(&text[at..end]);
+    out
+}
+
+fn stmts(list: &[Stmt<'_>], text: &str, nodes: &mut Vec<Node>) {
+    for s in list {
+        stmt(s, text, nodes);
+    }
+}
+
+fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
+    let mut e = |x: &Expr<'_>| expr(x, text, nodes);
+    match s {
+        Stmt::Template(t) => stmts(&t.children, text, nodes),
+        Stmt::EmitExpr(x) => e(&x.expr),
+        Stmt::EmitRaw(_) | Stmt::Continue(_) | Stmt::Break(_) => {}
+        Stmt::ForLoop(l) => {
+            e(&l.target);
+            e(&l.iter);
+            if let Some(f) = &l.filter_expr {
+                e(f);
+            }
+            stmts(&l.body, text, nodes);
+            stmts(&l.else_body, text, nodes);
+        }
+        Stmt::IfCond(c) => {
+            e(&c.expr);
+            stmts(&c.true_body, text, nodes);
+            stmts(&c.false_body, text, nodes);
+        }
+        Stmt::WithBlock(w) => {
+            for (a, b) in &w.assignments {
+                e(a);
+                e(b);
+            }
+            stmts(&w.body, text, nodes);
+        }
+        Stmt::Set(x) => {
+            e(&x.target);
+            e(&x.expr);
+        }
+        Stmt::SetBlock(x) => {
+            e(&x.target);
+            if let Some(f) = &x.filter {
+                e(f);
+            }
+            stmts(&x.body, text, nodes);
+        }
+        Stmt::AutoEscape(x) => {
+            e(&x.enabled);
+            stmts(&x.body, text, nodes);
+        }
+        Stmt::FilterBlock(x) => {
+            e(&x.filter);
+            stmts(&x.body, text, nodes);
+        }
+        Stmt::Block(x) => stmts(&x.body, text, nodes),
+        Stmt::Import(x) => {
+            e(&x.expr);
+            e(&x.name);
+        }
+        Stmt::FromImport(x) => {
+            e(&x.expr);
+            for (a, b) in &x.names {
+                e(a);
+                if let Some(b) = b {
+                    e(b);
+                }
+            }
+        }
+        Stmt::Extends(x) => e(&x.name),
+        Stmt::Include(x) => e(&x.name),
+        Stmt::Macro(m) => {
+            for a in m.args.iter().chain(&m.defaults) {
+                e(a);
+            }
+            stmts(&m.body, text, nodes);
+        }
+        Stmt::CallBlock(c) => {
+            e(&c.call.expr);
+            args(&c.call.args, text, nodes);
+            for a in c.macro_decl.args.iter().chain(&c.macro_decl.defaults) {
+                expr(a, text, nodes);
+            }
+            stmts(&c.macro_decl.body, text, nodes);
+        }
+        Stmt::Do(d) => {
+            e(&d.call.expr);
+            args(&d.call.args, text, nodes);
+        }
+    }
+}
+
+fn args(list: &[CallArg<'_>], text: &str, nodes: &mut Vec<Node>) {
+    for a in list {
+        match a {
+            CallArg::Pos(x) | CallArg::Kwarg(_, x) | CallArg::PosSplat(x) | CallArg::KwargSplat(x) => {
+                expr(x, text, nodes);
+            }
+        }
+    }
+}
+
+fn expr(x: &Expr<'_>, text: &str, nodes: &mut Vec<Node>) {
+    match x {
+        Expr::Var(_) | Expr::Const(_) => {}
+        Expr::Slice(s) => {
+            expr(&s.expr, text, nodes);
+            for part in [&s.start, &s.stop, &s.step].into_iter().flatten() {
+                expr(part, text, nodes);
+            }
+            if s.step.is_some() {
+                let span = s.span();
+                let (start, end) = ((span.start_offset as usize).min(start_of(&s.expr)), span.end_offset as usize);
+                if let Some((open, colons)) = slice_delimiters(text, start, end) {
+                    nodes.push(Node::Slice { start, end, open, colons });
+                }
+            }
+        }
+        Expr::UnaryOp(u) => expr(&u.expr, text, nodes),
+        Expr::BinOp(b) => {
+            expr(&b.left, text, nodes);
+            expr(&b.right, text, nodes);
+            if matches!(b.op, BinOpKind::Rem) {
+                let span = b.span();
+                let (start, end) = ((span.start_offset as usize).min(start_of(&b.left)), span.end_offset as usize);
+                let (left_end, right_start) = (end_of(&b.left), start_of(&b.right));
+                // Between the operands there is only whitespace, parentheses and the operator.
+                let percent = text.get(left_end..right_start).and_then(|between| between.find('%'));
+                if let Some(p) = percent.filter(|_| start <= left_end && right_start <= end) {
+                    nodes.push(Node::Mod { start, end, percent: left_end + p });
+                }
+            }
+        }
+        Expr::Compare(c) => {
+            expr(&c.expr, text, nodes);
+            for op in &c.ops {
+                expr(&op.expr, text, nodes);
+            }
+        }
+        Expr::IfExpr(i) => {
+            expr(&i.test_expr, text, nodes);
+            expr(&i.true_expr, text, nodes);
+            if let Some(f) = &i.false_expr {
+                expr(f, text, nodes);
+            }
+        }
+        Expr::Filter(f) => {
+            if let Some(x) = &f.expr {
+                expr(x, text, nodes);
+            }
+            args(&f.args, text, nodes);
+        }
+        Expr::Test(t) => {
+            expr(&t.expr, text, nodes);
+            args(&t.args, text, nodes);
+        }
+        Expr::GetAttr(g) => expr(&g.expr, text, nodes),
+        Expr::GetItem(g) => {
+            expr(&g.expr, text, nodes);
+            expr(&g.subscript_expr, text, nodes);
+        }
+        Expr::Call(c) => {
+            expr(&c.expr, text, nodes);
+            args(&c.args, text, nodes);
+        }
+        Expr::List(l) => l.items.iter().for_each(|i| expr(i, text, nodes)),
+        Expr::Tuple(t) => t.items.iter().for_each(|i| expr(i, text, nodes)),
+        Expr::Map(m) => m.keys.iter().chain(&m.values).for_each(|i| expr(i, text, nodes)),
+    }
+}
+
+fn span_of(x: &Expr<'_>) -> minijinja::machinery::Span {
+    match x {
+        Expr::Var(s) => s.span(),
+        Expr::Const(s) => s.span(),
+        Expr::Slice(s) => s.span(),
+        Expr::UnaryOp(s) => s.span(),
+        Expr::BinOp(s) => s.span(),
+        Expr::Compare(s) => s.span(),
+        Expr::IfExpr(s) => s.span(),
+        Expr::Filter(s) => s.span(),
+        Expr::Test(s) => s.span(),
+        Expr::GetAttr(s) => s.span(),
+        Expr::GetItem(s) => s.span(),
+        Expr::Call(s) => s.span(),
+        Expr::List(s) => s.span(),
+        Expr::Tuple(s) => s.span(),
+        Expr::Map(s) => s.span(),
+    }
+}
+
+/// Where an operand's text ends (its own span's end: every node's span ends where its text does).
+fn end_of(x: &Expr<'_>) -> usize {
+    span_of(x).end_offset as usize
+}
+
+/// Where an operand's text starts: the leftmost start among it and its leading operands (a filter
+/// or attribute node's span starts at its name, after the value it applies to).
+fn start_of(x: &Expr<'_>) -> usize {
+    let own = span_of(x).start_offset as usize;
+    let inner = match x {
+        Expr::Filter(f) => f.expr.as_ref().map(start_of),
+        Expr::Test(t) => Some(start_of(&t.expr)),
+        Expr::GetAttr(g) => Some(start_of(&g.expr)),
+        Expr::GetItem(g) => Some(start_of(&g.expr)),
+        Expr::Call(c) => Some(start_of(&c.expr)),
+        Expr::Slice(s) => Some(start_of(&s.expr)),
+        Expr::BinOp(b) => Some(start_of(&b.left)),
+        Expr::Compare(c) => Some(start_of(&c.expr)),
+        _ => None,
+    };
+    inner.map_or(own, |i| i.min(own))
+}
+
+/// The `[` and the two colons of the slice spanning `start..end` (which ends with its `]`): the
+/// bracket that the final one closes, found by a forward scan that skips string literals.
+fn slice_delimiters(text: &str, start: usize, end: usize) -> Option<(usize, [usize; 2])> {
+    let bytes = text.as_bytes();
+    if bytes.get(end.checked_sub(1)?) != Some(&b']') {
+        return None;
+    }
+    let mut stack: Vec<usize> = Vec::new();
+    let mut open_of_last = None;
+    let mut i = start;
+    while i < end {
+        match bytes[i] {
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < end && bytes[i] != q {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'[' | b'(' | b'{' => stack.push(i),
+            b']' | b')' | b'}' => {
+                let open = stack.pop()?;
+                if i == end - 1 {
+                    open_of_last = Some(open);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let open = open_of_last?;
+    // The colons at the bracket's own depth.
+    let mut colons = Vec::new();
+    let mut depth = 0usize;
+    let mut i = open + 1;
+    while i < end - 1 {
+        match bytes[i] {
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < end && bytes[i] != q {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'[' | b'(' | b'{' => depth += 1,
+            b']' | b')' | b'}' => depth = depth.saturating_sub(1),
+            b':' if depth == 0 => colons.push(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    (colons.len() == 2).then(|| (open, [colons[0], colons[1]]))
+}
+
+/// Registers the functions the rewrite calls.
+pub(crate) fn install(env: &mut Environment<'static>) {
+    env.add_function("__plnc_mod", modulo);
+    env.add_function("__plnc_slice", slice);
+}
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidOperation, message.into())
+}
+
+/// Python's `a % b`.
+fn modulo(a: Value, b: Value) -> Result<Value, Error> {
+    if a.kind() == ValueKind::String {
+        return printf(a.as_str().unwrap_or_default(), &b).map(Value::from);
+    }
+    let number = |v: &Value| matches!(v.kind(), ValueKind::Number | ValueKind::Bool);
+    if !number(&a) || !number(&b) {
+        return Err(invalid(format!("unsupported operand type(s) for %: '{}' and '{}'", a.kind(), b.kind())));
+    }
+    let int = |v: &Value| -> Option<i128> {
+        if v.kind() == ValueKind::Bool {
+            Some(i128::from(v.is_true()))
+        } else if v.is_integer() {
+            i128::try_from(v.clone()).ok()
+        } else {
+            None
+        }
+    };
+    if let (Some(x), Some(y)) = (int(&a), int(&b)) {
+        if y == 0 {
+            return Err(invalid("integer modulo by zero"));
+        }
+        let r = x.rem_euclid(y.abs());
+        let r = if y < 0 && r != 0 { r + y } else { r };
+        return Ok(i64::try_from(r).map(Value::from).unwrap_or_else(|_| Value::from(r)));
+    }
+    let float = |v: &Value| f64::try_from(v.clone()).unwrap_or(if v.is_true() { 1.0 } else { 0.0 });
+    let (x, y) = (float(&a), float(&b));
+    if y == 0.0 {
+        return Err(invalid("float modulo"));
+    }
+    let mut r = x % y;
+    if r != 0.0 && (r < 0.0) != (y < 0.0) {
+        r += y;
+    }
+    Ok(Value::from(r))
+}
+
+/// One conversion of a format string: `%(key)flags width.precision type`.
+struct Spec {
+    key: Option<String>,
+    left: bool,
+    zero: bool,
+    plus: bool,
+    space: bool,
+    alternate: bool,
+    width: usize,
+    precision: Option<usize>,
+    kind: char,
+}
+
+/// Python's `str % args`.
+fn printf(format: &str, args: &Value) -> Result<String, Error> {
+    let is_tuple = args.as_object().is_some_and(|o| o.type_name().contains("Tuple"));
+    let positional: Vec<Value> = if is_tuple { args.try_iter()?.collect() } else { vec![args.clone()] };
+    let mapping = args.kind() == ValueKind::Map;
+    let mut next = 0;
+    let mut used_mapping = false;
+    let mut out = String::with_capacity(format.len() + 16);
+    let mut chars = format.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let mut spec = Spec {
+            key: None,
+            left: false,
+            zero: false,
+            plus: false,
+            space: false,
+            alternate: false,
+            width: 0,
+            precision: None,
+            kind: ' ',
+        };
+        if chars.peek() == Some(&'(') {
+            chars.next();
+            let mut key = String::new();
+            let mut depth = 1;
+            for k in chars.by_ref() {
+                match k {
+                    '(' => depth += 1,
+                    ')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                key.push(k);
+            }
+            spec.key = Some(key);
+        }
+        while let Some(&f) = chars.peek() {
+            match f {
+                '-' => spec.left = true,
+                '0' => spec.zero = true,
+                '+' => spec.plus = true,
+                ' ' => spec.space = true,
+                '#' => spec.alternate = true,
+                _ => break,
+            }
+            chars.next();
+        }
+        let digits = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| -> Result<Option<usize>, Error> {
+            if chars.peek() == Some(&'*') {
+                return Err(invalid("a `*` width or precision in a format string is not supported"));
+            }
+            let mut n: Option<usize> = None;
+            while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
+                n = Some(n.unwrap_or(0).saturating_mul(10).saturating_add(d as usize).min(1 << 20));
+                chars.next();
+            }
+            Ok(n)
+        };
+        spec.width = digits(&mut chars)?.unwrap_or(0);
+        if chars.peek() == Some(&'.') {
+            chars.next();
+            spec.precision = Some(digits(&mut chars)?.unwrap_or(0));
+        }
+        // Length modifiers are read and ignored, as Python does.
+        while chars.peek().is_some_and(|c| matches!(c, 'h' | 'l' | 'L')) {
+            chars.next();
+        }
+        spec.kind = chars.next().ok_or_else(|| invalid("incomplete format"))?;
+        if spec.kind == '%' && spec.key.is_none() {
+            out.push('%');
+            continue;
+        }
+        let value = match &spec.key {
+            Some(key) => {
+                if !mapping {
+                    return Err(invalid("format requires a mapping"));
+                }
+                used_mapping = true;
+                args.get_item(&Value::from(key.as_str()))
+                    .ok()
+                    .filter(|v| !v.is_undefined())
+                    .ok_or_else(|| invalid(format!("KeyError: {key:?}")))?
+            }
+            None => {
+                let v =
+                    positional.get(next).cloned().ok_or_else(|| invalid("not enough arguments for format string"))?;
+                next += 1;
+                v
+            }
+        };
+        out.push_str(&convert(&spec, &value)?);
+    }
+    if !mapping && next < positional.len() && !used_mapping {
+        return Err(invalid("not all arguments converted during string formatting"));
+    }
+    Ok(out)
+}
+
+fn convert(spec: &Spec, value: &Value) -> Result<String, Error> {
+    let number = |what: &str| -> Result<f64, Error> {
+        match value.kind() {
+            ValueKind::Number => Ok(f64::try_from(value.clone()).unwrap_or(0.0)),
+            ValueKind::Bool => Ok(if value.is_true() { 1.0 } else { 0.0 }),
+            _ => Err(invalid(format!("%{what} format: a real number is required, not {}", value.kind()))),
+        }
+    };
+    let integer = |what: &str| -> Result<i128, Error> {
+        match value.kind() {
+            ValueKind::Number if value.is_integer() => Ok(i128::try_from(value.clone()).unwrap_or(0)),
+            ValueKind::Number if matches!(spec.kind, 'd' | 'i' | 'u') => Ok(number(what)?.trunc() as i128),
+            ValueKind::Bool => Ok(i128::from(value.is_true())),
+            _ => Err(invalid(format!("%{what} format: an integer is required, not {}", value.kind()))),
+        }
+    };
+    let sign = |negative: bool| {
+        if negative {
+            "-"
+        } else if spec.plus {
+            "+"
+        } else if spec.space {
+            " "
+        } else {
+            ""
+        }
+    };
+    let (prefix, body, numeric) = match spec.kind {
+        's' => (String::new(), truncate(py_str(value), spec.precision), false),
+        'r' | 'a' => (String::new(), truncate(py_repr(value), spec.precision), false),
+        'c' => {
+            let c = match value.kind() {
+                ValueKind::String if value.as_str().is_some_and(|s| s.chars().count() == 1) => {
+                    value.as_str().unwrap_or_default().to_owned()
+                }
+                _ => {
+                    let code = integer("c")?;
+                    u32::try_from(code)
+                        .ok()
+                        .and_then(char::from_u32)
+                        .map(String::from)
+                        .ok_or_else(|| invalid("%c arg not in range(0x110000)"))?
+                }
+            };
+            (String::new(), c, false)
+        }
+        'd' | 'i' | 'u' => {
+            let n = integer(&spec.kind.to_string())?;
+            let digits = n.unsigned_abs().to_string();
+            let digits = match spec.precision {
+                Some(p) if digits.len() < p => format!("{digits:0>p$}"),
+                _ => digits,
+            };
+            (sign(n < 0).to_owned(), digits, true)
+        }
+        'x' | 'X' | 'o' => {
+            let n = integer(&spec.kind.to_string())?;
+            let abs = n.unsigned_abs();
+            let digits = match spec.kind {
+                'x' => format!("{abs:x}"),
+                'X' => format!("{abs:X}"),
+                _ => format!("{abs:o}"),
+            };
+            let alt = match (spec.alternate, spec.kind) {
+                (true, 'x') => "0x",
+                (true, 'X') => "0X",
+                (true, _) => "0o",
+                _ => "",
+            };
+            (format!("{}{alt}", sign(n < 0)), digits, true)
+        }
+        'f' | 'F' | 'e' | 'E' | 'g' | 'G' => {
+            let x = number(&spec.kind.to_string())?;
+            let p = spec.precision.unwrap_or(6);
+            let body = float_text(x.abs(), spec.kind, p, spec.alternate);
+            (sign(x.is_sign_negative() && !x.is_nan()).to_owned(), body, true)
+        }
+        other => return Err(invalid(format!("unsupported format character '{other}'"))),
+    };
+    let len = prefix.chars().count() + body.chars().count();
+    let pad = spec.width.saturating_sub(len);
+    Ok(if spec.left {
+        format!("{prefix}{body}{}", " ".repeat(pad))
+    } else if spec.zero && numeric {
+        format!("{prefix}{}{body}", "0".repeat(pad))
+    } else {
+        format!("{}{prefix}{body}", " ".repeat(pad))
+    })
+}
+
+fn truncate(text: String, precision: Option<usize>) -> String {
+    match precision {
+        Some(p) => text.chars().take(p).collect(),
+        None => text,
+    }
+}
+
+/// A non-negative float as `%f`, `%e` or `%g` write it (Python's exponent: a sign and at least two
+/// digits).
+fn float_text(x: f64, kind: char, precision: usize, alternate: bool) -> String {
+    if x.is_nan() {
+        return if kind.is_uppercase() { "NAN" } else { "nan" }.to_owned();
+    }
+    if x.is_infinite() {
+        return if kind.is_uppercase() { "INF" } else { "inf" }.to_owned();
+    }
+    let exp_form = |p: usize| {
+        let s = format!("{x:.p$e}");
+        let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
+        let exp: i32 = exp.parse().unwrap_or(0);
+        let e = if kind.is_uppercase() { 'E' } else { 'e' };
+        format!("{mantissa}{e}{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+    };
+    match kind {
+        'f' | 'F' => format!("{x:.precision$}"),
+        'e' | 'E' => exp_form(precision),
+        _ => {
+            let p = precision.max(1);
+            // The exponent after rounding to `p` significant digits decides the form.
+            let rounded = format!("{x:.prec$e}", prec = p - 1);
+            let exp: i32 = rounded.split_once('e').and_then(|(_, e)| e.parse().ok()).unwrap_or(0);
+            let mut s = if exp >= -4 && exp < p as i32 {
+                let decimals = usize::try_from(p as i32 - 1 - exp).unwrap_or(0);
+                format!("{x:.decimals$}")
+            } else {
+                exp_form(p - 1)
+            };
+            if !alternate {
+                let (mantissa, rest) = match s.find(['e', 'E']) {
+                    Some(i) => (s[..i].to_owned(), s[i..].to_owned()),
+                    None => (s.clone(), String::new()),
+                };
+                let mantissa = if mantissa.contains('.') {
+                    mantissa.trim_end_matches('0').trim_end_matches('.').to_owned()
+                } else {
+                    mantissa
+                };
+                s = format!("{mantissa}{rest}");
+            }
+            s
+        }
+    }
+}
+
+/// Python's `x[start:stop:step]` for strings and sequences.
+fn slice(value: Value, start: Value, stop: Value, step: Value) -> Result<Value, Error> {
+    let index = |v: &Value, what: &str| -> Result<Option<i64>, Error> {
+        if v.is_none() || v.is_undefined() {
+            return Ok(None);
+        }
+        i64::try_from(v.clone()).map(Some).map_err(|_| invalid(format!("slice {what} must be an integer or None")))
+    };
+    let step = index(&step, "step")?.unwrap_or(1);
+    if step == 0 {
+        return Err(invalid("slice step cannot be zero"));
+    }
+    let (start, stop) = (index(&start, "start")?, index(&stop, "stop")?);
+    let positions = |len: usize| -> Vec<usize> {
+        let len = len as i64;
+        let clamp = |i: i64, lo: i64, hi: i64| if i < 0 { (i + len).max(lo) } else { i.min(hi) };
+        let mut out = Vec::new();
+        if step > 0 {
+            let (mut i, stop) = (start.map_or(0, |s| clamp(s, 0, len)), stop.map_or(len, |s| clamp(s, 0, len)));
+            while i < stop {
+                out.push(i as usize);
+                i += step;
+            }
+        } else {
+            let (mut i, stop) =
+                (start.map_or(len - 1, |s| clamp(s, -1, len - 1)), stop.map_or(-1, |s| clamp(s, -1, len - 1)));
+            while i > stop {
+                out.push(i as usize);
+                i += step;
+            }
+        }
+        out
+    };
+    match value.kind() {
+        ValueKind::String => {
+            let chars: Vec<char> = value.as_str().unwrap_or_default().chars().collect();
+            Ok(Value::from(positions(chars.len()).into_iter().map(|i| chars[i]).collect::<String>()))
+        }
+        ValueKind::Seq | ValueKind::Iterable => {
+            let items: Vec<Value> = value.try_iter()?.collect();
+            Ok(Value::from(positions(items.len()).into_iter().map(|i| items[i].clone()).collect::<Vec<_>>()))
+        }
+        ValueKind::None | ValueKind::Undefined => Ok(Value::from(Vec::<Value>::new())),
+        other => Err(invalid(format!("value of type {other} cannot be sliced"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operators_and_slices_are_rewritten_in_place() {
+        assert_eq!(rewrite("{{ a % b }}").as_deref(), Some("{{ __plnc_mod(a , b) }}"));
+        assert_eq!(rewrite("{{ (x|f(1)) % (b, c) }}").as_deref(), Some("{{ __plnc_mod((x|f(1)) , (b, c)) }}"));
+        assert_eq!(rewrite("{{ a % b % c }}").as_deref(), Some("{{ __plnc_mod(__plnc_mod(a , b) , c) }}"));
+        assert_eq!(rewrite("{{ x[::-1] }}").as_deref(), Some("{{ __plnc_slice(x, none, none, -1) }}"));
+        assert_eq!(
+            rewrite("{{ m['a:b'][1:n % 2:-1] }}").as_deref(),
+            Some("{{ __plnc_slice(m['a:b'], 1, __plnc_mod(n , 2), -1) }}")
+        );
+        assert_eq!(rewrite("{% if x %}{{ y[1:2] }}{% endif %}"), None);
+        assert_eq!(rewrite("{{ '%' }}{% raw %}a % b{% endraw %}"), None);
+        // Line breaks stay where they were.
+        let t = "{{ a\n%\nb }}";
+        assert_eq!(rewrite(t).map(|r| r.matches('\n').count()), Some(2));
+    }
+
+    #[test]
+    fn printf_matches_python() {
+        let fmt = |f: &str, v: Value| printf(f, &v).map_err(|e| e.to_string());
+        let tuple = |items: Vec<Value>| Value::from_object(minijinja::value::Tuple::from(items));
+        assert_eq!(fmt("%s-%d", tuple(vec![Value::from("a"), Value::from(3)])).unwrap(), "a-3");
+        assert_eq!(
+            fmt(
+                "%05.1f|%-4s|%+d|%x|%#o|%e|%g|%g|%%",
+                tuple(vec![
+                    Value::from(2.25),
+                    Value::from("ab"),
+                    Value::from(5),
+                    Value::from(255),
+                    Value::from(8),
+                    Value::from(12345.678),
+                    Value::from(0.0001),
+                    Value::from(1e20),
+                ])
+            )
+            .unwrap(),
+            "002.2|ab  |+5|ff|0o10|1.234568e+04|0.0001|1e+20|%"
+        );
+        assert_eq!(fmt("%r %s", tuple(vec![Value::from("x"), Value::from(vec![1, 2])])).unwrap(), "'x' [1, 2]");
+        assert_eq!(fmt("%s", Value::from(vec![1, 2])).unwrap(), "[1, 2]");
+        assert!(fmt("%s %s", Value::from("a")).unwrap_err().contains("not enough arguments"));
+        assert!(fmt("%s", tuple(vec![Value::from(1), Value::from(2)])).unwrap_err().contains("not all arguments"));
+        assert!(
+            fmt("%d", Value::from("x")).unwrap_err().contains("real number") || fmt("%d", Value::from("x")).is_err()
+        );
+    }
+
+    #[test]
+    fn modulo_and_slices_match_python() {
+        assert_eq!(modulo(Value::from(-7), Value::from(3)).unwrap(), Value::from(2));
+        assert_eq!(modulo(Value::from(7), Value::from(-3)).unwrap(), Value::from(-2));
+        assert_eq!(modulo(Value::from(-7.5), Value::from(2)).unwrap(), Value::from(0.5));
+        assert!(modulo(Value::from(1), Value::from(0)).is_err());
+        let s = |v: &str, a: Option<i64>, b: Option<i64>, c: i64| {
+            let o = |x: Option<i64>| x.map_or(Value::from(()), Value::from);
+            slice(Value::from(v), o(a), o(b), Value::from(c)).unwrap().to_string()
+        };
+        assert_eq!(s("", None, None, -1), "");
+        assert_eq!(s("abc", Some(2), Some(0), -1), "cb");
+        assert_eq!(s("abc", None, Some(-4), -1), "cba");
+        assert_eq!(s("abcdef", Some(5), Some(1), -2), "fd");
+        assert_eq!(s("abc", Some(0), Some(2), -1), "");
+        assert_eq!(s("abcdef", None, None, 2), "ace");
+    }
+}
