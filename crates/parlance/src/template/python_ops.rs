@@ -56,13 +56,18 @@ pub(crate) fn rewrite(text: &str) -> Option<String> {
 }
 
 /// The text of `start..end` with every node inside it rewritten (outermost first, their insides
-/// recursively).
+/// recursively). `nodes` are sorted by start, the outer of two with one start first.
 fn emit(text: &str, start: usize, end: usize, nodes: &[Node]) -> String {
     let mut out = String::with_capacity(end - start + 16);
     let mut at = start;
-    for node in nodes {
+    // Only the nodes starting inside the range (sorted by start): linear in the template overall.
+    let first = nodes.partition_point(|n| n.range().0 < start);
+    for node in &nodes[first..] {
         let (s, e) = node.range();
-        if s < at || e > end || s < start {
+        if s >= end {
+            break;
+        }
+        if s < at || e > end {
             continue;
         }
         out.push_str(&text[at..s]);
@@ -737,6 +742,17 @@ mod tests {
         // Line breaks stay where they were.
         let t = "{{ a\n%\nb }}";
         assert_eq!(rewrite(t).map(|r| r.matches('\n').count()), Some(2));
+    }
+
+    #[test]
+    fn many_operators_rewrite_in_linear_time() {
+        // A hostile template: 50,000 operators side by side, and 20 nested ones.
+        let flat = "{{ a % 2 }}".repeat(50_000);
+        let nested = format!("{{{{ {}1 }}}}", "a % (".repeat(20)).replace("1 }}", &format!("1{} }}}}", ")".repeat(20)));
+        let started = std::time::Instant::now();
+        assert_eq!(rewrite(&flat).map(|r| r.matches("__plnc_mod(").count()), Some(50_000));
+        assert_eq!(rewrite(&nested).map(|r| r.matches("__plnc_mod(").count()), Some(20));
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
     }
 
     #[test]
