@@ -79,6 +79,10 @@ pub enum Workaround {
     /// shows its end or strips one: the end is taken to be the opener's mirror (`</think>`), by the
     /// name alone (open-instruct's OLMo thinker).
     ReasoningEndFromOpenerName,
+    /// Calls render only from their ids, the function's name never otherwise (Kimi K2's own
+    /// templates): probe calls carry ids that name their function, as the model writes them
+    /// (`functions.NAME:INDEX`).
+    CallIdsNameTheFunction,
 }
 
 impl Workaround {
@@ -93,6 +97,7 @@ impl Workaround {
             Workaround::ReasoningEndFromStrippedMirrorTag => "reasoning-end-from-stripped-mirror-tag",
             Workaround::ReasoningFromStrippedEndTag => "reasoning-from-stripped-end-tag",
             Workaround::ReasoningEndFromOpenerName => "reasoning-end-from-opener-name",
+            Workaround::CallIdsNameTheFunction => "call-ids-name-the-function",
         }
     }
 }

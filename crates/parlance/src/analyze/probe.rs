@@ -86,7 +86,31 @@ pub(crate) fn probe_tools() -> Vec<Json> {
 
 /// A tool call of the probe shape.
 pub(crate) fn call(id: &str, name: &str, arguments: Json) -> Json {
+    let id = if NAMED_IDS.get() { format!("functions.{name}:{}", usize::from(id == ID_2)) } else { id.to_owned() };
     json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+}
+
+std::thread_local! {
+    /// Whether probe calls carry ids that name their function (`functions.NAME:INDEX`), as Kimi
+    /// K2's own templates expect: they write the id and never `function.name`.
+    static NAMED_IDS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether probe calls carry ids that name their function now.
+pub(crate) fn named_ids() -> bool {
+    NAMED_IDS.get()
+}
+
+/// Runs `f` with probe calls carrying ids that name their function (see `NAMED_IDS`).
+pub(crate) fn with_named_ids<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            NAMED_IDS.set(self.0);
+        }
+    }
+    let _reset = Reset(NAMED_IDS.replace(true));
+    f()
 }
 
 /// The input shapes a template may require, tried in order until a conversation renders.

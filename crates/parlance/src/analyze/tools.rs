@@ -91,6 +91,24 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
         return;
     };
     if !one.text.contains(FN_1) {
+        // Kimi K2's own templates write the call's id where others write its name, and only the id:
+        // with ids that name the function (`functions.NAME:0`), as the model writes them, the
+        // calls show.
+        if !super::probe::named_ids() {
+            let mut named = format.clone();
+            super::probe::with_named_ids(|| analyze(probe, &mut named, content_tail, empty_block));
+            if named.tools.is_some() {
+                *format = named;
+                format.workarounds.push(crate::format::Workaround::CallIdsNameTheFunction);
+                super::evidence(
+                    format,
+                    Finding::ToolCalls,
+                    "the calls render only from their ids, given as `functions.NAME:INDEX` (the name is never written otherwise)",
+                    Confidence::Medium,
+                );
+                return;
+            }
+        }
         let mut finding = "tool calls: the template does not render the calls of a message".to_owned();
         let prose = prose_markers(probe);
         if !prose.is_empty() {

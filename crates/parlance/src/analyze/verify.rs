@@ -47,6 +47,9 @@ pub struct RenderedCase {
 /// The self-roundtrip cases of `format` rendered through `template` (cases the template raises on
 /// are left out): inputs for parse-render roundtrip tests.
 pub fn rendered_cases(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions) -> Vec<RenderedCase> {
+    if format.has_workaround(Workaround::CallIdsNameTheFunction) && !super::probe::named_ids() {
+        return super::probe::with_named_ids(|| rendered_cases(template, format, options));
+    }
     let Some(probe) = probe_for(template, format, options) else { return Vec::new() };
     cases(format)
         .into_iter()
@@ -84,6 +87,9 @@ fn probe_for(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions)
 
 /// Self-roundtrip of every case that applies to `format`.
 pub fn self_check(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions) -> Vec<CaseResult> {
+    if format.has_workaround(Workaround::CallIdsNameTheFunction) && !super::probe::named_ids() {
+        return super::probe::with_named_ids(|| self_check(template, format, options));
+    }
     let Some(probe) = probe_for(template, format, options) else {
         return vec![CaseResult {
             case: "render".into(),

@@ -512,3 +512,30 @@ fn a_helper_the_caller_provides_is_stubbed_and_an_opened_recipient_found() {
     assert_eq!(message.tool_calls.len(), 1, "{message:?}");
     assert_eq!(message.tool_calls[0].name, "get_weather");
 }
+
+#[test]
+fn calls_written_only_through_their_ids_are_found_with_ids_that_name_the_function() {
+    // Kimi K2's own template shape (written here, not copied): a call is written as its id and
+    // arguments, and `function.name` never; callers pass ids as the model writes them
+    // (`functions.NAME:INDEX`). With ids that name nothing, no call would show.
+    let text = "{%- for m in messages -%}<|im_{{ m.role }}|>{{ m.content or '' }}\
+                {%- if m.tool_calls -%}<|tool_calls_section_begin|>{%- for tc in m.tool_calls -%}\
+                <|tool_call_begin|>{{ tc.id }}<|tool_call_argument_begin|>{{ tc.function.arguments | tojson }}\
+                <|tool_call_end|>{%- endfor -%}<|tool_calls_section_end|>{%- endif -%}<|im_end|>{%- endfor -%}\
+                {%- if add_generation_prompt -%}<|im_assistant|>{%- endif -%}";
+    let template = ChatTemplate::from_text(text).unwrap();
+    let format = parlance::Format::from_template(&template, &Default::default()).unwrap();
+    assert_eq!(format.workarounds, [parlance::Workaround::CallIdsNameTheFunction], "{format:?}");
+    let tools = format.tools.as_ref().expect("calls found");
+    assert_eq!(tools.name_prefix, "<|tool_call_begin|>functions.");
+    let output = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>\
+                  {\"city\": \"Paris\"}<|tool_call_end|><|tool_call_begin|>functions.get_time:1\
+                  <|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>";
+    let parsed = parlance::Parser::new(&format, &parlance::ParseOptions::default()).parse(output);
+    let names: Vec<&str> = parsed.tool_calls.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["get_weather", "get_time"], "{parsed:?}");
+    assert!(parsed.issues.is_empty(), "{:?}", parsed.issues);
+    // The self-check renders with such ids too, and passes.
+    let results = self_check(&template, &format, &AnalyzeOptions::default());
+    assert!(results.iter().all(|r| r.passed || r.skipped), "{results:?}");
+}
