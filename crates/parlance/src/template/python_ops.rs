@@ -1,4 +1,4 @@
-//! Two Python operators that minijinja's VM does otherwise and gives no hook for, made Jinja2's by
+//! Python operators that minijinja's VM does otherwise and gives no hook for, made Jinja2's by
 //! rewriting the template's source before it is compiled:
 //!
 //! - `a % b` becomes `__plnc_mod(a, b)`: printf-style formatting when `a` is a string
@@ -6,6 +6,8 @@
 //!   numbers (the sign of the divisor), Python's errors otherwise.
 //! - `x[a:b:c]` with a step becomes `__plnc_slice(x, a, b, c)`: Python's slice (minijinja 3.0.5
 //!   ignores an explicit stop of 0 with a negative step, and panics slicing an empty value so).
+//! - `for a, b in X` and `set a, b = X` unpack strings as Python does (`'xy'` is `x`, `y`; minijinja
+//!   unpacks only sequences): `X` becomes `__plnc_unpackable(X)` / `__plnc_unpack(X)`.
 //!
 //! The rewrite works on minijinja's own parse (spans of `BinOp` and `Slice` nodes), replaces only
 //! those nodes' text and keeps every line break, so errors still name the template's own lines.
@@ -25,12 +27,17 @@ enum Node {
     Mod { start: usize, end: usize, percent: usize },
     /// `x[a:b:c]`: the whole text, the `[`, the colons and the `]`.
     Slice { start: usize, end: usize, open: usize, colons: [usize; 2] },
+    /// An expression passed through a function: the iterable of `for a, b in X`
+    /// (`__plnc_unpackable`) or the value of `set a, b = X` (`__plnc_unpack`).
+    Wrap { start: usize, end: usize, function: &'static str },
 }
 
 impl Node {
     fn range(&self) -> (usize, usize) {
         match self {
-            Node::Mod { start, end, .. } | Node::Slice { start, end, .. } => (*start, *end),
+            Node::Mod { start, end, .. } | Node::Slice { start, end, .. } | Node::Wrap { start, end, .. } => {
+                (*start, *end)
+            }
         }
     }
 }
@@ -42,7 +49,9 @@ pub(crate) fn rewrite(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let lone_percent = (0..bytes.len())
         .any(|i| bytes[i] == b'%' && (i == 0 || bytes[i - 1] != b'{') && bytes.get(i + 1).is_none_or(|&n| n != b'}'));
-    if !lone_percent && !text.contains("::") && !text.contains(":-") {
+    // Unpacking targets (`for a, b in`, `set a, b =`) hold a comma before ` in ` or `=`.
+    let unpacking = text.contains(',') && (text.contains("for ") || text.contains("set "));
+    if !lone_percent && !unpacking && !text.contains("::") && !text.contains(":-") {
         return None;
     }
     let ast = parse(text, "<template>", SyntaxConfig::default()).ok()?;
@@ -62,7 +71,7 @@ fn emit(text: &str, start: usize, end: usize, nodes: &[Node]) -> String {
     let mut at = start;
     // Only the nodes starting inside the range (sorted by start): linear in the template overall.
     let first = nodes.partition_point(|n| n.range().0 < start);
-    for node in &nodes[first..] {
+    for (index, node) in nodes.iter().enumerate().skip(first) {
         let (s, e) = node.range();
         if s >= end {
             break;
@@ -73,6 +82,13 @@ fn emit(text: &str, start: usize, end: usize, nodes: &[Node]) -> String {
         out.push_str(&text[at..s]);
         let inner = |a: usize, b: usize| emit(text, a, b, nodes);
         match node {
+            Node::Wrap { function, .. } => {
+                out.push_str(function);
+                out.push('(');
+                // The same range without this node: the nodes after it (sorted) are those inside.
+                out.push_str(&emit(text, s, e, &nodes[index + 1..]));
+                out.push(')');
+            }
             Node::Mod { percent, .. } => {
                 out.push_str("__plnc_mod(");
                 out.push_str(&inner(s, *percent));
@@ -109,75 +125,87 @@ fn stmts(list: &[Stmt<'_>], text: &str, nodes: &mut Vec<Node>) {
 }
 
 fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
-    let mut e = |x: &Expr<'_>| expr(x, text, nodes);
+    macro_rules! e {
+        ($x:expr) => {
+            expr($x, text, nodes)
+        };
+    }
     match s {
         Stmt::Template(t) => stmts(&t.children, text, nodes),
-        Stmt::EmitExpr(x) => e(&x.expr),
+        Stmt::EmitExpr(x) => e!(&x.expr),
         Stmt::EmitRaw(_) | Stmt::Continue(_) | Stmt::Break(_) => {}
         Stmt::ForLoop(l) => {
-            e(&l.target);
-            e(&l.iter);
+            if matches!(l.target, Expr::List(_)) {
+                let (start, end) = (start_of(&l.iter), end_of(&l.iter));
+                nodes.push(Node::Wrap { start, end, function: "__plnc_unpackable" });
+            }
+            expr(&l.target, text, nodes);
+            expr(&l.iter, text, nodes);
             if let Some(f) = &l.filter_expr {
-                e(f);
+                e!(f);
             }
             stmts(&l.body, text, nodes);
             stmts(&l.else_body, text, nodes);
         }
         Stmt::IfCond(c) => {
-            e(&c.expr);
+            e!(&c.expr);
             stmts(&c.true_body, text, nodes);
             stmts(&c.false_body, text, nodes);
         }
         Stmt::WithBlock(w) => {
             for (a, b) in &w.assignments {
-                e(a);
-                e(b);
+                e!(a);
+                e!(b);
             }
             stmts(&w.body, text, nodes);
         }
         Stmt::Set(x) => {
-            e(&x.target);
-            e(&x.expr);
+            if matches!(x.target, Expr::List(_)) {
+                let (start, end) = (start_of(&x.expr), end_of(&x.expr));
+                nodes.push(Node::Wrap { start, end, function: "__plnc_unpack" });
+            }
+            expr(&x.target, text, nodes);
+            expr(&x.expr, text, nodes);
         }
         Stmt::SetBlock(x) => {
-            e(&x.target);
+            e!(&x.target);
             if let Some(f) = &x.filter {
-                e(f);
+                e!(f);
             }
             stmts(&x.body, text, nodes);
         }
         Stmt::AutoEscape(x) => {
-            e(&x.enabled);
+            e!(&x.enabled);
             stmts(&x.body, text, nodes);
         }
         Stmt::FilterBlock(x) => {
-            e(&x.filter);
+            e!(&x.filter);
             stmts(&x.body, text, nodes);
         }
         Stmt::Block(x) => stmts(&x.body, text, nodes),
         Stmt::Import(x) => {
-            e(&x.expr);
-            e(&x.name);
+            e!(&x.expr);
+            e!(&x.name);
         }
         Stmt::FromImport(x) => {
-            e(&x.expr);
+            e!(&x.expr);
             for (a, b) in &x.names {
-                e(a);
+                e!(a);
                 if let Some(b) = b {
-                    e(b);
+                    e!(b);
                 }
             }
         }
-        Stmt::Extends(x) => e(&x.name),
-        Stmt::Include(x) => e(&x.name),
+        Stmt::Extends(x) => e!(&x.name),
+        Stmt::Include(x) => e!(&x.name),
         Stmt::Macro(m) => {
             for a in m.args.iter().chain(&m.defaults) {
-                e(a);
+                e!(a);
             }
             stmts(&m.body, text, nodes);
         }
         Stmt::CallBlock(c) => {
-            e(&c.call.expr);
+            e!(&c.call.expr);
             args(&c.call.args, text, nodes);
             for a in c.macro_decl.args.iter().chain(&c.macro_decl.defaults) {
                 expr(a, text, nodes);
@@ -185,7 +213,7 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
             stmts(&c.macro_decl.body, text, nodes);
         }
         Stmt::Do(d) => {
-            e(&d.call.expr);
+            e!(&d.call.expr);
             args(&d.call.args, text, nodes);
         }
     }
@@ -369,6 +397,28 @@ fn slice_delimiters(text: &str, start: usize, end: usize) -> Option<(usize, [usi
 pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_function("__plnc_mod", modulo);
     env.add_function("__plnc_slice", slice);
+    env.add_function("__plnc_unpack", unpack);
+    env.add_function("__plnc_unpackable", unpackable);
+}
+
+/// A value as Python unpacks it: a string as its characters (minijinja unpacks only sequences).
+fn unpack(value: Value) -> Value {
+    match value.as_str() {
+        Some(s) if value.kind() == ValueKind::String => Value::from(s.chars().map(String::from).collect::<Vec<_>>()),
+        _ => value,
+    }
+}
+
+/// The items of a loop whose target unpacks them, each as [`unpack`] makes it; other values as
+/// they are (the loop reports what it cannot iterate).
+fn unpackable(value: Value) -> Value {
+    if !matches!(value.kind(), ValueKind::Seq | ValueKind::Iterable) {
+        return value;
+    }
+    match value.try_iter() {
+        Ok(items) => Value::from(items.map(unpack).collect::<Vec<_>>()),
+        Err(_) => value,
+    }
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -739,6 +789,15 @@ mod tests {
         );
         assert_eq!(rewrite("{% if x %}{{ y[1:2] }}{% endif %}"), None);
         assert_eq!(rewrite("{{ '%' }}{% raw %}a % b{% endraw %}"), None);
+        assert_eq!(
+            rewrite("{% for a, b in x|items %}{% endfor %}{% set c, d = 'xy' %}").as_deref(),
+            Some("{% for a, b in __plnc_unpackable(x|items) %}{% endfor %}{% set c, d = __plnc_unpack('xy') %}")
+        );
+        assert_eq!(rewrite("{% for a in x %}{{ a, 1 }}{% endfor %}"), None);
+        assert_eq!(
+            rewrite("{% for a, b in x[::-1] %}{% endfor %}").as_deref(),
+            Some("{% for a, b in __plnc_unpackable(__plnc_slice(x, none, none, -1)) %}{% endfor %}")
+        );
         // Line breaks stay where they were.
         let t = "{{ a\n%\nb }}";
         assert_eq!(rewrite(t).map(|r| r.matches('\n').count()), Some(2));

@@ -11,6 +11,8 @@ from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 CASES = [
+    "{% for a, b in {'k': 1, 'j': 2}|items %}{{ a }}={{ b }};{% endfor %}", "{% for a, b in [[1, 2], 'xy', ('p', 'q')] %}{{ a }}{{ b }};{% endfor %}",
+    "{% for a, b in ['xyz'] %}{{ a }}{% endfor %}", "{% set a, (b, c) = 'x', 'yz' %}{{ a }}{{ b }}{{ c }}", "{% for a, b in 'ab' %}{% endfor %}",
     "{{ '%s|%5s|%-5s|%.2s' % ('a', 'b', 'c', 'xyz') }}", "{{ '%d|%5d|%-5d|%05d|%+d|% d|%.3d' % (1, 2, 3, -4, 5, 6, 7) }}",
     "{{ '%x|%X|%#x|%o|%#o|%c|%c' % (255, 255, 255, 8, 8, 65, 'z') }}", "{{ '%f|%.2f|%e|%.3E|%g|%g|%g|%G' % (1.5, 2.345, 12345.678, 0.00012, 100000, 1000000, 0.0001, 1e-5) }}",
     "{{ '%(a)s-%(b)d' % {'a': 'x', 'b': 2} }}", "{{ '%s' % [1, 'a'] }}", "{{ '%s' % none }}", "{{ '%r' % {'k': 'v'} }}",
