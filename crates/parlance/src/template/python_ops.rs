@@ -135,12 +135,9 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
         Stmt::EmitExpr(x) => e!(&x.expr),
         Stmt::EmitRaw(_) | Stmt::Continue(_) | Stmt::Break(_) => {}
         Stmt::ForLoop(l) => {
-            if matches!(l.target, Expr::List(_)) {
-                let (start, end) = (start_of(&l.iter), end_of(&l.iter));
-                nodes.push(Node::Wrap { start, end, function: "__plnc_unpackable" });
-            }
-            expr(&l.target, text, nodes);
-            expr(&l.iter, text, nodes);
+            unpacked(&l.target, &l.iter, "__plnc_unpackable", nodes);
+            e!(&l.target);
+            e!(&l.iter);
             if let Some(f) = &l.filter_expr {
                 e!(f);
             }
@@ -160,12 +157,9 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
             stmts(&w.body, text, nodes);
         }
         Stmt::Set(x) => {
-            if matches!(x.target, Expr::List(_)) {
-                let (start, end) = (start_of(&x.expr), end_of(&x.expr));
-                nodes.push(Node::Wrap { start, end, function: "__plnc_unpack" });
-            }
-            expr(&x.target, text, nodes);
-            expr(&x.expr, text, nodes);
+            unpacked(&x.target, &x.expr, "__plnc_unpack", nodes);
+            e!(&x.target);
+            e!(&x.expr);
         }
         Stmt::SetBlock(x) => {
             e!(&x.target);
@@ -216,6 +210,14 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
             e!(&d.call.expr);
             args(&d.call.args, text, nodes);
         }
+    }
+}
+
+/// Where `target` unpacks (`a, b`), `value` is passed through `function` (pushed before the nodes
+/// inside `value`, so that the wrap comes first among nodes of the same range).
+fn unpacked(target: &Expr<'_>, value: &Expr<'_>, function: &'static str, nodes: &mut Vec<Node>) {
+    if matches!(target, Expr::List(_)) {
+        nodes.push(Node::Wrap { start: start_of(value), end: end_of(value), function });
     }
 }
 
@@ -482,7 +484,6 @@ fn printf(format: &str, args: &Value) -> Result<String, Error> {
     let positional: Vec<Value> = if is_tuple { args.try_iter()?.collect() } else { vec![args.clone()] };
     let mapping = args.kind() == ValueKind::Map;
     let mut next = 0;
-    let mut used_mapping = false;
     let mut out = String::with_capacity(format.len() + 16);
     let mut chars = format.chars().peekable();
     while let Some(c) = chars.next() {
@@ -561,7 +562,6 @@ fn printf(format: &str, args: &Value) -> Result<String, Error> {
                 if !mapping {
                     return Err(invalid("format requires a mapping"));
                 }
-                used_mapping = true;
                 args.get_item(&Value::from(key.as_str()))
                     .ok()
                     .filter(|v| !v.is_undefined())
@@ -576,7 +576,7 @@ fn printf(format: &str, args: &Value) -> Result<String, Error> {
         };
         out.push_str(&convert(&spec, &value)?);
     }
-    if !mapping && next < positional.len() && !used_mapping {
+    if !mapping && next < positional.len() {
         return Err(invalid("not all arguments converted during string formatting"));
     }
     Ok(out)
@@ -595,6 +595,10 @@ fn convert(spec: &Spec, value: &Value) -> Result<String, Error> {
             ValueKind::Number if value.is_integer() => Ok(i128::try_from(value.clone()).unwrap_or(0)),
             ValueKind::Number if matches!(spec.kind, 'd' | 'i' | 'u') => Ok(number(what)?.trunc() as i128),
             ValueKind::Bool => Ok(i128::from(value.is_true())),
+            // Python's words: `%d` takes any real number (truncated), `%x` only an integer.
+            _ if matches!(spec.kind, 'd' | 'i' | 'u') => {
+                Err(invalid(format!("%{what} format: a real number is required, not {}", value.kind())))
+            }
             _ => Err(invalid(format!("%{what} format: an integer is required, not {}", value.kind()))),
         }
     };
@@ -840,9 +844,10 @@ mod tests {
         assert_eq!(fmt("%s", Value::from(vec![1, 2])).unwrap(), "[1, 2]");
         assert!(fmt("%s %s", Value::from("a")).unwrap_err().contains("not enough arguments"));
         assert!(fmt("%s", tuple(vec![Value::from(1), Value::from(2)])).unwrap_err().contains("not all arguments"));
-        assert!(
-            fmt("%d", Value::from("x")).unwrap_err().contains("real number") || fmt("%d", Value::from("x")).is_err()
-        );
+        assert!(fmt("%d", Value::from("x")).unwrap_err().contains("real number is required"));
+        assert!(fmt("%x", Value::from(1.5)).unwrap_err().contains("an integer is required"));
+        // A mapping argument with no `%(key)` conversion is one positional value, as in Python.
+        assert_eq!(fmt("%s", Value::from(minijinja::value::Serde(serde_json::json!({"a": 1})))).unwrap(), "{'a': 1}");
     }
 
     #[test]
