@@ -267,10 +267,27 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("parlance: {err:#}");
+            eprintln!("parlance: {}", error_chain(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, `: `-joined, leaving out a cause whose text is already said (library
+/// errors that quote their source, such as `path: os error`, would otherwise print it twice).
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut said = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if said.contains(&text) {
+            continue;
+        }
+        if !said.is_empty() {
+            said.push_str(": ");
+        }
+        said.push_str(&text);
+    }
+    said
 }
 
 /// `NAME=VALUE` pairs; VALUE is JSON when it parses, else a string.

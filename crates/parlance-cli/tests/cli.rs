@@ -109,6 +109,19 @@ fn template_errors_exit_1_with_the_message_on_stderr() {
 }
 
 #[test]
+fn a_missing_file_is_said_once_on_every_template_command() {
+    let missing = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no-such-template.jinja");
+    for command in ["analyze", "parse", "roundtrip"] {
+        let out = parlance().args([command, "--template"]).arg(&missing).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{command}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(stderr.contains("no-such-template.jinja"), "{command}: {stderr}");
+        // The OS's reason once, not again as the cause of the cause.
+        assert_eq!(stderr.matches("os error").count(), 1, "{command}: {stderr}");
+    }
+}
+
+#[test]
 fn deep_templates_exit_1_on_every_template_command_never_a_signal() {
     // See: issue 24. Each once aborted the process with a stack overflow: a chain after a `}}` that
     // closes a brace, a chain after a quote in a raw block, and a chain of a million operators.
