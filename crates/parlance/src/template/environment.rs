@@ -433,6 +433,21 @@ fn write_repr(out: &mut String, value: &Value, depth: usize) {
             }
         }
         ValueKind::String => string_repr(out, value.as_str().unwrap_or_default()),
+        // A macro (minijinja's own, or one the `varargs` rewrite wraps) as Jinja2's `Macro` reprs.
+        ValueKind::Map
+            if value
+                .as_object()
+                .is_some_and(|o| o.type_name().ends_with("Macro") || o.type_name().ends_with("CatchAll")) =>
+        {
+            match value.get_attr("name").ok().and_then(|n| n.as_str().map(str::to_owned)) {
+                Some(name) if name != "caller" => {
+                    out.push_str("<Macro ");
+                    string_repr(out, &name);
+                    out.push('>');
+                }
+                _ => out.push_str("<Macro anonymous>"),
+            }
+        }
         ValueKind::Seq => {
             let is_tuple = value.as_object().is_some_and(|o| o.type_name().contains("Tuple"));
             out.push(if is_tuple { '(' } else { '[' });

@@ -1,7 +1,9 @@
 //! Jinja2 3.1 builtin filters and tests that minijinja (with `minijinja-contrib`'s pycompat) lacks
 //! or does otherwise: `center`, `wordcount`, `truncate`, `urlencode`, `striptags`, the test `callable`, and
 //! Jinja2's lenient `float` / `int` (Python's parsing, the default where Python raises), `items` of
-//! an undefined value, `default(..., boolean=True)`; each as Jinja2 defines it (Python's
+//! an undefined value, `default(..., boolean=True)`, `escape` / `e` / `forceescape` with
+//! markupsafe's entities (`&#34;`, `&#39;`; a safe string is left as it is, except by
+//! `forceescape`); each as Jinja2 defines it (Python's
 //! `str.center`, `re.findall(r"\w+")`, Jinja2's `do_truncate` with its leeway of 5,
 //! `urllib.parse.quote`). `tests/data/jinja2_filters.json` holds Jinja2's own outputs for them
 //! (`tests/data/jinja2_filters.py` regenerates it).
@@ -25,6 +27,38 @@ pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_filter("items", items);
     env.add_filter("default", default);
     env.add_filter("d", default);
+    env.add_filter("escape", escape);
+    env.add_filter("e", escape);
+    env.add_filter("forceescape", forceescape);
+}
+
+/// markupsafe's `escape`: the value's Python `str`, with `& < > " '` as entities; the result is
+/// safe (escaping it again changes nothing).
+fn escape(value: Value) -> Value {
+    if value.is_safe() {
+        return value;
+    }
+    forceescape(value)
+}
+
+/// Jinja2's `forceescape`: as [`escape`], a safe string too.
+fn forceescape(value: Value) -> Value {
+    let text = match value.as_str() {
+        Some(s) if value.kind() == ValueKind::String => s.to_owned(),
+        _ => py_str(&value),
+    };
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&#34;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    Value::from_safe_string(out)
 }
 
 /// Python's `float(str)`: whitespace around, a sign, digits with single underscores between them,

@@ -219,7 +219,7 @@ impl ChatTemplate {
             let mut sources = Vec::new();
             let count = templates.len();
             for (name, text) in templates {
-                let rewritten = rewrite_generation_tags(&text);
+                let rewritten = python_ops::normalize_newlines(rewrite_generation_tags(&text));
                 if let Some(line) = depth::find_long_line(&rewritten) {
                     return Err(TemplateError::Limit {
                         name: display_name(label, &name, count),

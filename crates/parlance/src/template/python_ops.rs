@@ -8,11 +8,25 @@
 //!   ignores an explicit stop of 0 with a negative step, and panics slicing an empty value so).
 //! - `for a, b in X` and `set a, b = X` unpack strings as Python does (`'xy'` is `x`, `y`; minijinja
 //!   unpacks only sequences): `X` becomes `__plnc_unpackable(X)` / `__plnc_unpack(X)`.
+//! - `for c in X` over a string knows its length (`loop.length`, `loop.last`; minijinja iterates a
+//!   string's characters without one): `X` becomes `__plnc_iterable(X)`.
+//! - String literals mean what Python's `unicode_escape` makes of them, as Jinja2's lexer reads
+//!   them: `\U0001F600`, `\a`, `\v`, octal up to `\777`, a backslash-newline continuing the line,
+//!   `\/` kept as written (minijinja reads JSON's escapes). A literal whose value differs is written
+//!   again in minijinja's escapes. `\N{NAME}` needs Unicode's name table and is left as minijinja
+//!   reads it.
+//!
+//! - A macro whose body reads `varargs` or `kwargs` takes what Jinja2 gives it there: the macro gets
+//!   those as parameters, and its name is bound to `__plnc_catchall(macro, …)`, which puts extra
+//!   positional arguments in `varargs` (a tuple) and unknown keywords in `kwargs` (minijinja's
+//!   macros refuse both).
+//!
+//! Before any of it, [`normalize_newlines`] makes `\r\n` and `\r` the `\n` they are to Jinja2.
 //!
 //! The rewrite works on minijinja's own parse (spans of `BinOp` and `Slice` nodes), replaces only
 //! those nodes' text and keeps every line break, so errors still name the template's own lines.
 
-use minijinja::machinery::ast::{BinOpKind, CallArg, Expr, Stmt};
+use minijinja::machinery::ast::{BinOpKind, CallArg, Expr, Macro, Spanned, Stmt};
 use minijinja::machinery::parse;
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Value, ValueKind};
@@ -28,18 +42,37 @@ enum Node {
     /// `x[a:b:c]`: the whole text, the `[`, the colons and the `]`.
     Slice { start: usize, end: usize, open: usize, colons: [usize; 2] },
     /// An expression passed through a function: the iterable of `for a, b in X`
-    /// (`__plnc_unpackable`) or the value of `set a, b = X` (`__plnc_unpack`).
+    /// (`__plnc_unpackable`), of `for c in X` (`__plnc_iterable`), or the value of
+    /// `set a, b = X` (`__plnc_unpack`).
     Wrap { start: usize, end: usize, function: &'static str },
+    /// String literals written again (their value as Python reads them).
+    Literal { start: usize, end: usize, text: String },
+    /// Text put in at one place (`start == end`).
+    Insert { at: usize, text: String },
+    /// A read of `varargs` (0) or `kwargs` (1), kept as written: found while a macro body is
+    /// walked, taken out when the macro is done.
+    Reads { at: usize, which: usize },
 }
 
 impl Node {
     fn range(&self) -> (usize, usize) {
         match self {
-            Node::Mod { start, end, .. } | Node::Slice { start, end, .. } | Node::Wrap { start, end, .. } => {
-                (*start, *end)
-            }
+            Node::Mod { start, end, .. }
+            | Node::Slice { start, end, .. }
+            | Node::Wrap { start, end, .. }
+            | Node::Literal { start, end, .. } => (*start, *end),
+            Node::Insert { at, .. } | Node::Reads { at, .. } => (*at, *at),
         }
     }
+}
+
+/// `text` with `\r\n` and lone `\r` as `\n`: Jinja2's lexer normalizes every newline in template
+/// data and string literals (and inside tags a newline is whitespace either way).
+pub(crate) fn normalize_newlines(text: String) -> String {
+    if !text.contains('\r') {
+        return text;
+    }
+    text.replace("\r\n", "\n").replace('\r', "\n")
 }
 
 /// `text` with its `%` operators and stepped slices rewritten; `None` when it has none (or does
@@ -51,7 +84,15 @@ pub(crate) fn rewrite(text: &str) -> Option<String> {
         .any(|i| bytes[i] == b'%' && (i == 0 || bytes[i - 1] != b'{') && bytes.get(i + 1).is_none_or(|&n| n != b'}'));
     // Unpacking targets (`for a, b in`, `set a, b =`) hold a comma before ` in ` or `=`.
     let unpacking = text.contains(',') && (text.contains("for ") || text.contains("set "));
-    if !lone_percent && !unpacking && !text.contains("::") && !text.contains(":-") {
+    if !lone_percent
+        && !unpacking
+        && !text.contains("::")
+        && !text.contains(":-")
+        && !text.contains("for ")
+        && !text.contains('\\')
+        && !text.contains("varargs")
+        && !text.contains("kwargs")
+    {
         return None;
     }
     let ast = parse(text, "<template>", SyntaxConfig::default()).ok()?;
@@ -82,6 +123,8 @@ fn emit(text: &str, start: usize, end: usize, nodes: &[Node]) -> String {
         out.push_str(&text[at..s]);
         let inner = |a: usize, b: usize| emit(text, a, b, nodes);
         match node {
+            Node::Literal { text, .. } | Node::Insert { text, .. } => out.push_str(text),
+            Node::Reads { .. } => {}
             Node::Wrap { function, .. } => {
                 out.push_str(function);
                 out.push('(');
@@ -136,6 +179,12 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
         Stmt::EmitRaw(_) | Stmt::Continue(_) | Stmt::Break(_) => {}
         Stmt::ForLoop(l) => {
             unpacked(&l.target, &l.iter, "__plnc_unpackable", nodes);
+            // A loop over what may be a string (not a literal container or `range`).
+            let container = matches!(&l.iter, Expr::List(_) | Expr::Tuple(_) | Expr::Map(_))
+                || matches!(&l.iter, Expr::Call(c) if matches!(&c.expr, Expr::Var(v) if v.id == "range"));
+            if !matches!(l.target, Expr::List(_)) && !container {
+                nodes.push(Node::Wrap { start: start_of(&l.iter), end: end_of(&l.iter), function: "__plnc_iterable" });
+            }
             e!(&l.target);
             e!(&l.iter);
             if let Some(f) = &l.filter_expr {
@@ -197,6 +246,15 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
                 e!(a);
             }
             stmts(&m.body, text, nodes);
+            let mut reads = [false; 2];
+            nodes.retain(|n| match n {
+                Node::Reads { which, .. } => {
+                    reads[*which] = true;
+                    false
+                }
+                _ => true,
+            });
+            catchall(m, reads, text, nodes);
         }
         Stmt::CallBlock(c) => {
             e!(&c.call.expr);
@@ -211,6 +269,45 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
             args(&d.call.args, text, nodes);
         }
     }
+}
+
+/// A macro whose body reads `varargs` or `kwargs` (not a nested macro's): those names become
+/// its last parameters, and right after `{% endmacro %}` (with its closing delimiter, so whitespace
+/// control is as written) its name is bound to `__plnc_catchall`.
+fn catchall(m: &Spanned<Macro<'_>>, reads: [bool; 2], text: &str, nodes: &mut Vec<Node>) {
+    let declared = |name: &str| m.args.iter().any(|a| matches!(a, Expr::Var(v) if v.id == name));
+    if reads == [false; 2] || declared("varargs") || declared("kwargs") {
+        return;
+    }
+    let span = m.span();
+    let (start, end) = (span.start_offset as usize, span.end_offset as usize);
+    // The signature's `)`: after the last parameter (or the `(` after the name).
+    let after_params = m
+        .args
+        .iter()
+        .chain(&m.defaults)
+        .map(end_of)
+        .max()
+        .or_else(|| text.get(start..end)?.find('(').map(|i| start + i + 1));
+    let Some(after_params) = after_params else { return };
+    let Some(close) = text.get(after_params..end).and_then(|t| t.find(')')).map(|i| after_params + i) else { return };
+    // The `%}` closing `{% endmacro %}`, with its whitespace-control sign.
+    let Some(tag_end) = text.get(end..).and_then(|t| t.find("%}")).map(|i| end + i + 2) else { return };
+    let delimiter = if text[..tag_end - 2].ends_with(['-', '+']) { &text[tag_end - 3..tag_end] } else { "%}" };
+    // With defaults: parameters after one with a default must have one too.
+    let names: Vec<&str> =
+        [("varargs=none", reads[0]), ("kwargs=none", reads[1])].iter().filter(|r| r.1).map(|r| r.0).collect();
+    let comma = !m.args.is_empty() && !text[after_params..close].contains(',');
+    nodes.push(Node::Insert { at: close, text: format!("{}{}", if comma { ", " } else { "" }, names.join(", ")) });
+    nodes.push(Node::Insert {
+        at: tag_end,
+        text: format!(
+            "{{% set {name} = __plnc_catchall({name}, {}, {}) {delimiter}",
+            reads[0],
+            reads[1],
+            name = m.name
+        ),
+    });
 }
 
 /// Where `target` unpacks (`a, b`), `value` is passed through `function` (pushed before the nodes
@@ -233,7 +330,20 @@ fn args(list: &[CallArg<'_>], text: &str, nodes: &mut Vec<Node>) {
 
 fn expr(x: &Expr<'_>, text: &str, nodes: &mut Vec<Node>) {
     match x {
-        Expr::Var(_) | Expr::Const(_) => {}
+        Expr::Var(v) => {
+            if let Some(which) = ["varargs", "kwargs"].iter().position(|n| *n == v.id) {
+                nodes.push(Node::Reads { at: v.span().start_offset as usize, which });
+            }
+        }
+        Expr::Const(c) => {
+            if let Some(read) = c.value.as_str().filter(|_| c.value.kind() == ValueKind::String) {
+                let span = c.span();
+                let (start, end) = (span.start_offset as usize, span.end_offset as usize);
+                if let Some(text) = text.get(start..end).and_then(|source| literal_again(source, read)) {
+                    nodes.push(Node::Literal { start, end, text });
+                }
+            }
+        }
         Expr::Slice(s) => {
             expr(&s.expr, text, nodes);
             for part in [&s.start, &s.stop, &s.step].into_iter().flatten() {
@@ -395,12 +505,192 @@ fn slice_delimiters(text: &str, start: usize, end: usize) -> Option<(usize, [usi
     (colons.len() == 2).then(|| (open, [colons[0], colons[1]]))
 }
 
+/// The source of string literals (one, or several side by side, which Jinja2 joins), written
+/// again when Python reads them otherwise than minijinja did (`read`): the value in minijinja's
+/// escapes, then the source's line breaks, so later lines keep their numbers. `None` when both
+/// read the same, or the source is not plain literals, or Python's reading is not one minijinja
+/// can hold (lone surrogates, `\N{…}`, a malformed escape: minijinja's reading stands).
+fn literal_again(source: &str, read: &str) -> Option<String> {
+    if !source.contains('\\') {
+        return None;
+    }
+    let mut value = String::new();
+    let mut rest = source.trim();
+    while !rest.is_empty() {
+        let quote = rest.chars().next().filter(|q| *q == '\'' || *q == '"')?;
+        // The literal ends at the first quote not escaped by an odd run of backslashes.
+        let bytes = rest.as_bytes();
+        let mut i = 1;
+        while i < bytes.len() && bytes[i] != quote as u8 {
+            i += if bytes[i] == b'\\' { 2 } else { 1 };
+        }
+        let body = rest.get(1..i)?;
+        value.push_str(&python_unescape(body)?);
+        rest = rest.get(i + 1..)?.trim_start();
+    }
+    if value == read {
+        return None;
+    }
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('\'');
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out.extend(std::iter::repeat_n('\n', source.matches('\n').count()));
+    Some(out)
+}
+
+/// What Jinja2 makes of a string literal's inside: `backslashreplace` to ASCII, then Python's
+/// `unicode_escape` codec. `None` for what minijinja cannot hold or Python refuses.
+fn python_unescape(body: &str) -> Option<String> {
+    use std::fmt::Write as _;
+    let mut ascii = String::with_capacity(body.len());
+    for c in body.chars() {
+        match c as u32 {
+            0..0x80 => ascii.push(c),
+            n @ 0x80..0x100 => write!(ascii, "\\x{n:02x}").ok()?,
+            n @ 0x100..0x10000 => write!(ascii, "\\u{n:04x}").ok()?,
+            n => write!(ascii, "\\U{n:08x}").ok()?,
+        }
+    }
+    let bytes = ascii.as_bytes();
+    let mut out = String::with_capacity(body.len());
+    let mut i = 0;
+    let hex = |from: usize, n: usize| -> Option<u32> {
+        let digits = ascii.get(from..from + n)?;
+        digits.bytes().all(|b| b.is_ascii_hexdigit()).then(|| u32::from_str_radix(digits, 16).ok())?
+    };
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            out.push(bytes[i] as char);
+            i += 1;
+            continue;
+        }
+        let &next = bytes.get(i + 1)?;
+        let (c, used) = match next {
+            b'\n' => {
+                i += 2;
+                continue;
+            }
+            b'\\' | b'\'' | b'"' => (next as char, 2),
+            b'a' => ('\x07', 2),
+            b'b' => ('\x08', 2),
+            b'f' => ('\x0c', 2),
+            b'n' => ('\n', 2),
+            b'r' => ('\r', 2),
+            b't' => ('\t', 2),
+            b'v' => ('\x0b', 2),
+            b'0'..=b'7' => {
+                let digits = bytes[i + 1..].iter().take(3).take_while(|b| (b'0'..=b'7').contains(b)).count();
+                let n = u32::from_str_radix(&ascii[i + 1..i + 1 + digits], 8).ok()?;
+                (char::from_u32(n)?, 1 + digits)
+            }
+            b'x' => (char::from_u32(hex(i + 2, 2)?)?, 4),
+            b'u' => (char::from_u32(hex(i + 2, 4)?)?, 6),
+            b'U' => (char::from_u32(hex(i + 2, 8)?)?, 10),
+            b'N' => return None,
+            _ => {
+                out.push('\\');
+                i += 1;
+                continue;
+            }
+        };
+        out.push(c);
+        i += used;
+    }
+    Some(out)
+}
+
 /// Registers the functions the rewrite calls.
 pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_function("__plnc_mod", modulo);
     env.add_function("__plnc_slice", slice);
     env.add_function("__plnc_unpack", unpack);
     env.add_function("__plnc_unpackable", unpackable);
+    env.add_function("__plnc_iterable", iterable);
+    env.add_function("__plnc_catchall", |inner: Value, varargs: bool, kwargs: bool| {
+        let declared: Vec<String> = inner
+            .get_attr("arguments")
+            .ok()
+            .and_then(|a| a.try_iter().ok())
+            .map(|names| names.filter_map(|n| n.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        // The parameters the template wrote, without the two the rewrite added.
+        let own = declared.len().saturating_sub(usize::from(varargs) + usize::from(kwargs));
+        let takes_caller = inner.get_attr("caller").is_ok_and(|c| c.is_true());
+        Value::from_object(CatchAll { inner, declared, own, varargs, kwargs, takes_caller })
+    });
+}
+
+/// A macro that takes extra arguments as Jinja2's do when their body reads `varargs` / `kwargs`.
+#[derive(Debug)]
+struct CatchAll {
+    inner: Value,
+    /// The macro's parameters, the rewrite's last.
+    declared: Vec<String>,
+    /// How many of them the template wrote.
+    own: usize,
+    varargs: bool,
+    kwargs: bool,
+    /// Whether the body reads `caller` (else a `caller` passed goes to `kwargs`, as in Jinja2).
+    takes_caller: bool,
+}
+
+impl minijinja::value::Object for CatchAll {
+    fn call(self: &std::sync::Arc<Self>, state: &mut minijinja::State<'_, '_>, args: &[Value]) -> Result<Value, Error> {
+        let (positional, named): (&[Value], minijinja::value::Kwargs) = minijinja::value::from_args(args)?;
+        let mut call: Vec<Value> = positional.iter().take(self.own).cloned().collect();
+        let extra: Vec<Value> = positional.iter().skip(self.own).cloned().collect();
+        if !extra.is_empty() && !self.varargs {
+            return Err(Error::new(
+                ErrorKind::TooManyArguments,
+                format!("macro takes not more than {} argument(s)", self.own),
+            ));
+        }
+        let mut pass: Vec<(String, Value)> = Vec::new();
+        let mut rest = indexmap::IndexMap::<Value, Value>::new();
+        for key in named.args() {
+            let value: Value = named.peek(key)?;
+            let own = self.declared[..self.own].iter().any(|d| d == key) || (key == "caller" && self.takes_caller);
+            if own || !self.kwargs {
+                pass.push((key.to_owned(), value));
+            } else {
+                rest.insert(Value::from(key), value);
+            }
+        }
+        if self.varargs {
+            pass.push(("varargs".to_owned(), Value::from_object(minijinja::value::Tuple::new(extra))));
+        }
+        if self.kwargs {
+            pass.push(("kwargs".to_owned(), Value::from_object(rest)));
+        }
+        call.push(Value::from(pass.into_iter().collect::<minijinja::value::Kwargs>()));
+        self.inner.call(state, &call)
+    }
+
+    fn get_value(self: &std::sync::Arc<Self>, key: &Value) -> Option<Value> {
+        match key.as_str()? {
+            "arguments" => Some(Value::from_object(minijinja::value::Tuple::new(
+                self.declared[..self.own].iter().map(|d| Value::from(d.as_str())).collect(),
+            ))),
+            _ => self.inner.get_attr(key.as_str()?).ok().filter(|v| !v.is_undefined()),
+        }
+    }
+}
+
+/// A loop's iterable: a string as the list of its characters, so that the loop knows its length
+/// as Python's does; anything else as it is.
+fn iterable(value: Value) -> Value {
+    if value.kind() == ValueKind::String { unpack(value) } else { value }
 }
 
 /// A value as Python unpacks it: a string as its characters (minijinja unpacks only sequences).

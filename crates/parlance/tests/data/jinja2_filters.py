@@ -59,6 +59,18 @@ CASES = [
     "{{ 'abc'|default('d', boolean=true) }}", "{{ ''|default('d', boolean=true) }}", "{{ ''|default('d', true) }}",
     # Unpacking a string.
     "{% set a, b = 'xy' %}{{ b }}{{ a }}", "{% for a, b in ['xy', 'zw'] %}{{ a }}{{ b }};{% endfor %}",
+    # Loops over strings, string literals as Python reads them, CRLF, escape, macros' varargs/kwargs.
+    "{% for c in 'abc' %}{{ loop.length }}{{ loop.last }}{% endfor %}", "{% set s = 'ab' %}{% for c in s if c != 'a' %}{{ c }}{{ loop.length }}{% endfor %}",
+    "a\r\nb{{ 'x' }}\r\nc\rd", "{{ 'a\\\nb' }}", "{{ '\\a\\v\\/\\101\\U0001F600' }}", "{{ 'a' 'b\\U0001F600' }}", "{{ '\\\u00e9' }}",
+    "{{ '\\N{BULLET}' }}", "{{ 'x\\\n\n' ~ 'y' }}\n{{ undefined_fn() }}",
+    "{{ ['<a>', \"'\"]|e }}|{{ '<&>\\'\"'|forceescape }}|{{ '<b>'|e|e }}|{{ '<b>'|safe|e }}|{{ '<b>'|safe|forceescape }}|{{ none|e }}|{{ 3|escape }}",
+    "{%- macro m0() -%}{{ varargs }}{{ kwargs }}{% endmacro -%}{%- call m0('x', zz=1) -%}inside{%- endcall -%}",
+    "{%- macro m0(a=1) %}{{ varargs|length }}{% endmacro %}{{ m0('x', 'y') }}", "{% macro m0(a=1) %}{{ kwargs|tojson }}{% endmacro -%}\n{{ m0('x', b=2) }}",
+    "{% macro m0(a, b='d') %}{{ a }}{{ b }}{{ kwargs|tojson }}{% endmacro %}{{ m0('x') }}|{{ m0(b=3, a=1, c=4) }}",
+    "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}", "{% macro m(a) %}{{ varargs }}{% endmacro %}{{ m(1, b=2) }}",
+    "{% macro outer() %}{% macro inner() %}{{ varargs }}{% endmacro %}{{ inner(1) }}{% endmacro %}{{ outer() }}",
+    "{% macro m() -%}\n  {{ varargs }}\n{%- endmacro %}\n\nX{{ m(1) }}", "{% macro m() %}{{ caller() }}{{ kwargs }}{% endmacro %}{% call m(k=1) %}C{% endcall %}",
+    "{% macro m(x) %}{{ m.name }}{{ m.arguments }}{{ varargs }}{% endmacro %}{{ m(1) }}", "{% macro m() %}{% endmacro %}{{ [m] }}|{{ m }}",
 ]
 
 
