@@ -44,7 +44,7 @@ enum Node {
     /// An expression passed through a function: the iterable of `for a, b in X`
     /// (`__plnc_unpackable`), of `for c in X` (`__plnc_iterable`), or the value of
     /// `set a, b = X` (`__plnc_unpack`).
-    Wrap { start: usize, end: usize, function: &'static str },
+    Wrap { start: usize, end: usize, function: &'static str, shape: Option<String> },
     /// String literals written again (their value as Python reads them).
     Literal { start: usize, end: usize, text: String },
     /// Text put in at one place (`start == end`).
@@ -125,11 +125,18 @@ fn emit(text: &str, start: usize, end: usize, nodes: &[Node]) -> String {
         match node {
             Node::Literal { text, .. } | Node::Insert { text, .. } => out.push_str(text),
             Node::Reads { .. } => {}
-            Node::Wrap { function, .. } => {
+            Node::Wrap { function, shape, .. } => {
+                // Twice parenthesized: a bare tuple (`set a, b = 1, 2`) is one argument.
                 out.push_str(function);
-                out.push('(');
+                out.push_str("((");
                 // The same range without this node: the nodes after it (sorted) are those inside.
                 out.push_str(&emit(text, s, e, &nodes[index + 1..]));
+                out.push(')');
+                if let Some(shape) = shape {
+                    out.push_str(", '");
+                    out.push_str(shape);
+                    out.push('\'');
+                }
                 out.push(')');
             }
             Node::Mod { percent, .. } => {
@@ -183,7 +190,12 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
             let container = matches!(&l.iter, Expr::List(_) | Expr::Tuple(_) | Expr::Map(_))
                 || matches!(&l.iter, Expr::Call(c) if matches!(&c.expr, Expr::Var(v) if v.id == "range"));
             if !matches!(l.target, Expr::List(_)) && !container {
-                nodes.push(Node::Wrap { start: start_of(&l.iter), end: end_of(&l.iter), function: "__plnc_iterable" });
+                nodes.push(Node::Wrap {
+                    start: start_of(&l.iter),
+                    end: end_of(&l.iter),
+                    function: "__plnc_iterable",
+                    shape: None,
+                });
             }
             e!(&l.target);
             e!(&l.iter);
@@ -314,7 +326,15 @@ fn catchall(m: &Spanned<Macro<'_>>, reads: [bool; 2], text: &str, nodes: &mut Ve
 /// inside `value`, so that the wrap comes first among nodes of the same range).
 fn unpacked(target: &Expr<'_>, value: &Expr<'_>, function: &'static str, nodes: &mut Vec<Node>) {
     if matches!(target, Expr::List(_)) {
-        nodes.push(Node::Wrap { start: start_of(value), end: end_of(value), function });
+        nodes.push(Node::Wrap { start: start_of(value), end: end_of(value), function, shape: Some(shape(target)) });
+    }
+}
+
+/// The shape of an unpacking target, for [`unpack`]: `.` a name, `(…)` a nested target.
+fn shape(target: &Expr<'_>) -> String {
+    match target {
+        Expr::List(l) => format!("({})", l.items.iter().map(shape).collect::<String>()),
+        _ => ".".to_owned(),
     }
 }
 
@@ -432,7 +452,11 @@ fn span_of(x: &Expr<'_>) -> minijinja::machinery::Span {
 
 /// Where an operand's text ends (its own span's end: every node's span ends where its text does).
 fn end_of(x: &Expr<'_>) -> usize {
-    span_of(x).end_offset as usize
+    let own = span_of(x).end_offset as usize;
+    match x {
+        Expr::Tuple(t) => t.items.last().map_or(own, |last| end_of(last).max(own)),
+        _ => own,
+    }
 }
 
 /// Where an operand's text starts: the leftmost start among it and its leading operands (a filter
@@ -448,6 +472,8 @@ fn start_of(x: &Expr<'_>) -> usize {
         Expr::Slice(s) => Some(start_of(&s.expr)),
         Expr::BinOp(b) => Some(start_of(&b.left)),
         Expr::Compare(c) => Some(start_of(&c.expr)),
+        // A tuple without parentheses spans from its first item.
+        Expr::Tuple(t) => t.items.first().map(start_of),
         _ => None,
     };
     inner.map_or(own, |i| i.min(own))
@@ -614,7 +640,7 @@ fn python_unescape(body: &str) -> Option<String> {
 pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_function("__plnc_mod", modulo);
     env.add_function("__plnc_slice", slice);
-    env.add_function("__plnc_unpack", unpack);
+    env.add_function("__plnc_unpack", |value: Value, shape: String| unpack(value, &shape));
     env.add_function("__plnc_unpackable", unpackable);
     env.add_function("__plnc_iterable", iterable);
     env.add_function("__plnc_catchall", |inner: Value, varargs: bool, kwargs: bool| {
@@ -690,25 +716,61 @@ impl minijinja::value::Object for CatchAll {
 /// A loop's iterable: a string as the list of its characters, so that the loop knows its length
 /// as Python's does; anything else as it is.
 fn iterable(value: Value) -> Value {
-    if value.kind() == ValueKind::String { unpack(value) } else { value }
+    if value.kind() == ValueKind::String { unpack(value, "") } else { value }
 }
 
-/// A value as Python unpacks it: a string as its characters (minijinja unpacks only sequences).
-fn unpack(value: Value) -> Value {
-    match value.as_str() {
-        Some(s) if value.kind() == ValueKind::String => Value::from(s.chars().map(String::from).collect::<Vec<_>>()),
-        _ => value,
+/// A value as Python unpacks it into a target of `shape` (see [`shape`]): a string as its
+/// characters (minijinja unpacks only sequences), each item as its part of the target does
+/// (`a, (b, c) = 'x', 'yz'`).
+fn unpack(value: Value, shape: &str) -> Value {
+    let items: Vec<Value> = match value.as_str() {
+        Some(s) if value.kind() == ValueKind::String => s.chars().map(Value::from).collect(),
+        _ if matches!(value.kind(), ValueKind::Seq | ValueKind::Iterable) => match value.try_iter() {
+            Ok(items) => items.collect(),
+            Err(_) => return value,
+        },
+        _ => return value,
+    };
+    let parts = shape_parts(shape);
+    Value::from(
+        items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| match parts.get(i) {
+                Some(part) if part.starts_with('(') => unpack(item, part),
+                _ => item,
+            })
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// The parts of a target's shape `(…)`, each `.` or a nested `(…)`.
+fn shape_parts(shape: &str) -> Vec<&str> {
+    let inner = shape.strip_prefix('(').and_then(|s| s.strip_suffix(')')).unwrap_or_default();
+    let mut parts = Vec::new();
+    let (mut depth, mut from) = (0usize, 0usize);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth == 0 {
+            parts.push(&inner[from..=i]);
+            from = i + 1;
+        }
     }
+    parts
 }
 
 /// The items of a loop whose target unpacks them, each as [`unpack`] makes it; other values as
 /// they are (the loop reports what it cannot iterate).
-fn unpackable(value: Value) -> Value {
+fn unpackable(value: Value, shape: String) -> Value {
     if !matches!(value.kind(), ValueKind::Seq | ValueKind::Iterable) {
         return value;
     }
     match value.try_iter() {
-        Ok(items) => Value::from(items.map(unpack).collect::<Vec<_>>()),
+        Ok(items) => Value::from(items.map(|item| unpack(item, &shape)).collect::<Vec<_>>()),
         Err(_) => value,
     }
 }
@@ -1085,12 +1147,14 @@ mod tests {
         assert_eq!(rewrite("{{ '%' }}{% raw %}a % b{% endraw %}"), None);
         assert_eq!(
             rewrite("{% for a, b in x|items %}{% endfor %}{% set c, d = 'xy' %}").as_deref(),
-            Some("{% for a, b in __plnc_unpackable(x|items) %}{% endfor %}{% set c, d = __plnc_unpack('xy') %}")
+            Some(
+                "{% for a, b in __plnc_unpackable((x|items), '(..)') %}{% endfor %}{% set c, d = __plnc_unpack(('xy'), '(..)') %}"
+            )
         );
         assert_eq!(rewrite("{% for a in x %}{{ a, 1 }}{% endfor %}"), None);
         assert_eq!(
             rewrite("{% for a, b in x[::-1] %}{% endfor %}").as_deref(),
-            Some("{% for a, b in __plnc_unpackable(__plnc_slice(x, none, none, -1)) %}{% endfor %}")
+            Some("{% for a, b in __plnc_unpackable((__plnc_slice(x, none, none, -1)), '(..)') %}{% endfor %}")
         );
         // Line breaks stay where they were.
         let t = "{{ a\n%\nb }}";

@@ -58,7 +58,8 @@ CASES = [
     "{{ ['1', 'a', 2.5]|map('int')|list }}", "{{ missing|items|list }}", "{{ 3.0|int }}", "{{ '1e3'|float }}",
     "{{ 'abc'|default('d', boolean=true) }}", "{{ ''|default('d', boolean=true) }}", "{{ ''|default('d', true) }}",
     # Unpacking a string.
-    "{% set a, b = 'xy' %}{{ b }}{{ a }}", "{% for a, b in ['xy', 'zw'] %}{{ a }}{{ b }};{% endfor %}",
+    "{% set a, b = 'xy' %}{{ b }}{{ a }}", "{%- set a, b, c, d = '', 'x', true, \"default\" -%}{{ a }}{{ b }}{{ c }}{{ d }}",
+    "{% for a, b in 'ab', 'cd' %}{{ b }}{{ a }}{% endfor %}", "{% for c in 'ab', 'cd' %}{{ c }}{{ loop.length }}{% endfor %}", "{% for a, b in ['xy', 'zw'] %}{{ a }}{{ b }};{% endfor %}",
     # Loops over strings, string literals as Python reads them, CRLF, escape, macros' varargs/kwargs.
     "{% for c in 'abc' %}{{ loop.length }}{{ loop.last }}{% endfor %}", "{% set s = 'ab' %}{% for c in s if c != 'a' %}{{ c }}{{ loop.length }}{% endfor %}",
     "a\r\nb{{ 'x' }}\r\nc\rd", "{{ 'a\\\nb' }}", "{{ '\\a\\v\\/\\101\\U0001F600' }}", "{{ 'a' 'b\\U0001F600' }}", "{{ '\\\u00e9' }}",
