@@ -13,7 +13,7 @@
 
 use crate::automaton::{self, Automaton, BuildError, DEAD, Finish};
 use crate::earley::Tables;
-use crate::grammar::{Expr, Grammar, GrammarError};
+use crate::grammar::{Expr, Grammar, GrammarError, RuleId};
 use crate::json_schema::SchemaError;
 use crate::limits::Limits;
 use crate::mask::MaskEntry;
@@ -224,6 +224,155 @@ fn build_err(rule: &str, e: BuildError, limits: &Limits) -> CompileError {
     }
 }
 
+/// `e`, found compiling grammar rule `rule`, said of what the rule was made for when its front end
+/// recorded that ([`crate::grammar::Origin`]): a rule lowered from a JSON Schema names the JSON
+/// pointer of its schema keyword (behind the structural tag's pointer to the schema, when it came in
+/// one), never the rule's internal name. The one place compile errors meet origins.
+fn said_of(g: &Grammar, rule: usize, e: CompileError) -> CompileError {
+    let Some(origin) = g.origin(RuleId(rule as u32)) else { return e };
+    let pointer = origin.schema.to_string();
+    let source = match e {
+        CompileError::Limit { what, got, max, .. } => SchemaError::Limit { pointer, what, got, max },
+        CompileError::Regex { message, .. } => SchemaError::Invalid { pointer, message },
+        CompileError::Timeout(limit) => SchemaError::timeout(&pointer, limit),
+        CompileError::EmptyLanguage(_) => SchemaError::unsatisfiable(&pointer),
+        other => return other,
+    };
+    match &origin.tag {
+        Some(tag) => CompileError::StructuralTag(crate::structural_tag::StructuralTagError::Schema {
+            pointer: tag.to_string(),
+            source,
+        }),
+        None => CompileError::Schema(source),
+    }
+}
+
+/// The error for grammar rule `rule`, whose language the automata found empty, said of the rule
+/// to blame (see [`blame_empty`]).
+fn empty_language(g: &Grammar, rule: usize, limits: &Limits, deadline: Instant) -> CompileError {
+    let at = blame_empty(g, rule, limits, deadline);
+    said_of(g, at, CompileError::EmptyLanguage(g.rules()[at].name.clone()))
+}
+
+/// The rule to blame for the empty language of `rule`: from it, down the parts that leave no string
+/// (the first such part of a sequence; the one rule every alternative of an empty choice fails in),
+/// to the deepest rule with a recorded origin on the way, so that an object whose required property
+/// has a `false` schema is said of that schema, not of the object. Languages are judged on the IR (a
+/// restriction by building its automaton, it being regular); where the IR shows no empty part,
+/// `rule` itself. Runs only on the error path.
+fn blame_empty(g: &Grammar, rule: usize, limits: &Limits, deadline: Instant) -> usize {
+    let n = g.rules().len();
+    let mut judge = Emptiness {
+        g,
+        productive: vec![false; n],
+        restricts: HashMap::new(),
+        limits,
+        deadline,
+        blame: vec![None; n],
+        visiting: vec![false; n],
+    };
+    judge.solve();
+    if judge.productive[rule] {
+        return rule;
+    }
+    judge.blame_rule(rule).unwrap_or(rule)
+}
+
+/// Which rules of a grammar match some string, judged on the IR, and where the others fail (see
+/// [`blame_empty`]).
+struct Emptiness<'g> {
+    g: &'g Grammar,
+    productive: Vec<bool>,
+    /// Whether each restriction met (by address in `g`) matches some string.
+    restricts: HashMap<*const Expr, bool>,
+    limits: &'g Limits,
+    deadline: Instant,
+    /// Per unproductive rule once searched, the deepest rule with an origin it fails in.
+    blame: Vec<Option<Option<usize>>>,
+    /// Rules on the current search path (a recursion with no end is not followed round).
+    visiting: Vec<bool>,
+}
+
+impl<'g> Emptiness<'g> {
+    /// Productive rules by a worklist: a rule is judged again when a rule it references becomes
+    /// productive.
+    fn solve(&mut self) {
+        let n = self.g.rules().len();
+        let mut callers: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (i, r) in self.g.rules().iter().enumerate() {
+            r.expr.for_each_rule(&mut |c| callers[c.index()].push(i as u32));
+        }
+        let mut work: Vec<u32> = (0..n as u32).collect();
+        while let Some(r) = work.pop() {
+            if self.productive[r as usize] || !self.is_productive(&self.g.rules()[r as usize].expr) {
+                continue;
+            }
+            self.productive[r as usize] = true;
+            work.extend(callers[r as usize].iter().copied().filter(|&c| !self.productive[c as usize]));
+        }
+    }
+
+    fn is_productive(&mut self, e: &'g Expr) -> bool {
+        match e {
+            Expr::CharClass { negated, ranges } => *negated || !ranges.is_empty(),
+            Expr::Rule(r) => self.productive[r.index()],
+            Expr::Seq(parts) => parts.iter().all(|p| self.is_productive(p)),
+            Expr::Alt(parts) => parts.iter().any(|p| self.is_productive(p)),
+            Expr::Repeat { expr, min, .. } => *min == 0 || self.is_productive(expr),
+            Expr::Restrict { base, .. } => self.is_productive(base) && self.restriction_matches(e),
+            _ => true,
+        }
+    }
+
+    /// Whether a restriction (rule-free) matches some string; assumed so if its automaton cannot be
+    /// built within the limits.
+    fn restriction_matches(&mut self, e: &'g Expr) -> bool {
+        let (limits, deadline) = (self.limits, self.deadline);
+        *self.restricts.entry(e as *const Expr).or_insert_with(|| {
+            let none = |_: u32| None;
+            automaton::build(e, &none, &|_| None, limits.automaton_states, deadline, Finish::Once)
+                .map_or(true, |a| a.len() > 0 && a.reaches_final())
+        })
+    }
+
+    /// The deepest rule with an origin that unproductive `rule` fails in (itself, if none deeper
+    /// has one and it has), searched once per rule.
+    fn blame_rule(&mut self, rule: usize) -> Option<usize> {
+        if let Some(known) = self.blame[rule] {
+            return known;
+        }
+        if self.visiting[rule] {
+            return None;
+        }
+        self.visiting[rule] = true;
+        let deeper = self.blame_expr(&self.g.rules()[rule].expr);
+        self.visiting[rule] = false;
+        let at = deeper.or_else(|| self.g.origin(RuleId(rule as u32)).map(|_| rule));
+        self.blame[rule] = Some(at);
+        at
+    }
+
+    /// Where unproductive `e` fails: the deepest rule with an origin, if one is to blame.
+    fn blame_expr(&mut self, e: &'g Expr) -> Option<usize> {
+        match e {
+            Expr::Rule(r) if !self.productive[r.index()] => self.blame_rule(r.index()),
+            Expr::Seq(parts) => {
+                let part = parts.iter().find(|p| !self.is_productive(p))?;
+                self.blame_expr(part)
+            }
+            Expr::Alt(parts) if !parts.iter().any(|p| self.is_productive(p)) => {
+                // Every alternative fails; to blame deeper, they must all fail in the same rule.
+                let (first, rest) = parts.split_first()?;
+                let at = self.blame_expr(first);
+                rest.iter().all(|p| self.blame_expr(p) == at).then_some(at).flatten()
+            }
+            Expr::Repeat { expr, min, .. } if *min > 0 => self.blame_expr(expr),
+            Expr::Restrict { base, .. } if !self.is_productive(base) => self.blame_expr(base),
+            _ => None,
+        }
+    }
+}
+
 /// Rules that can reach themselves through references.
 fn recursive_rules(g: &Grammar) -> Vec<bool> {
     let n = g.rules().len();
@@ -281,10 +430,10 @@ fn compile(
     };
     let mut i = 0;
     while i < ids.borrow().0.len() {
-        if Instant::now() > deadline {
-            return Err(CompileError::Timeout(limits.compile_time));
-        }
         let rule = ids.borrow().0[i];
+        if Instant::now() > deadline {
+            return Err(said_of(g, rule, CompileError::Timeout(limits.compile_time)));
+        }
         let name = &g.rules()[rule].name;
         let body = &g.rules()[rule].expr;
         let before = ids.borrow().0.len();
@@ -296,7 +445,7 @@ fn compile(
             // The shared tables, their local rules (positions in the shape) mapped to this grammar's.
             let mut a = (*cached).clone();
             a.remap_rules(&|local| map(shape.rules[local as usize]));
-            total = add_states(total, a.len(), name, &limits)?;
+            total = add_states(total, a.len(), name, &limits).map_err(|e| said_of(g, rule, e))?;
             rules.push(a);
             i += 1;
             continue;
@@ -323,7 +472,7 @@ fn compile(
             }
             other => other,
         }
-        .map_err(|e| build_err(name, e, &limits))?;
+        .map_err(|e| said_of(g, rule, build_err(name, e, &limits)))?;
         if let Some(shape) = shape {
             // A unit's tables follow from its shape: keyed by that, its mask entries are found
             // again without encoding a tool's whole automaton after every cache clear. Only a
@@ -338,7 +487,7 @@ fn compile(
             let kept = &ids.borrow().0;
             shape.store(&a, &|id| kept.get(id as usize).map(|&r| r as u32));
         }
-        total = add_states(total, a.len(), name, &limits)?;
+        total = add_states(total, a.len(), name, &limits).map_err(|e| said_of(g, rule, e))?;
         rules.push(a);
         i += 1;
     }
@@ -346,14 +495,14 @@ fn compile(
     let names: Vec<String> = kept.iter().map(|&r| g.rules()[r].name.clone()).collect();
     let productive = productive_rules(&rules);
     if !productive[0] {
-        return Err(CompileError::EmptyLanguage(names[0].clone()));
+        return Err(empty_language(g, kept[0], &limits, deadline));
     }
     if productive.iter().any(|p| !p) {
         for (i, a) in rules.iter_mut().enumerate() {
             if productive[i] {
                 // Only tables that lost an edge change (and are copied, if shared).
                 if a.remap_rules(&|r| productive[r as usize].then_some(r)) && !a.retrim() {
-                    return Err(CompileError::EmptyLanguage(names[i].clone()));
+                    return Err(empty_language(g, kept[i], &limits, deadline));
                 }
             }
         }

@@ -22,6 +22,7 @@ mod limits;
 mod mask;
 mod matcher;
 mod regex;
+mod shown;
 mod structural_tag;
 mod vocab;
 
@@ -48,27 +49,9 @@ impl CompiledGrammar {
         // One deadline for lowering and compiling: `Limits::compile_time` bounds the whole compile.
         let deadline = std::time::Instant::now() + options.limits.compile_time;
         let lowered = json_schema::lower(schema, options, deadline)?;
-        let limits = options.limits.clone();
-        let g = CompiledGrammar::with_deadline(vocab, &lowered.grammar, limits, deadline).map_err(|e| match e {
-            // Said of the schema, not of an internal rule.
-            CompileError::EmptyLanguage(_) => CompileError::Schema(SchemaError::Invalid {
-                pointer: "#".into(),
-                message: "no JSON value satisfies the schema (a `false` schema, an empty `type` list, \
-                          constraints that exclude one another, or a `$ref` recursion with no end)"
-                    .into(),
-            }),
-            CompileError::Limit { rule, what, got, max } => CompileError::Schema(SchemaError::Limit {
-                pointer: lowered.origin(&rule).unwrap_or("#").to_string(),
-                what,
-                got,
-                max,
-            }),
-            CompileError::Regex { rule, message } => CompileError::Schema(SchemaError::Invalid {
-                pointer: lowered.origin(&rule).unwrap_or("#").to_string(),
-                message,
-            }),
-            other => other,
-        })?;
+        // Errors in the compile are said of the schema keyword each rule was made for (the
+        // grammar's origins), never of an internal rule.
+        let g = CompiledGrammar::with_deadline(vocab, &lowered.grammar, options.limits.clone(), deadline)?;
         Ok((g, lowered.report))
     }
 

@@ -54,13 +54,23 @@ pub(crate) fn regex_to_expr(pattern: &str, mode: RegexMode<'_>) -> Result<Expr, 
         .nest_limit(NEST_LIMIT)
         .build()
         .parse(&source)
-        .map_err(|e| format!("invalid regex {pattern:?}: {e}"))?;
+        .map_err(|e| format!("invalid regex {}: {}", crate::shown::quoted(pattern), regex_error(&e)))?;
     let json = matches!(mode, RegexMode::JsonString { .. });
     let any = match mode {
         RegexMode::JsonString { any_char } => Some(any_char),
         RegexMode::Terminal => None,
     };
     top(&hir, json, any)
+}
+
+/// What is wrong with a regex, in one line: regex-syntax's own message quotes the whole pattern over
+/// several lines (its raw control characters included).
+pub(crate) fn regex_error(e: &regex_syntax::Error) -> String {
+    match e {
+        regex_syntax::Error::Parse(e) => e.kind().to_string(),
+        regex_syntax::Error::Translate(e) => e.kind().to_string(),
+        other => crate::shown::quoted(&other.to_string()),
+    }
 }
 
 fn top(hir: &Hir, json: bool, any: Option<&Expr>) -> Result<Expr, String> {

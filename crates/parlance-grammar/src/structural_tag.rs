@@ -25,6 +25,7 @@
 
 use crate::grammar::{Expr, Grammar, GrammarBuilder, GrammarError, MAX_SPECIAL_TOKEN_ID, RuleId, TagDispatch, Trigger};
 use crate::json_schema::{JsonSchemaOptions, SchemaError, json_schema_to_grammar};
+use crate::regex::regex_error;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -46,7 +47,7 @@ pub struct StructuralTagOptions {
 #[non_exhaustive]
 pub enum StructuralTagError {
     /// The document is malformed.
-    #[error("{pointer}: invalid structural tag: {message}")]
+    #[error("{}: invalid structural tag: {message}", crate::shown::pointer(.pointer))]
     Invalid {
         /// JSON pointer of the node.
         pointer: String,
@@ -54,7 +55,7 @@ pub enum StructuralTagError {
         message: String,
     },
     /// A format type or field that parlance does not enforce yet.
-    #[error("{pointer}: unsupported {what}")]
+    #[error("{}: unsupported {what}", crate::shown::pointer(.pointer))]
     Unsupported {
         /// JSON pointer of the node.
         pointer: String,
@@ -62,7 +63,7 @@ pub enum StructuralTagError {
         what: String,
     },
     /// A `json_schema` format's schema cannot be enforced.
-    #[error("{pointer}: {source}")]
+    #[error("{}: {source}", crate::shown::pointer(.pointer))]
     Schema {
         /// JSON pointer of the `json_schema` format.
         pointer: String,
@@ -71,7 +72,7 @@ pub enum StructuralTagError {
         source: SchemaError,
     },
     /// A `grammar` format's text is invalid.
-    #[error("{pointer}: {source}")]
+    #[error("{}: {source}", crate::shown::pointer(.pointer))]
     Grammar {
         /// JSON pointer of the `grammar` format.
         pointer: String,
@@ -248,9 +249,10 @@ impl<'a> Lowering<'a> {
             }
             "regex" => {
                 let pattern = f.string("pattern")?;
-                regex_syntax::Parser::new()
-                    .parse(pattern)
-                    .map_err(|e| invalid(&format!("{ptr}/pattern"), format!("invalid regex: {e}")))?;
+                regex_syntax::Parser::new().parse(pattern).map_err(|e| {
+                    let shown = crate::shown::quoted(pattern);
+                    invalid(&format!("{ptr}/pattern"), format!("invalid regex {shown}: {}", regex_error(&e)))
+                })?;
                 Ok(Expr::Regex(pattern.to_owned()))
             }
             "any_text" => {
@@ -441,7 +443,8 @@ impl<'a> Lowering<'a> {
         }
         let g = crate::json_schema::lowered_grammar(schema, hash, &self.options.json)
             .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_owned(), source })?;
-        let rule = self.b.import(&g);
+        // Errors in its rules name this format's pointer, then the pointer into the schema.
+        let rule = self.b.import_within(&g, Some(f.ptr));
         self.schemas.entry(hash).or_default().push((schema, rule));
         Ok(Expr::Rule(rule))
     }
@@ -481,10 +484,10 @@ impl<'a> Lowering<'a> {
                 // Raw text that never holds the closing tag.
                 free_text(Vec::new(), Vec::new(), std::slice::from_ref(&close), true)
             } else {
-                let (g, _) = json_schema_to_grammar(property, &self.options.json).map_err(|source| {
-                    StructuralTagError::Schema { pointer: format!("{ptr}/properties/{key}"), source }
-                })?;
-                Expr::seq(vec![ws(), Expr::Rule(self.b.import(&g)), ws()])
+                let at = format!("{ptr}/properties/{key}");
+                let (g, _) = json_schema_to_grammar(property, &self.options.json)
+                    .map_err(|source| StructuralTagError::Schema { pointer: at.clone(), source })?;
+                Expr::seq(vec![ws(), Expr::Rule(self.b.import_within(&g, Some(&at))), ws()])
             };
             let mut parameter = style.open(key, raw, ws);
             parameter.extend([value, Expr::literal(close.clone()), ws()]);

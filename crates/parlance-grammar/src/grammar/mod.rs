@@ -4,7 +4,8 @@
 //! hand with [`GrammarBuilder`]) lowers into [`Grammar`]; the automaton compiler is its only consumer.
 //! [`Grammar`]'s `Display` prints the text syntax back, so that `parse(print(g)) == g` for grammars
 //! without token budgets or kept rules (decoding and compiling hints the text syntax has no form for;
-//! the printer notes them in comments).
+//! the printer notes them in comments) and without recorded origins (what a front end made each rule
+//! for, e.g. a JSON Schema keyword's pointer, so compile errors name that instead of the rule).
 
 mod parse;
 mod print;
@@ -12,6 +13,7 @@ mod print;
 pub use parse::GrammarError;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Index of a rule inside one [`Grammar`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -194,6 +196,19 @@ impl Expr {
     }
 }
 
+/// What a rule was made for, recorded by the front end that lowered it, so that compile errors
+/// (a limit reached, an empty language, a bad regex, the time limit) are said of the input, never of
+/// the rule's internal name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Origin {
+    /// JSON pointer, into a structural tag, of the `json_schema` format whose schema the rule was
+    /// lowered from (`/format/content`); `None` for a schema compiled on its own.
+    pub(crate) tag: Option<Arc<str>>,
+    /// JSON pointer, into the schema, of the keyword (or subschema) the rule was made for
+    /// (`#/properties/a/pattern`).
+    pub(crate) schema: Arc<str>,
+}
+
 /// A named rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
@@ -220,6 +235,9 @@ pub struct Grammar {
     /// Rules worth caching across grammars whatever their size (see [`GrammarBuilder::cache_rule`]),
     /// sorted. A hint, like `kept`.
     units: Vec<RuleId>,
+    /// Per rule (indexed by [`RuleId`], shorter when the last rules have none), what it was made for.
+    /// Diagnostics only, not part of the language: the text syntax does not carry it.
+    origins: Vec<Option<Origin>>,
 }
 
 impl Grammar {
@@ -236,6 +254,7 @@ impl Grammar {
             token_budgets: Vec::new(),
             kept: Vec::new(),
             units: Vec::new(),
+            origins: Vec::new(),
         }
     }
 
@@ -279,6 +298,11 @@ impl Grammar {
     pub fn cached_rules(&self) -> &[RuleId] {
         &self.units
     }
+
+    /// What `rule` was made for, if its front end said (see [`Origin`]).
+    pub(crate) fn origin(&self, rule: RuleId) -> Option<&Origin> {
+        self.origins.get(rule.index()).and_then(Option::as_ref)
+    }
 }
 
 /// Builds a [`Grammar`] from rules declared first and defined later (so they may refer to each other).
@@ -293,6 +317,7 @@ pub struct GrammarBuilder {
     token_budgets: Vec<(RuleId, u32)>,
     kept: Vec<RuleId>,
     units: Vec<RuleId>,
+    origins: Vec<Option<Origin>>,
 }
 
 impl GrammarBuilder {
@@ -321,7 +346,20 @@ impl GrammarBuilder {
     /// Copies every rule of `grammar` in (names made unique, references renumbered) and returns the
     /// id its start rule has here.
     pub fn import(&mut self, grammar: &Grammar) -> RuleId {
+        self.import_within(grammar, None)
+    }
+
+    /// [`GrammarBuilder::import`] of a grammar lowered from the schema at `tag` (a JSON pointer into
+    /// a structural tag): errors in its rules name `tag`, then the pointer into the schema.
+    pub(crate) fn import_within(&mut self, grammar: &Grammar, tag: Option<&str>) -> RuleId {
         let ids: Vec<RuleId> = grammar.rules.iter().map(|r| self.declare(&r.name)).collect();
+        let tag: Option<Arc<str>> = tag.map(Arc::from);
+        for (i, origin) in grammar.origins.iter().enumerate() {
+            if let Some(origin) = origin {
+                let tag = origin.tag.clone().or_else(|| tag.clone());
+                self.set_origin(ids[i], Origin { tag, schema: origin.schema.clone() });
+            }
+        }
         for (rule, &id) in grammar.rules.iter().zip(&ids) {
             self.define(id, rule.expr.map_rules(&|r| ids[r.index()]));
         }
@@ -371,6 +409,14 @@ impl GrammarBuilder {
         }
     }
 
+    /// Records what `rule` was made for (see [`Origin`]).
+    pub(crate) fn set_origin(&mut self, rule: RuleId, origin: Origin) {
+        if self.origins.len() <= rule.index() {
+            self.origins.resize(rule.index() + 1, None);
+        }
+        self.origins[rule.index()] = Some(origin);
+    }
+
     /// Sets the body of a declared rule.
     pub fn define(&mut self, id: RuleId, expr: Expr) {
         self.rules[id.index()].expr = expr;
@@ -397,7 +443,14 @@ impl GrammarBuilder {
         if start.index() >= self.rules.len() {
             return Err(GrammarError::Empty);
         }
-        Ok(Grammar { rules: self.rules, start, token_budgets: self.token_budgets, kept: self.kept, units: self.units })
+        Ok(Grammar {
+            rules: self.rules,
+            start,
+            token_budgets: self.token_budgets,
+            kept: self.kept,
+            units: self.units,
+            origins: self.origins,
+        })
     }
 }
 

@@ -198,7 +198,14 @@ impl Parser<'_> {
             }
         }
         let start = rules.iter().position(|r| r.name == "root").map(|i| i as u32).unwrap_or(order[0]);
-        Ok(Grammar { rules, start: RuleId(start), token_budgets: Vec::new(), kept: Vec::new(), units: Vec::new() })
+        Ok(Grammar {
+            rules,
+            start: RuleId(start),
+            token_budgets: Vec::new(),
+            kept: Vec::new(),
+            units: Vec::new(),
+            origins: Vec::new(),
+        })
     }
 
     fn alternation(&mut self) -> Result<Expr, GrammarError> {

@@ -50,21 +50,21 @@ mod numbers;
 mod spellings;
 
 use crate::automaton;
-use crate::grammar::{Expr, Grammar, GrammarBuilder, RuleId};
+use crate::grammar::{Expr, Grammar, GrammarBuilder, Origin, RuleId};
 use crate::limits::Limits;
 use crate::regex::{RegexMode, regex_to_expr};
 use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Why a schema cannot be turned into a grammar.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SchemaError {
     /// A keyword that constrains the output is not supported (here, or in this combination).
-    #[error("{pointer}: unsupported keyword `{keyword}`{detail}")]
+    #[error("{}: unsupported keyword `{keyword}`{detail}", crate::shown::pointer(.pointer))]
     Unsupported {
         /// JSON pointer of the schema holding the keyword.
         pointer: String,
@@ -74,7 +74,7 @@ pub enum SchemaError {
         detail: String,
     },
     /// The schema is malformed.
-    #[error("{pointer}: invalid schema: {message}")]
+    #[error("{}: invalid schema: {message}", crate::shown::pointer(.pointer))]
     Invalid {
         /// JSON pointer of the offending schema.
         pointer: String,
@@ -82,7 +82,7 @@ pub enum SchemaError {
         message: String,
     },
     /// A limit was reached.
-    #[error("{pointer}: {what} limit reached ({got} > {max})")]
+    #[error("{}: {what} limit reached ({got} > {max})", crate::shown::pointer(.pointer))]
     Limit {
         /// JSON pointer where it happened.
         pointer: String,
@@ -93,6 +93,30 @@ pub enum SchemaError {
         /// The limit.
         max: usize,
     },
+}
+
+impl SchemaError {
+    /// The compile-time limit reached, said of `pointer` (by the lowering, or by the compiler in a
+    /// rule made for `pointer`).
+    pub(crate) fn timeout(pointer: &str, limit: Duration) -> SchemaError {
+        SchemaError::Limit {
+            pointer: pointer.to_string(),
+            what: "compile time (ms)",
+            got: limit.as_millis() as usize + 1,
+            max: limit.as_millis() as usize,
+        }
+    }
+
+    /// No JSON value satisfies the schema at `pointer` (the compiler found the language of a rule
+    /// made for it empty).
+    pub(crate) fn unsatisfiable(pointer: &str) -> SchemaError {
+        SchemaError::Invalid {
+            pointer: pointer.to_string(),
+            message: "no JSON value satisfies the schema (a `false` schema, an empty `type` list, constraints \
+                      that exclude one another, or a `$ref` recursion with no end)"
+                .into(),
+        }
+    }
 }
 
 /// Whitespace allowed between JSON tokens.
@@ -311,22 +335,14 @@ fn value_size(v: &Value) -> usize {
     bytes
 }
 
-/// A schema lowered to a grammar, with where each rule came from.
+/// A schema lowered to a grammar. Each rule of the grammar records the JSON pointer of the schema
+/// keyword it was made for (`#/properties/a/pattern`, `#/properties`, ..., see
+/// [`crate::grammar::Origin`]): errors found while compiling a rule are said of the schema, not of
+/// the rule's internal name, however the grammar reaches the compiler (alone, or imported into a
+/// structural tag's).
 pub(crate) struct Lowered {
     pub(crate) grammar: Grammar,
     pub(crate) report: SchemaReport,
-    /// Per rule of `grammar`, the JSON pointer of the schema keyword it was made for (`#/pattern`,
-    /// `#/properties`, ...): errors found while compiling a rule are said of the schema, not of the
-    /// rule's internal name.
-    pub(crate) origins: Vec<String>,
-}
-
-impl Lowered {
-    /// The pointer `rule` (a rule name of the grammar) was made for.
-    pub(crate) fn origin(&self, rule: &str) -> Option<&str> {
-        let id = self.grammar.rule_by_name(rule)?;
-        self.origins.get(id.index()).map(String::as_str)
-    }
 }
 
 /// Lowers `schema` by `deadline` (the one deadline of the whole compile).
@@ -343,7 +359,6 @@ pub(crate) fn lower(schema: &Value, options: &JsonSchemaOptions, deadline: Insta
         deadline,
         nodes: 0,
         long_strings: HashMap::new(),
-        origins: Vec::new(),
         work: 0,
     };
     let root = c.declare_at("root", "#");
@@ -355,9 +370,7 @@ pub(crate) fn lower(schema: &Value, options: &JsonSchemaOptions, deadline: Insta
         c.b.define(id, body);
     }
     let grammar = c.b.build(root).map_err(|e| SchemaError::Invalid { pointer: "#".into(), message: e.to_string() })?;
-    let mut origins = c.origins;
-    origins.resize(grammar.rules().len(), "#".into());
-    Ok(Lowered { grammar, report: c.report, origins })
+    Ok(Lowered { grammar, report: c.report })
 }
 
 struct Compiler<'a> {
@@ -372,11 +385,13 @@ struct Compiler<'a> {
     deadline: Instant,
     nodes: usize,
     long_strings: HashMap<(u64, Option<u64>), RuleId>,
-    /// Per rule id, the pointer it was made for (see [`Lowered::origins`]).
-    origins: Vec<String>,
     /// Steps of loops that do not visit schema nodes (members, name tries), for deadline checks.
     work: usize,
 }
+
+/// The keywords that bound a number, in the order an error names the first one present.
+const NUMBER_KEYWORDS: &[&str] =
+    &["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "format"];
 
 /// Objects with more members than this are cut into blocks of [`MEMBERS_BLOCK`] (see
 /// `Compiler::members`); below it (every W1 schema) the member chain is inlined whole.
@@ -401,13 +416,11 @@ fn lit(s: &str) -> Expr {
 }
 
 impl<'a> Compiler<'a> {
-    /// Declares a rule made for the schema keyword at `pointer` (see [`Lowered::origins`]).
+    /// Declares a rule made for the schema keyword at `pointer` (see [`Lowered`]). Every rule of a
+    /// lowered schema is declared through here.
     fn declare_at(&mut self, name: &str, pointer: &str) -> RuleId {
         let id = self.b.declare(name);
-        if self.origins.len() <= id.index() {
-            self.origins.resize(id.index() + 1, "#".into());
-        }
-        self.origins[id.index()] = pointer.to_string();
+        self.b.set_origin(id, Origin { tag: None, schema: pointer.into() });
         id
     }
 
@@ -420,11 +433,22 @@ impl<'a> Compiler<'a> {
 
     /// The compile-time error, said of `pointer`.
     fn timeout(&self, pointer: &str) -> SchemaError {
-        SchemaError::Limit {
-            pointer: pointer.to_string(),
-            what: "compile time (ms)",
-            got: self.opts.limits.compile_time.as_millis() as usize + 1,
-            max: self.opts.limits.compile_time.as_millis() as usize,
+        SchemaError::timeout(pointer, self.opts.limits.compile_time)
+    }
+
+    /// A language with no string, as a rule made for `pointer` (the schema or keyword that leaves no
+    /// value): a schema it makes unsatisfiable is said of it (see `compile`'s blame).
+    fn nothing_at(&mut self, pointer: &str) -> Expr {
+        Expr::Rule(self.rule_at("nothing", numbers::nothing(), pointer))
+    }
+
+    /// `e` as a rule made for the first of `keywords` that `m` holds (under `ptr`), so that a limit
+    /// its automaton reaches, or a language it leaves empty, is said of that keyword; `e` itself if
+    /// `m` holds none of them.
+    fn keyword_rule(&mut self, name: &str, e: Expr, m: &Map<String, Value>, ptr: &str, keywords: &[&str]) -> Expr {
+        match keywords.iter().find(|k| m.contains_key(**k)) {
+            Some(k) => Expr::Rule(self.rule_at(name, e, &format!("{ptr}/{k}"))),
+            None => e,
         }
     }
 
@@ -605,7 +629,8 @@ impl<'a> Compiler<'a> {
         if let Some(id) = self.any {
             return Expr::Rule(id);
         }
-        let value = self.b.declare("json-value");
+        // Shared by every schema node that allows any value: said of the whole schema.
+        let value = self.declare_at("json-value", "#");
         self.any = Some(value);
         let member = Expr::seq(vec![self.any_string(), self.key_sep(), Expr::Rule(value)]);
         let object = Expr::seq(vec![
@@ -624,10 +649,10 @@ impl<'a> Compiler<'a> {
             ])),
             self.close("]"),
         ]);
-        let object = self.b.rule("json-object", object);
-        let array = self.b.rule("json-array", array);
-        let string = self.b.rule("json-string", self.any_string());
-        let number = self.b.rule("json-number", self.any_number());
+        let object = self.rule_at("json-object", object, "#");
+        let array = self.rule_at("json-array", array, "#");
+        let string = self.rule_at("json-string", self.any_string(), "#");
+        let number = self.rule_at("json-number", self.any_number(), "#");
         let body = Expr::alt(vec![
             Expr::Rule(object),
             Expr::Rule(array),
@@ -737,7 +762,7 @@ impl<'a> Compiler<'a> {
         self.depth += 1;
         let r = match s {
             Value::Bool(true) => Ok(self.any_value()),
-            Value::Bool(false) => Ok(numbers::nothing()),
+            Value::Bool(false) => Ok(self.nothing_at(ptr)),
             Value::Object(m) => self.object_schema(m, ptr),
             _ => Err(SchemaError::Invalid {
                 pointer: ptr.to_string(),
@@ -871,7 +896,9 @@ impl<'a> Compiler<'a> {
                 return Err(inexact(&at, "const", v));
             }
             self.enforced("const");
-            return Ok(self.value_spellings(c));
+            // A rule of its own, as every keyword-made language: its errors are said of `const`.
+            let spellings = self.value_spellings(c);
+            return Ok(Expr::Rule(self.rule_at("const", spellings, &format!("{ptr}/const"))));
         }
         let types = self.types(m, ptr)?;
         if let Some(e) = m.get("enum") {
@@ -887,12 +914,11 @@ impl<'a> Compiler<'a> {
                 self.tick(ptr)?;
                 alts.push(self.value_spellings(v));
             }
-            if alts.len() > 16 {
-                // A rule of its own: a limit reached in its automaton is said of `enum`.
-                let id = self.rule_at("enum", Expr::alt(alts), &format!("{ptr}/enum"));
-                return Ok(Expr::Rule(id));
+            if alts.is_empty() {
+                return Ok(self.nothing_at(&format!("{ptr}/enum")));
             }
-            return Ok(if alts.is_empty() { numbers::nothing() } else { Expr::alt(alts) });
+            // A rule of its own: a limit reached in its automaton is said of `enum`.
+            return Ok(Expr::Rule(self.rule_at("enum", Expr::alt(alts), &format!("{ptr}/enum"))));
         }
         let mut alts = Vec::new();
         for t in &types {
@@ -900,8 +926,16 @@ impl<'a> Compiler<'a> {
                 "null" => lit("null"),
                 "boolean" => Expr::alt(vec![lit("true"), lit("false")]),
                 "string" => self.string(m, ptr)?,
-                "integer" => self.integer(m, ptr)?,
-                "number" => self.number(m, ptr)?,
+                // Rules of their own when bounded: a range or step that leaves no number is said of
+                // its keyword.
+                "integer" => {
+                    let e = self.integer(m, ptr)?;
+                    self.keyword_rule("integer", e, m, ptr, NUMBER_KEYWORDS)
+                }
+                "number" => {
+                    let e = self.number(m, ptr)?;
+                    self.keyword_rule("number", e, m, ptr, NUMBER_KEYWORDS)
+                }
                 // Objects and arrays are rules: the compiler inlines them, or keeps them apart when
                 // inlining would make one automaton too large.
                 "object" => {
@@ -922,7 +956,11 @@ impl<'a> Compiler<'a> {
                 }
             });
         }
-        Ok(if alts.is_empty() { numbers::nothing() } else { Expr::alt(alts) })
+        if alts.is_empty() {
+            // Only an empty `type` list (absent, it allows every type) leaves no type.
+            return Ok(self.nothing_at(&keyword_pointer(m, ptr, &["type"])));
+        }
+        Ok(Expr::alt(alts))
     }
 
     /// `dependencies` / `dependentRequired` / `dependentSchemas` rewritten exactly: "if `a` is present
@@ -1050,7 +1088,7 @@ impl<'a> Compiler<'a> {
             if let Some(hi) = max
                 && hi < lo
             {
-                return Ok(numbers::nothing());
+                return Ok(self.nothing_at(&format!("{ptr}/maxLength")));
             }
             let cap = self.opts.limits.automaton_states as u64 / 16;
             if lo.max(max.unwrap_or(0)) > cap {
@@ -1073,7 +1111,9 @@ impl<'a> Compiler<'a> {
                 let id = match self.long_strings.get(&key) {
                     Some(&id) => id,
                     None => {
-                        let id = self.b.rule("string", Expr::seq(vec![lit("\""), l, lit("\"")]));
+                        // Shared by every string with these bounds: said of the first.
+                        let at = keyword_pointer(m, ptr, &["maxLength", "minLength"]);
+                        let id = self.rule_at("string", Expr::seq(vec![lit("\""), l, lit("\"")]), &at);
                         self.long_strings.insert(key, id);
                         id
                     }
@@ -1099,7 +1139,8 @@ impl<'a> Compiler<'a> {
             // A rule of its own: a pattern whose automaton reaches a limit is said of `pattern`.
             return Ok(Expr::Rule(self.rule_at("pattern", string, &format!("{ptr}/pattern"))));
         }
-        Ok(string)
+        // So are a format and length bounds (nothing else constrains a string).
+        Ok(self.keyword_rule("string", string, m, ptr, &["format", "maxLength", "minLength"]))
     }
 
     /// Bounds from `minimum` / `maximum` / exclusive forms (draft 4 booleans and draft 6 numbers),
@@ -1397,7 +1438,7 @@ impl<'a> Compiler<'a> {
         let mut before = match &extra {
             Some(e) if non_empty => Expr::seq(vec![e.clone(), after[n].clone()]),
             Some(e) => Expr::optional(Expr::seq(vec![e.clone(), after[n].clone()])),
-            None if non_empty => numbers::nothing(),
+            None if non_empty => self.nothing_at(&format!("{ptr}/minProperties")),
             None => Expr::Empty,
         };
         for i in (0..n).rev() {
@@ -1581,20 +1622,24 @@ impl<'a> Compiler<'a> {
                 self.enforced(k);
             }
         }
-        let (prefix_schemas, rest_schema): (Vec<Value>, Option<Value>) = match (m.get("prefixItems"), m.get("items")) {
-            (Some(Value::Array(p)), items) => (p.clone(), Some(items.cloned().unwrap_or(Value::Bool(true)))),
-            (None, Some(Value::Array(p))) => {
-                (p.clone(), Some(m.get("additionalItems").cloned().unwrap_or(Value::Bool(true))))
-            }
-            (_, items) => (Vec::new(), Some(items.cloned().unwrap_or(Value::Bool(true)))),
-        };
+        // The items after the prefix, and the keyword that says what they are.
+        let (prefix_schemas, rest_schema, rest_keyword): (Vec<Value>, Option<Value>, &str) =
+            match (m.get("prefixItems"), m.get("items")) {
+                (Some(Value::Array(p)), items) => {
+                    (p.clone(), Some(items.cloned().unwrap_or(Value::Bool(true))), "items")
+                }
+                (None, Some(Value::Array(p))) => {
+                    (p.clone(), Some(m.get("additionalItems").cloned().unwrap_or(Value::Bool(true))), "additionalItems")
+                }
+                (_, items) => (Vec::new(), Some(items.cloned().unwrap_or(Value::Bool(true))), "items"),
+            };
         let rest_schema = rest_schema.filter(|v| v != &Value::Bool(false));
         let mut prefix = Vec::new();
         for (i, p) in prefix_schemas.iter().enumerate() {
             prefix.push(self.schema(p, &format!("{ptr}/prefixItems/{i}"))?);
         }
         let rest = match &rest_schema {
-            Some(s) => Some(self.schema(s, &format!("{ptr}/items"))?),
+            Some(s) => Some(self.schema(s, &format!("{ptr}/{rest_keyword}"))?),
             None => None,
         };
         let cap = 100_000u64;
@@ -1627,7 +1672,8 @@ impl<'a> Compiler<'a> {
         };
         let mut content = match &rest {
             Some(r) => tail(k == 0, r),
-            None if tail_min > 0 => numbers::nothing(),
+            // `false` items, yet `minItems` asks for more than the prefix.
+            None if tail_min > 0 => self.nothing_at(&format!("{ptr}/{rest_keyword}")),
             None => Expr::Empty,
         };
         for i in (0..prefix.len()).rev() {

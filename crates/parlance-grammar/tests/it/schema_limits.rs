@@ -4,7 +4,10 @@
 //! crate) or a compile error naming the keyword, never a different language.
 
 use crate::common::{Rng, synthetic_vocab};
-use parlance_grammar::{CompiledGrammar, JsonSchemaOptions, Limits, Matcher, TokenVocab};
+use parlance_grammar::{
+    CompileError, CompiledGrammar, JsonSchemaOptions, Limits, Matcher, StructuralTagOptions, TokenVocab,
+    structural_tag_to_grammar,
+};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -311,4 +314,146 @@ fn integer_bounds_agree_with_jsonschema() {
     }
     assert!(checked > 1000 && errors > 0, "{checked} checks, {errors} refused schemas");
     assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+}
+
+/// The error text of compiling `schema` under `limits` by each way a schema reaches the compiler:
+/// `from_json_schema`, `json_schema_to_grammar` compiled by hand, and as the content of a structural
+/// tag (compiled from its grammar, as the CLI does).
+fn compile_errors(schema: &Value, limits: &Limits) -> [String; 3] {
+    let vocab = synthetic_vocab();
+    let options = JsonSchemaOptions { limits: limits.clone(), ..JsonSchemaOptions::default() };
+    let direct = CompiledGrammar::from_json_schema(vocab.clone(), schema, &options).map(|_| ());
+    let by_hand = parlance_grammar::json_schema_to_grammar(schema, &options)
+        .map_err(CompileError::from)
+        .and_then(|(g, _)| CompiledGrammar::with_limits(vocab.clone(), &g, limits.clone()).map(|_| ()));
+    let doc = json!({"type": "structural_tag", "format": {"type": "tag", "begin": "<a>",
+        "content": {"type": "json_schema", "json_schema": schema}, "end": "</a>"}});
+    let tag_options = StructuralTagOptions { json: options.clone(), ..StructuralTagOptions::default() };
+    let tagged = structural_tag_to_grammar(&doc, &tag_options)
+        .map_err(CompileError::from)
+        .and_then(|g| CompiledGrammar::with_limits(vocab.clone(), &g, limits.clone()).map(|_| ()));
+    [direct, by_hand, tagged].map(|r| match r {
+        Ok(()) => "compiled".to_string(),
+        Err(e) => e.to_string(),
+    })
+}
+
+/// Where a case's schema sits: `(wrapped schema, pointer of the case's schema)`. Each wrapper
+/// requires a value of the inner schema, so an unsatisfiable inner schema makes the whole one so.
+fn nest(inner: &Value, at: usize) -> (Value, &'static str) {
+    match at {
+        0 => (inner.clone(), "#"),
+        1 => (json!({"type": "object", "properties": {"a": inner}, "required": ["a"]}), "#/properties/a"),
+        2 => (json!({"type": "array", "items": inner, "minItems": 1}), "#/items"),
+        3 => (
+            json!({"$defs": {"d": inner}, "type": "object", "properties": {"x": {"$ref": "#/$defs/d"}},
+                     "required": ["x"]}),
+            "#/$defs/d",
+        ),
+        _ => (json!({"anyOf": [inner]}), "#/anyOf/0"),
+    }
+}
+
+// See: issue 24 (item 6: a pattern's automaton limit said `rule `pattern``, not the schema).
+#[test]
+fn compile_errors_name_the_schema_pointer_and_keyword_never_a_rule() {
+    let small = Limits { automaton_states: 3_000, ..Limits::default() };
+    let exploding = "^(a|b)*a(a|b){12}$";
+    let long_enum: Vec<String> = (0..300).map(|i| format!("value-{i:04}-{}", "x".repeat(i % 7))).collect();
+    // (schema, limits, keyword pointer under the schema's own, what the error says)
+    let cases: Vec<(Value, Limits, &str, &str)> = vec![
+        (json!({"type": "string", "pattern": exploding}), small.clone(), "/pattern", "automaton states limit"),
+        (
+            json!({"type": "string", "pattern": exploding, "maxLength": 100}),
+            small.clone(),
+            "/pattern",
+            "automaton states limit",
+        ),
+        (
+            json!({"type": "object", "patternProperties": {exploding: {"type": "integer"}}, "required": ["aa"]}),
+            small.clone(),
+            "/patternProperties/^(a|b)*a(a|b){12}$",
+            "automaton states limit",
+        ),
+        (json!({"enum": long_enum}), small.clone(), "/enum", "automaton states limit"),
+        (json!({"const": "c".repeat(4_000)}), small.clone(), "/const", "automaton states limit"),
+        (json!({"type": "string", "pattern": "(a"}), Limits::default(), "/pattern", "invalid regex"),
+        (json!({"type": []}), Limits::default(), "/type", "no JSON value satisfies the schema"),
+        (json!(false), Limits::default(), "", "no JSON value satisfies the schema"),
+        (json!({"type": "string", "enum": [1, 2]}), Limits::default(), "/enum", "no JSON value satisfies"),
+        (
+            json!({"type": "string", "minLength": 3, "maxLength": 1}),
+            Limits::default(),
+            "/maxLength",
+            "no JSON value satisfies",
+        ),
+        (
+            json!({"type": "string", "pattern": "^a{5}$", "maxLength": 2}),
+            Limits::default(),
+            "/pattern",
+            "no JSON value satisfies",
+        ),
+        (
+            json!({"type": "integer", "minimum": 5, "maximum": 1}),
+            Limits::default(),
+            "/minimum",
+            "no JSON value satisfies",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (case, (inner, limits, keyword, says)) in cases.iter().enumerate() {
+        for at in 0..5 {
+            let (schema, base) = nest(inner, at);
+            let want = format!("{base}{keyword}: ");
+            let [direct, by_hand, tagged] = compile_errors(&schema, limits);
+            for (how, shown) in [("from_json_schema", &direct), ("by hand", &by_hand)] {
+                if !shown.starts_with(&want) || !shown.contains(says) || shown.contains("rule `") {
+                    failures.push(format!("case {case} under {base} ({how}): want `{want}…{says}`, got {shown}"));
+                }
+            }
+            let want = format!("/format/content: {want}");
+            if !tagged.starts_with(&want) || !tagged.contains(says) || tagged.contains("rule `") {
+                failures.push(format!("case {case} under {base} (structural tag): want `{want}…{says}`, got {tagged}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    // Alternatives that each leave no value: said of the schema that offers them.
+    let [direct, by_hand, tagged] = compile_errors(&json!({"anyOf": [false, {"type": []}]}), &Limits::default());
+    for shown in [direct, by_hand] {
+        assert!(shown.starts_with("#: invalid schema: no JSON value satisfies the schema"), "{shown}");
+    }
+    assert!(tagged.starts_with("/format/content: #: invalid schema: no JSON value"), "{tagged}");
+    // The time limit, reached in the compile that follows the lowering.
+    let none = Limits { compile_time: Duration::ZERO, ..Limits::default() };
+    let [direct, by_hand, _] = compile_errors(&json!({"properties": {"a": {"type": "string"}}}), &none);
+    for shown in [direct, by_hand] {
+        assert!(shown.starts_with("#: compile time (ms) limit reached"), "{shown}");
+    }
+}
+
+// See: issue 24 (item 6: errors quote request text; it must not bring raw control characters or all
+// of a long pattern with it).
+#[test]
+fn schema_errors_escape_control_characters_and_stay_short() {
+    let cases = [
+        json!({"type": "string", "pattern": "(a\n\u{1b}b"}),
+        json!({"type": "string", "pattern": format!("({}", "x".repeat(5_000))}),
+        json!({"type": "object", "properties": {"a\nb\u{1b}": {"type": []}}, "required": ["a\nb\u{1b}"],
+               "additionalProperties": false}),
+        json!({"type": "object", "properties": {"x".repeat(5_000): false}, "required": ["x".repeat(5_000)],
+               "additionalProperties": false}),
+    ];
+    for schema in cases {
+        for shown in compile_errors(&schema, &Limits::default()) {
+            assert!(!shown.chars().any(char::is_control) && shown.len() < 600, "{shown:.600}");
+            assert!(shown.contains("invalid regex") || shown.contains("no JSON value satisfies"), "{shown:.600}");
+        }
+    }
+    let [shown, ..] = compile_errors(
+        &json!({"type": "object", "properties": {"a\nb": {"type": []}}, "required": ["a\nb"],
+        "additionalProperties": false}),
+        &Limits::default(),
+    );
+    assert!(shown.starts_with("#/properties/a\\nb/type: "), "{shown}");
 }

@@ -156,6 +156,47 @@ fn errors_name_the_node() {
     assert!(error(&json!({ "format": deep })).to_string().contains("nested deeper"));
 }
 
+// See: issue 24 (item 6: `parlance constrain` said ``rule `pattern`: automaton states limit reached``).
+#[test]
+fn schema_compile_errors_lead_with_the_pointer_to_the_schema() {
+    let exploding = json!({"type": "string", "pattern": "^(a|b)*a(a|b){12}$"});
+    let object = json!({"type": "object", "properties": {"a": exploding, "n": {"type": "array", "items": exploding}},
+        "required": ["a", "n"]});
+    let call = |content: Value| {
+        json!({"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<call>"],
+            "tags": [{"type": "tag", "begin": "<call>", "content": content, "end": "</call>"}]}})
+    };
+    let mut options = StructuralTagOptions::default();
+    options.json.limits.automaton_states = 3_000;
+    let unsatisfiable = json!({"type": "object", "properties": {"a": {"type": []}}, "required": ["a"]});
+    for (doc, want) in [
+        (
+            call(json!({"type": "json_schema", "json_schema": object})),
+            "/format/tags/0/content: #/properties/a/pattern: automaton states limit reached",
+        ),
+        (
+            // A non-string parameter of the XML styles is a schema of its own.
+            call(json!({"type": "json_schema", "json_schema": object, "style": "qwen_xml"})),
+            "/format/tags/0/content/json_schema/properties/n: #/items/pattern: automaton states limit reached",
+        ),
+        (
+            // (A triggered tag that can never end is dropped, not an error: this one is a lone tag.)
+            json!({"type": "structural_tag", "format": {"type": "tag", "begin": "<call>",
+                "content": {"type": "json_schema", "json_schema": unsatisfiable}, "end": "</call>"}}),
+            "/format/content: #/properties/a/type: invalid schema: no JSON value satisfies the schema",
+        ),
+    ] {
+        // As the CLI compiles it (the grammar, then its automata), and in one step.
+        let grammar = structural_tag_to_grammar(&doc, &options).expect("lowers");
+        let by_grammar = CompiledGrammar::with_limits(synthetic_vocab(), &grammar, options.json.limits.clone());
+        let direct = CompiledGrammar::from_structural_tag(synthetic_vocab(), &doc, &options);
+        for r in [by_grammar, direct] {
+            let shown = r.map(|_| ()).expect_err(want).to_string();
+            assert!(shown.starts_with(want) && !shown.contains("rule `"), "{shown}");
+        }
+    }
+}
+
 #[test]
 fn the_compiler_caches_by_document_text() {
     let compiler = GrammarCompiler::new(synthetic_vocab());
