@@ -47,6 +47,11 @@ fn forceescape(value: Value) -> Value {
         Some(s) if value.kind() == ValueKind::String => s.to_owned(),
         _ => py_str(&value),
     };
+    Value::from_safe_string(markup_escape(&text))
+}
+
+/// markupsafe's escape of a text: `& < > " '` as entities.
+pub(crate) fn markup_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
         match c {
@@ -58,7 +63,7 @@ fn forceescape(value: Value) -> Value {
             c => out.push(c),
         }
     }
-    Value::from_safe_string(out)
+    out
 }
 
 /// Python's `float(str)`: whitespace around, a sign, digits with single underscores between them,

@@ -37,8 +37,11 @@ use super::environment::{py_repr, py_str};
 /// A node to rewrite, by byte offsets into the source.
 #[derive(Debug)]
 enum Node {
-    /// `a % b`: the whole text and the `%`.
-    Mod { start: usize, end: usize, percent: usize },
+    /// `a % b` (`__plnc_mod`), or `a + b` (`__plnc_add`, in templates that make Markup): the
+    /// whole text and the operator.
+    Op { start: usize, end: usize, at: usize, function: &'static str },
+    /// A filter that makes Markup (`safe`, `escape`): found while walking, taken out after it.
+    MakesMarkup { at: usize },
     /// `x[a:b:c]`: the whole text, the `[`, the colons and the `]`.
     Slice { start: usize, end: usize, open: usize, colons: [usize; 2] },
     /// An expression passed through a function: the iterable of `for a, b in X`
@@ -57,11 +60,11 @@ enum Node {
 impl Node {
     fn range(&self) -> (usize, usize) {
         match self {
-            Node::Mod { start, end, .. }
+            Node::Op { start, end, .. }
             | Node::Slice { start, end, .. }
             | Node::Wrap { start, end, .. }
             | Node::Literal { start, end, .. } => (*start, *end),
-            Node::Insert { at, .. } | Node::Reads { at, .. } => (*at, *at),
+            Node::Insert { at, .. } | Node::Reads { at, .. } | Node::MakesMarkup { at } => (*at, *at),
         }
     }
 }
@@ -92,12 +95,22 @@ pub(crate) fn rewrite(text: &str) -> Option<String> {
         && !text.contains('\\')
         && !text.contains("varargs")
         && !text.contains("kwargs")
+        && !text.contains("safe")
+        && !text.contains("escape")
     {
         return None;
     }
     let ast = parse(text, "<template>", SyntaxConfig::default()).ok()?;
     let mut nodes = Vec::new();
     stmt(&ast, text, &mut nodes);
+    // `+` is Python's only where Markup may meet it (`'…'|safe + str` escapes the str); elsewhere
+    // minijinja's own `+` is the same and costs no call.
+    let markup = nodes.iter().any(|n| matches!(n, Node::MakesMarkup { .. }));
+    nodes.retain(|n| match n {
+        Node::MakesMarkup { .. } | Node::Reads { .. } => false,
+        Node::Op { function, .. } => markup || *function != "__plnc_add",
+        _ => true,
+    });
     if nodes.is_empty() {
         return None;
     }
@@ -124,7 +137,7 @@ fn emit(text: &str, start: usize, end: usize, nodes: &[Node]) -> String {
         let inner = |a: usize, b: usize| emit(text, a, b, nodes);
         match node {
             Node::Literal { text, .. } | Node::Insert { text, .. } => out.push_str(text),
-            Node::Reads { .. } => {}
+            Node::Reads { .. } | Node::MakesMarkup { .. } => {}
             Node::Wrap { function, shape, .. } => {
                 // Twice parenthesized: a bare tuple (`set a, b = 1, 2`) is one argument.
                 out.push_str(function);
@@ -139,11 +152,12 @@ fn emit(text: &str, start: usize, end: usize, nodes: &[Node]) -> String {
                 }
                 out.push(')');
             }
-            Node::Mod { percent, .. } => {
-                out.push_str("__plnc_mod(");
-                out.push_str(&inner(s, *percent));
+            Node::Op { at: op, function, .. } => {
+                out.push_str(function);
+                out.push('(');
+                out.push_str(&inner(s, *op));
                 out.push(',');
-                out.push_str(&inner(percent + 1, e));
+                out.push_str(&inner(op + 1, e));
                 out.push(')');
             }
             Node::Slice { open, colons, .. } => {
@@ -381,15 +395,18 @@ fn expr(x: &Expr<'_>, text: &str, nodes: &mut Vec<Node>) {
         Expr::BinOp(b) => {
             expr(&b.left, text, nodes);
             expr(&b.right, text, nodes);
-            if matches!(b.op, BinOpKind::Rem) {
-                let span = b.span();
-                let (start, end) = ((span.start_offset as usize).min(start_of(&b.left)), span.end_offset as usize);
-                let (left_end, right_start) = (end_of(&b.left), start_of(&b.right));
-                // Between the operands there is only whitespace, parentheses and the operator.
-                let percent = text.get(left_end..right_start).and_then(|between| between.find('%'));
-                if let Some(p) = percent.filter(|_| start <= left_end && right_start <= end) {
-                    nodes.push(Node::Mod { start, end, percent: left_end + p });
-                }
+            let (op, function) = match b.op {
+                BinOpKind::Rem => ('%', "__plnc_mod"),
+                BinOpKind::Add => ('+', "__plnc_add"),
+                _ => return,
+            };
+            let span = b.span();
+            let (start, end) = ((span.start_offset as usize).min(start_of(&b.left)), span.end_offset as usize);
+            let (left_end, right_start) = (end_of(&b.left), start_of(&b.right));
+            // Between the operands there is only whitespace, parentheses and the operator.
+            let at = text.get(left_end..right_start).and_then(|between| between.find(op));
+            if let Some(p) = at.filter(|_| start <= left_end && right_start <= end) {
+                nodes.push(Node::Op { start, end, at: left_end + p, function });
             }
         }
         Expr::Compare(c) => {
@@ -406,6 +423,9 @@ fn expr(x: &Expr<'_>, text: &str, nodes: &mut Vec<Node>) {
             }
         }
         Expr::Filter(f) => {
+            if matches!(f.name, "safe" | "e" | "escape" | "forceescape") {
+                nodes.push(Node::MakesMarkup { at: f.span().start_offset as usize });
+            }
             if let Some(x) = &f.expr {
                 expr(x, text, nodes);
             }
@@ -639,6 +659,7 @@ fn python_unescape(body: &str) -> Option<String> {
 /// Registers the functions the rewrite calls.
 pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_function("__plnc_mod", modulo);
+    env.add_function("__plnc_add", add);
     env.add_function("__plnc_slice", slice);
     env.add_function("__plnc_unpack", |value: Value, shape: String| unpack(value, &shape));
     env.add_function("__plnc_unpackable", unpackable);
@@ -777,6 +798,52 @@ fn unpackable(value: Value, shape: String) -> Value {
 
 fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidOperation, message.into())
+}
+
+/// Python's `a + b`, Markup's included: a safe string plus a string escapes the string
+/// (markupsafe's `Markup.__add__` / `__radd__`); otherwise numbers add (`bool` as `int`), strings
+/// and sequences concatenate, anything else is Python's `TypeError`.
+fn add(a: Value, b: Value) -> Result<Value, Error> {
+    let text = |v: &Value| v.kind() == ValueKind::String;
+    if (a.is_safe() && text(&b)) || (b.is_safe() && text(&a)) {
+        let side = |v: &Value| {
+            let s = v.as_str().unwrap_or_default();
+            if v.is_safe() { s.to_owned() } else { super::jinja2_filters::markup_escape(s) }
+        };
+        return Ok(Value::from_safe_string(side(&a) + &side(&b)));
+    }
+    let number = |v: &Value| matches!(v.kind(), ValueKind::Number | ValueKind::Bool);
+    if number(&a) && number(&b) {
+        let int = |v: &Value| -> Option<i128> {
+            if v.kind() == ValueKind::Bool {
+                Some(i128::from(v.is_true()))
+            } else if v.is_integer() {
+                i128::try_from(v.clone()).ok()
+            } else {
+                None
+            }
+        };
+        if let (Some(x), Some(y)) = (int(&a), int(&b))
+            && let Some(sum) = x.checked_add(y)
+        {
+            return Ok(i64::try_from(sum).map(Value::from).unwrap_or_else(|_| Value::from(sum)));
+        }
+        let float = |v: &Value| f64::try_from(v.clone()).unwrap_or(if v.is_true() { 1.0 } else { 0.0 });
+        return Ok(Value::from(float(&a) + float(&b)));
+    }
+    if text(&a) && text(&b) {
+        return Ok(Value::from(format!("{}{}", a.as_str().unwrap_or_default(), b.as_str().unwrap_or_default())));
+    }
+    if a.kind() == ValueKind::Seq && b.kind() == ValueKind::Seq {
+        let items: Vec<Value> = a.try_iter()?.chain(b.try_iter()?).collect();
+        let tuple = |v: &Value| v.as_object().is_some_and(|o| o.type_name().contains("Tuple"));
+        return Ok(if tuple(&a) && tuple(&b) {
+            Value::from_object(minijinja::value::Tuple::new(items))
+        } else {
+            Value::from(items)
+        });
+    }
+    Err(invalid(format!("unsupported operand type(s) for +: '{}' and '{}'", a.kind(), b.kind())))
 }
 
 /// Python's `a % b`.

@@ -71,6 +71,8 @@ CASES = [
     "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}", "{% macro m(a) %}{{ varargs }}{% endmacro %}{{ m(1, b=2) }}",
     "{% macro outer() %}{% macro inner() %}{{ varargs }}{% endmacro %}{{ inner(1) }}{% endmacro %}{{ outer() }}",
     "{% macro m() -%}\n  {{ varargs }}\n{%- endmacro %}\n\nX{{ m(1) }}", "{% macro m() %}{{ caller() }}{{ kwargs }}{% endmacro %}{% call m(k=1) %}C{% endcall %}",
+    "{{ \"a'\"|safe + \"<b>\" + \"'\"|safe }}|{{ '<x>' + '<y>'|safe }}|{{ ('<'|safe + '>')|e }}|{{ 1 + 2 }}|{{ 1 + 2.5 }}|{{ true + 1 }}|{{ [1] + [2] }}|{{ (1,) + (2,) }}|{{ 'a' + 'b' }}",
+    "{{ 'x'|safe + 1 }}", "{{ '<'|e ~ '<' }}", "{{ 9223372036854775807 + 1 }}",
     "{% macro m(x) %}{{ m.name }}{{ m.arguments }}{{ varargs }}{% endmacro %}{{ m(1) }}", "{% macro m() %}{% endmacro %}{{ [m] }}|{{ m }}",
 ]
 
