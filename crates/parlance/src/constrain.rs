@@ -860,8 +860,10 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
         } else if python {
             python_value()
         } else if quote.chars().count() > 1 && !matches!(typ, "integer" | "number" | "boolean") {
-            // Gemma 4's literals: strings in its own quote inside containers, keys bare, `None`.
-            quoted_literal(typ, quote)
+            // Gemma 4's literals: strings in its own quote inside containers, keys bare, `None`;
+            // or the schema's JSON, which templates that quote only top-level strings write for
+            // containers (FunctionGemma: `<escape>v<escape>`, but `[1, "two"]` by `tojson`).
+            or(vec![quoted_literal(typ, quote), schema(property)])
         } else {
             schema(property)
         };

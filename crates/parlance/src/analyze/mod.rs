@@ -100,6 +100,18 @@ pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Form
     {
         return Ok(retried);
     }
+    // Or the conversation renders alike once tools are declared (the template renders it another
+    // way without them).
+    if let Some(with_tools) = probe.with_tools_always()
+        && let Ok(mut retried) = analyze_with(template, with_tools)
+        && tainted_markers(&retried).is_empty()
+    {
+        retried.unsupported.push(
+            "without tools the prompt and the history render the turn differently; markers derived with tools declared"
+                .to_owned(),
+        );
+        return Ok(retried);
+    }
     Ok(recovered_from_tainted_markers(&format).unwrap_or_else(|| without_tainted_markers(format)))
 }
 

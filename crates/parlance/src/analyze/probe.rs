@@ -266,6 +266,19 @@ impl Probe {
             .then_some(probe)
     }
 
+    /// This probe with tools declared in every render (a template may render the conversation
+    /// otherwise without tools: NeMo-RL's reward-model template quotes it in a judging prompt),
+    /// when that renders and is not already its shape.
+    pub(crate) fn with_tools_always(&self) -> Option<Probe> {
+        if self.shape.tools_always {
+            return None;
+        }
+        let probe = Probe { shape: InputShape { tools_always: true, ..self.shape }, ..self.clone() };
+        let assistant = json!({"role": "assistant", "content": CONTENT});
+        (probe.render(&[assistant], false, false, &[]).is_some() && probe.render(&[], false, true, &[]).is_some())
+            .then_some(probe)
+    }
+
     /// The first probe render that hit a limit, if one did.
     pub(crate) fn limit_hit(&self) -> Option<String> {
         self.limit_hit.lock().ok().and_then(|hit| hit.clone())

@@ -76,6 +76,9 @@ fn without_user_turn(mut output: super::probe::Output) -> super::probe::Output {
 fn probe_for(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions) -> Option<Probe> {
     let budget = crate::template::RunBudget::new(options.max_wall_time, "verification wall-clock milliseconds");
     let mut probe = Probe::new(template, options.variables.clone(), budget).ok()?;
+    if format.has_workaround(Workaround::ToolsInEveryRender) {
+        probe = probe.with_tools_always().unwrap_or(probe);
+    }
     if format.has_workaround(Workaround::ListAppendIgnored) {
         probe = probe.with_list_append_ignored().unwrap_or(probe);
     }
