@@ -40,6 +40,9 @@ enum Node {
     /// `a % b` (`__plnc_mod`), or `a + b` (`__plnc_add`, in templates that make Markup): the
     /// whole text and the operator.
     Op { start: usize, end: usize, at: usize, function: &'static str },
+    /// `X.name` tested (`is callable`, `is defined`) where `name` is a Python method: the whole text,
+    /// the dot and the name; becomes `__plnc_attr(X, 'name')`.
+    Attr { start: usize, end: usize, dot: usize, name: String },
     /// A filter that makes Markup (`safe`, `escape`): found while walking, taken out after it.
     MakesMarkup { at: usize },
     /// `x[a:b:c]`: the whole text, the `[`, the colons and the `]`.
@@ -63,7 +66,8 @@ impl Node {
             Node::Op { start, end, .. }
             | Node::Slice { start, end, .. }
             | Node::Wrap { start, end, .. }
-            | Node::Literal { start, end, .. } => (*start, *end),
+            | Node::Literal { start, end, .. }
+            | Node::Attr { start, end, .. } => (*start, *end),
             Node::Insert { at, .. } | Node::Reads { at, .. } | Node::MakesMarkup { at } => (*at, *at),
         }
     }
@@ -97,6 +101,7 @@ pub(crate) fn rewrite(text: &str) -> Option<String> {
         && !text.contains("kwargs")
         && !text.contains("safe")
         && !text.contains("escape")
+        && !text.contains(" is ")
     {
         return None;
     }
@@ -138,6 +143,13 @@ fn emit(text: &str, start: usize, end: usize, nodes: &[Node]) -> String {
         match node {
             Node::Literal { text, .. } | Node::Insert { text, .. } => out.push_str(text),
             Node::Reads { .. } | Node::MakesMarkup { .. } => {}
+            Node::Attr { dot, name, .. } => {
+                out.push_str("__plnc_attr(");
+                out.push_str(&inner(s, *dot));
+                out.push_str(", '");
+                out.push_str(name);
+                out.push_str("')");
+            }
             Node::Wrap { function, shape, .. } => {
                 // Twice parenthesized: a bare tuple (`set a, b = 1, 2`) is one argument.
                 out.push_str(function);
@@ -432,6 +444,17 @@ fn expr(x: &Expr<'_>, text: &str, nodes: &mut Vec<Node>) {
             args(&f.args, text, nodes);
         }
         Expr::Test(t) => {
+            // A method read as a value (`'x'.upper is callable`): minijinja has no such attribute.
+            if matches!(t.name, "callable" | "defined" | "undefined")
+                && let Expr::GetAttr(g) = &t.expr
+                && python_method(g.name)
+            {
+                let (start, end) = (start_of(&t.expr), end_of(&t.expr));
+                let dot = text.get(end_of(&g.expr)..end).and_then(|between| between.rfind('.'));
+                if let Some(dot) = dot {
+                    nodes.push(Node::Attr { start, end, dot: end_of(&g.expr) + dot, name: g.name.to_owned() });
+                }
+            }
             expr(&t.expr, text, nodes);
             args(&t.args, text, nodes);
         }
@@ -660,6 +683,7 @@ fn python_unescape(body: &str) -> Option<String> {
 pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_function("__plnc_mod", modulo);
     env.add_function("__plnc_add", add);
+    env.add_function("__plnc_attr", attr);
     env.add_function("__plnc_slice", slice);
     env.add_function("__plnc_unpack", |value: Value, shape: String| unpack(value, &shape));
     env.add_function("__plnc_unpackable", unpackable);
@@ -798,6 +822,85 @@ fn unpackable(value: Value, shape: String) -> Value {
 
 fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidOperation, message.into())
+}
+
+/// The methods of `str`, and those of `list` and `dict` that transformers' immutable sandbox lets a
+/// template read (not the ones that change the value: the sandbox makes those undefined).
+const STR_METHODS: &[&str] = &[
+    "capitalize",
+    "casefold",
+    "center",
+    "count",
+    "encode",
+    "endswith",
+    "expandtabs",
+    "find",
+    "format",
+    "format_map",
+    "index",
+    "isalnum",
+    "isalpha",
+    "isascii",
+    "isdecimal",
+    "isdigit",
+    "isidentifier",
+    "islower",
+    "isnumeric",
+    "isprintable",
+    "isspace",
+    "istitle",
+    "isupper",
+    "join",
+    "ljust",
+    "lower",
+    "lstrip",
+    "maketrans",
+    "partition",
+    "removeprefix",
+    "removesuffix",
+    "replace",
+    "rfind",
+    "rindex",
+    "rjust",
+    "rpartition",
+    "rsplit",
+    "rstrip",
+    "split",
+    "splitlines",
+    "startswith",
+    "strip",
+    "swapcase",
+    "title",
+    "translate",
+    "upper",
+    "zfill",
+];
+const LIST_METHODS: &[&str] = &["copy", "count", "index"];
+const DICT_METHODS: &[&str] = &["copy", "fromkeys", "get", "items", "keys", "values"];
+/// The methods the sandbox refuses (reading them gives undefined, as for a missing attribute).
+const MUTATING_METHODS: &[&str] =
+    &["append", "clear", "extend", "insert", "pop", "popitem", "remove", "reverse", "setdefault", "sort", "update"];
+
+fn python_method(name: &str) -> bool {
+    [STR_METHODS, LIST_METHODS, DICT_METHODS, MUTATING_METHODS].iter().any(|list| list.contains(&name))
+}
+
+/// `value.name` as Jinja2 reads it where the name is a Python method: the bound method (a callable
+/// value) when the value's type has it, which Jinja2 prefers to a key of that name; else the
+/// attribute or key as minijinja reads it.
+fn attr(value: Value, name: String) -> Value {
+    let methods = match value.kind() {
+        ValueKind::String => STR_METHODS,
+        ValueKind::Seq => LIST_METHODS,
+        ValueKind::Map => DICT_METHODS,
+        _ => &[],
+    };
+    if methods.contains(&name.as_str()) {
+        return Value::from_function(move |_args: minijinja::value::Rest<Value>| -> Result<Value, Error> {
+            Err(invalid(format!("a method read as a value (`.{name}`) is called only as `.{name}(…)` here")))
+        });
+    }
+    value.get_attr(&name).unwrap_or_default()
 }
 
 /// Python's `a + b`, Markup's included: a safe string plus a string escapes the string

@@ -72,6 +72,8 @@ CASES = [
     "{% macro outer() %}{% macro inner() %}{{ varargs }}{% endmacro %}{{ inner(1) }}{% endmacro %}{{ outer() }}",
     "{% macro m() -%}\n  {{ varargs }}\n{%- endmacro %}\n\nX{{ m(1) }}", "{% macro m() %}{{ caller() }}{{ kwargs }}{% endmacro %}{% call m(k=1) %}C{% endcall %}",
     "{{ \"a'\"|safe + \"<b>\" + \"'\"|safe }}|{{ '<x>' + '<y>'|safe }}|{{ ('<'|safe + '>')|e }}|{{ 1 + 2 }}|{{ 1 + 2.5 }}|{{ true + 1 }}|{{ [1] + [2] }}|{{ (1,) + (2,) }}|{{ 'a' + 'b' }}",
+    "{{ 'x'.upper is callable }}|{{ 'x'.upper is defined }}|{{ 'x'.nope is defined }}|{{ [1].append is defined }}|{{ [1].count is callable }}|{{ {'a': 1}.items is callable }}|{{ {'items': 1}.items is callable }}|{{ 'v'.encode is defined }}|{{ 'x'.upper is not callable }}",
+    "{% set m = {'title': 'T'} %}{{ m.title is callable }}|{{ m.title }}",
     "{{ 'x'|safe + 1 }}", "{{ '<'|e ~ '<' }}", "{{ 9223372036854775807 + 1 }}",
     "{% macro m(x) %}{{ m.name }}{{ m.arguments }}{{ varargs }}{% endmacro %}{{ m(1) }}", "{% macro m() %}{% endmacro %}{{ [m] }}|{{ m }}",
 ]
