@@ -12,9 +12,9 @@
 //!   string's characters without one): `X` becomes `__plnc_iterable(X)`.
 //! - String literals mean what Python's `unicode_escape` makes of them, as Jinja2's lexer reads
 //!   them: `\U0001F600`, `\a`, `\v`, octal up to `\777`, a backslash-newline continuing the line,
-//!   `\/` kept as written (minijinja reads JSON's escapes). A literal whose value differs is written
-//!   again in minijinja's escapes. `\N{NAME}` needs Unicode's name table and is left as minijinja
-//!   reads it.
+//!   `\/` kept as written (minijinja reads JSON's escapes), `\N{BULLET}` by Unicode's character
+//!   names. A literal whose value differs is written again in minijinja's escapes. One Python
+//!   refuses (`\N{NOT A NAME}`, a cut `\x4`) is left as minijinja reads it.
 //!
 //! - A macro whose body reads `varargs` or `kwargs` takes what Jinja2 gives it there: the macro gets
 //!   those as parameters, and its name is bound to `__plnc_catchall(macro, …)`, which puts extra
@@ -666,7 +666,12 @@ fn python_unescape(body: &str) -> Option<String> {
             b'x' => (char::from_u32(hex(i + 2, 2)?)?, 4),
             b'u' => (char::from_u32(hex(i + 2, 4)?)?, 6),
             b'U' => (char::from_u32(hex(i + 2, 8)?)?, 10),
-            b'N' => return None,
+            b'N' => {
+                // `\N{NAME}`: a character by its Unicode name (any case, as Python's codec reads it).
+                let rest = ascii.get(i + 2..)?.strip_prefix('{')?;
+                let name = &rest[..rest.find('}')?];
+                (unicode_names2::character(&name.to_ascii_uppercase())?, 4 + name.len())
+            }
             _ => {
                 out.push('\\');
                 i += 1;
