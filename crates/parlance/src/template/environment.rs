@@ -67,7 +67,7 @@ pub(crate) fn hf_environment(limits: &RenderLimits) -> Environment<'static> {
     env.add_filter("string", |value: Value| Value::from(py_str(&value)));
     // Python's pprint is repr for the short values templates print; minijinja's own pretty-printer
     // is quadratic in nesting depth (fuzz/regressions/render/timeout_pprint_nested).
-    env.add_filter("pprint", |value: Value| Value::from(py_repr(&value)));
+    env.add_filter("pprint", |value: Value| Value::from(super::pprint::pformat(&value)));
     env.add_test("iterable", is_iterable);
     env.add_test("sequence", is_sequence);
     env.add_test("number", is_number);
@@ -409,11 +409,30 @@ pub(crate) fn py_str(value: &Value) -> String {
 /// Python's `repr(value)` for the JSON-like values templates see.
 pub(crate) fn py_repr(value: &Value) -> String {
     let mut out = String::new();
-    write_repr(&mut out, value, 0);
+    write_repr(&mut out, value, 0, false);
     out
 }
 
-fn write_repr(out: &mut String, value: &Value, depth: usize) {
+/// `repr(value)` with every dict's items sorted by key, as `pprint` writes them.
+pub(crate) fn py_repr_sorted(value: &Value) -> String {
+    let mut out = String::new();
+    write_repr(&mut out, value, 0, true);
+    out
+}
+
+/// A dict's keys, sorted as Python's `sorted` orders them where they compare (strings by code
+/// point, numbers by value), else by kind.
+pub(crate) fn sorted_keys(value: &Value) -> Vec<Value> {
+    let mut keys: Vec<Value> = value.try_iter().map(Iterator::collect).unwrap_or_default();
+    keys.sort_by(|a, b| match (a.kind(), b.kind()) {
+        (ValueKind::String, ValueKind::String) => a.as_str().cmp(&b.as_str()),
+        (x, y) if x == y => a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal),
+        (x, y) => x.to_string().cmp(&y.to_string()),
+    });
+    keys
+}
+
+fn write_repr(out: &mut String, value: &Value, depth: usize, sort_dicts: bool) {
     if depth > 256 {
         out.push_str("...");
         return;
@@ -457,7 +476,7 @@ fn write_repr(out: &mut String, value: &Value, depth: usize) {
                     if i > 0 {
                         out.push_str(", ");
                     }
-                    write_repr(out, &item, depth + 1);
+                    write_repr(out, &item, depth + 1, sort_dicts);
                     n += 1;
                 }
             }
@@ -472,16 +491,19 @@ fn write_repr(out: &mut String, value: &Value, depth: usize) {
         }
         ValueKind::Map => {
             out.push('{');
-            if let Ok(keys) = value.try_iter() {
-                for (i, key) in keys.enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    write_repr(out, &key, depth + 1);
-                    out.push_str(": ");
-                    let item = value.get_item(&key).unwrap_or_default();
-                    write_repr(out, &item, depth + 1);
+            let keys: Vec<Value> = if sort_dicts {
+                sorted_keys(value)
+            } else {
+                value.try_iter().map(Iterator::collect).unwrap_or_default()
+            };
+            for (i, key) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
                 }
+                write_repr(out, key, depth + 1, sort_dicts);
+                out.push_str(": ");
+                let item = value.get_item(key).unwrap_or_default();
+                write_repr(out, &item, depth + 1, sort_dicts);
             }
             out.push('}');
         }

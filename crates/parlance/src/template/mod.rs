@@ -19,6 +19,7 @@ mod error;
 mod jinja2_filters;
 mod loop_controls;
 pub mod memory;
+mod pprint;
 mod pyjson;
 mod pystr;
 mod python_ops;

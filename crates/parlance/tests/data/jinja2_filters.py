@@ -74,6 +74,14 @@ CASES = [
     "{{ \"a'\"|safe + \"<b>\" + \"'\"|safe }}|{{ '<x>' + '<y>'|safe }}|{{ ('<'|safe + '>')|e }}|{{ 1 + 2 }}|{{ 1 + 2.5 }}|{{ true + 1 }}|{{ [1] + [2] }}|{{ (1,) + (2,) }}|{{ 'a' + 'b' }}",
     "{{ 'x'.upper is callable }}|{{ 'x'.upper is defined }}|{{ 'x'.nope is defined }}|{{ [1].append is defined }}|{{ [1].count is callable }}|{{ {'a': 1}.items is callable }}|{{ {'items': 1}.items is callable }}|{{ 'v'.encode is defined }}|{{ 'x'.upper is not callable }}",
     "{% set m = {'title': 'T'} %}{{ m.title is callable }}|{{ m.title }}",
+    # pprint: pformat's layout (dicts sorted, items one per line past 80 columns, long strings cut).
+    "{{ {'b': 1, 'a': [true, none]}|pprint }}",
+    "{{ {'k': ' x '}|pprint }}",
+    "{{ [{'function': {'arguments': {'city': 'x y', 'days': 7}, 'name': 'search'}, 'id': 'call_4', 'type': 'function'}]|pprint }}",
+    "{{ ('word ' * 40)|pprint }}",
+    "{{ ['word ' * 30, 'a\nb' * 20, 3]|pprint }}",
+    "{{ {'a': 'x' * 100, 'b': {'c': [1, 2, 3], 'd': 'y ' * 50}}|pprint }}",
+    "{{ ''|pprint }}|{{ 'a'|pprint }}|{{ 3|pprint }}|{{ none|pprint }}",
     "{{ 'x'|safe + 1 }}", "{{ '<'|e ~ '<' }}", "{{ 9223372036854775807 + 1 }}",
     "{% macro m(x) %}{{ m.name }}{{ m.arguments }}{{ varargs }}{% endmacro %}{{ m(1) }}", "{% macro m() %}{% endmacro %}{{ [m] }}|{{ m }}",
 ]
