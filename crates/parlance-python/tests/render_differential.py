@@ -4,8 +4,8 @@ A seeded generator writes small Jinja programs of the kind chat templates are (l
 conditionals on roles, `set`, macros, namespaces, whitespace control, raw blocks, the builtin filters
 and tests, Python string methods, literals with escapes, slices, printed containers) and
 conversations to render them with (CJK, emoji, combining marks, NBSP, U+2028, HTML-special
-characters, tool calls). Each case is rendered by transformers' own path (`render_jinja_template`:
-message normalization, then its sandboxed Jinja2 environment) and by `parlance.ChatTemplate`, and
+characters, tool calls). Each case is rendered by transformers' own path (`apply_chat_template`'s
+`_normalize_chat_messages`, then `render_jinja_template`: its sandboxed Jinja2 environment) and by `parlance.ChatTemplate`, and
 classed:
 
 - `same`: both render the same text;
@@ -329,8 +329,10 @@ def program(rng: random.Random) -> Program:
 # -- rendering ------------------------------------------------------------------------------------
 
 def reference(text: str, messages, tools, extra, generation: bool):
-    from transformers.utils.chat_template_utils import render_jinja_template
+    from transformers.utils.chat_template_utils import _normalize_chat_messages, render_jinja_template
 
+    # As `apply_chat_template` does before rendering: keys whose value is None are dropped.
+    messages = _normalize_chat_messages(messages)
     rendered, _ = render_jinja_template(conversations=[messages], tools=tools, chat_template=text,
                                         add_generation_prompt=generation, **extra)
     return rendered[0]

@@ -438,7 +438,8 @@ fn write_repr(out: &mut String, value: &Value, depth: usize, sort_dicts: bool) {
         return;
     }
     match value.kind() {
-        ValueKind::Undefined => {}
+        // Jinja2's `Undefined` reprs as its class name (printed alone it is empty: `py_str`).
+        ValueKind::Undefined => out.push_str("Undefined"),
         ValueKind::None => out.push_str("None"),
         ValueKind::Bool => out.push_str(if value.is_true() { "True" } else { "False" }),
         ValueKind::Number => {

@@ -30,6 +30,8 @@ pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_filter("escape", escape);
     env.add_filter("e", escape);
     env.add_filter("forceescape", forceescape);
+    // Python's `str.capitalize` (titlecase first: `ß` is `Ss`), which Jinja2's filter is.
+    env.add_filter("capitalize", |value: Value| super::pystr::capitalize(&py_str(&value)));
 }
 
 /// markupsafe's `escape`: the value's Python `str`, with `& < > " '` as entities; the result is

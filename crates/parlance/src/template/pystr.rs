@@ -73,14 +73,54 @@ fn fill_char(method: &str, args: &[Value]) -> Result<char, Error> {
     }
 }
 
-/// Titlecase of a character: uppercase, except the digraphs whose titlecase is their own letter.
+/// Titlecase of a character: uppercase, except where Unicode's titlecase differs (the digraphs'
+/// own titlecase letters; `SpecialCasing.txt`: `ß` is `Ss`, the Latin and Armenian ligatures keep
+/// their second letters small, Greek letters with ypogegrammeni take prosgegrammeni).
 fn titlecase(c: char, out: &mut String) {
-    match c {
-        'Ǆ' | 'ǅ' | 'ǆ' => out.push('ǅ'),
-        'Ǉ' | 'ǈ' | 'ǉ' => out.push('ǈ'),
-        'Ǌ' | 'ǋ' | 'ǌ' => out.push('ǋ'),
-        'Ǳ' | 'ǲ' | 'ǳ' => out.push('ǲ'),
-        _ => out.extend(c.to_uppercase()),
+    let special = match c {
+        'Ǆ' | 'ǅ' | 'ǆ' => "ǅ",
+        'Ǉ' | 'ǈ' | 'ǉ' => "ǈ",
+        'Ǌ' | 'ǋ' | 'ǌ' => "ǋ",
+        'Ǳ' | 'ǲ' | 'ǳ' => "ǲ",
+        'ß' => "Ss",
+        'ﬀ' => "Ff",
+        'ﬁ' => "Fi",
+        'ﬂ' => "Fl",
+        'ﬃ' => "Ffi",
+        'ﬄ' => "Ffl",
+        'ﬅ' | 'ﬆ' => "St",
+        'և' => "Եւ",
+        'ﬓ' => "Մն",
+        'ﬔ' => "Մե",
+        'ﬕ' => "Մի",
+        'ﬖ' => "Վն",
+        'ﬗ' => "Մխ",
+        '\u{1FB2}' => "\u{1FBA}\u{0345}",
+        '\u{1FB4}' => "\u{0386}\u{0345}",
+        '\u{1FC2}' => "\u{1FCA}\u{0345}",
+        '\u{1FC4}' => "\u{0389}\u{0345}",
+        '\u{1FF2}' => "\u{1FFA}\u{0345}",
+        '\u{1FF4}' => "\u{038F}\u{0345}",
+        '\u{1FB7}' => "\u{0391}\u{0342}\u{0345}",
+        '\u{1FC7}' => "\u{0397}\u{0342}\u{0345}",
+        '\u{1FF7}' => "\u{03A9}\u{0342}\u{0345}",
+        _ => "",
+    };
+    if !special.is_empty() {
+        out.push_str(special);
+        return;
+    }
+    // ᾀ–ᾯ: the lowercase ones title to their prosgegrammeni capitals (8 on), those stay; ᾳ ῃ ῳ too.
+    let n = c as u32;
+    let title = match n {
+        0x1F80..=0x1FAF => Some(n | 0x8),
+        0x1FB3 | 0x1FC3 | 0x1FF3 => Some(n + 9),
+        0x1FBC | 0x1FCC | 0x1FFC => Some(n),
+        _ => None,
+    };
+    match title.and_then(char::from_u32) {
+        Some(t) => out.push(t),
+        None => out.extend(c.to_uppercase()),
     }
 }
 
@@ -244,7 +284,7 @@ fn title(s: &str) -> String {
 }
 
 /// Python's `capitalize` (3.8+): the first character in titlecase, the rest lowercase.
-fn capitalize(s: &str) -> String {
+pub(crate) fn capitalize(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
     if let Some(first) = chars.next() {

@@ -82,6 +82,10 @@ CASES = [
     "{{ ['word ' * 30, 'a\nb' * 20, 3]|pprint }}",
     "{{ {'a': 'x' * 100, 'b': {'c': [1, 2, 3], 'd': 'y ' * 50}}|pprint }}",
     "{{ ''|pprint }}|{{ 'a'|pprint }}|{{ 3|pprint }}|{{ none|pprint }}",
+    # Undefined in a repr; titlecase (SpecialCasing) in capitalize/title.
+    "{{ [undefined_name] }}|{{ undefined_name|pprint }}|{{ {'a': undefined_name} }}|{{ undefined_name|string }}|{{ (undefined_name,) }}|{{ undefined_name }}|{{ '%r' % undefined_name }}|{{ '%s' % undefined_name }}",
+    "{{ 'ß'.capitalize() }}|{{ 'ßa'.title() }}|{{ 'ǆa'.capitalize() }}|{{ 'ﬁne ﬂy'.title() }}|{{ 'ᾳ ᾀ ᾷ'.title() }}|{{ 'ß'|capitalize }}|{{ 'ßb'|title }}",
+    "{{ none|capitalize }}|{{ 12|capitalize }}|{{ \"hELLO wORLD\"|capitalize }}|{{ missing|capitalize }}|",
     "{{ 'x'|safe + 1 }}", "{{ '<'|e ~ '<' }}", "{{ 9223372036854775807 + 1 }}",
     "{% macro m(x) %}{{ m.name }}{{ m.arguments }}{{ varargs }}{% endmacro %}{{ m(1) }}", "{% macro m() %}{% endmacro %}{{ [m] }}|{{ m }}",
 ]
