@@ -83,6 +83,11 @@ pub enum Workaround {
     /// templates): probe calls carry ids that name their function, as the model writes them
     /// (`functions.NAME:INDEX`).
     CallIdsNameTheFunction,
+    /// The template adds strings to Markup (`'…'|safe + str`), which escapes them in Jinja2:
+    /// transformers renders mistral-common's calls as `[{&#34;name&#34;: …`, which no model writes.
+    /// Probes render through `ChatTemplate::with_markup_add_unescaped`, so the analysis reads the
+    /// syntax the template means.
+    MarkupAddUnescaped,
 }
 
 impl Workaround {
@@ -98,6 +103,7 @@ impl Workaround {
             Workaround::ReasoningFromStrippedEndTag => "reasoning-from-stripped-end-tag",
             Workaround::ReasoningEndFromOpenerName => "reasoning-end-from-opener-name",
             Workaround::CallIdsNameTheFunction => "call-ids-name-the-function",
+            Workaround::MarkupAddUnescaped => "markup-add-unescaped",
         }
     }
 }

@@ -212,6 +212,10 @@ fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, Ana
     if shape.content_parts {
         format.workarounds.push(Workaround::ContentAsTextParts);
     }
+    if let Some(unescaped) = probe.with_markup_add_unescaped() {
+        probe = unescaped;
+        format.workarounds.push(Workaround::MarkupAddUnescaped);
+    }
     if let Some(lenient) = probe.with_list_append_ignored() {
         probe = lenient;
         format.workarounds.push(Workaround::ListAppendIgnored);

@@ -252,6 +252,20 @@ impl Probe {
         None
     }
 
+    /// This probe over the template with Markup's `+` not escaping (workaround
+    /// `markup-add-unescaped`), when the template adds strings to Markup.
+    pub(crate) fn with_markup_add_unescaped(&self) -> Option<Probe> {
+        let template = self.template.with_markup_add_unescaped()?.ok()?;
+        let unescaped = Probe { template, ..self.clone() };
+        // Only where it changes what a turn renders (a `+` elsewhere may never meet Markup).
+        let renders = |probe: &Probe| {
+            let calls = vec![call(ID_1, FN_1, json!({ARG_1: VALUE_1}))];
+            let content = json!({"role": "assistant", "content": CONTENT});
+            (probe.output_with_calls(calls, &[]).map(|o| o.text), probe.output(&content, false, &[]).map(|o| o.text))
+        };
+        (renders(&unescaped) != renders(self)).then_some(unescaped)
+    }
+
     /// This probe with the other prefix (a user message alone, or after a system message), when it
     /// renders.
     pub(crate) fn with_other_prefix(&self) -> Option<Probe> {

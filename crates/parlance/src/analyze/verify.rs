@@ -79,6 +79,9 @@ fn probe_for(template: &ChatTemplate, format: &Format, options: &AnalyzeOptions)
     if format.has_workaround(Workaround::ToolsInEveryRender) {
         probe = probe.with_tools_always().unwrap_or(probe);
     }
+    if format.has_workaround(Workaround::MarkupAddUnescaped) {
+        probe = probe.with_markup_add_unescaped().unwrap_or(probe);
+    }
     if format.has_workaround(Workaround::ListAppendIgnored) {
         probe = probe.with_list_append_ignored().unwrap_or(probe);
     }

@@ -148,6 +148,18 @@ struct Inner {
     env: Environment<'static>,
     special_tokens: IndexMap<String, String>,
     limits: RenderLimits,
+    lenient: Lenient,
+    /// Whether a template adds strings to Markup (`'…'|safe + str`), which escapes them.
+    markup_add: bool,
+}
+
+/// Ways the analyzer renders templates otherwise than transformers does (its workarounds).
+#[derive(Debug, Clone, Copy, Default)]
+struct Lenient {
+    /// `list.append(x)` does nothing (see [`ChatTemplate::with_list_append_ignored`]).
+    list_append: bool,
+    /// `'…'|safe + str` does not escape (see [`ChatTemplate::with_markup_add_unescaped`]).
+    markup_add: bool,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -184,7 +196,7 @@ impl ChatTemplate {
 
     /// Compiles every template of `source` under `limits`.
     pub fn from_source(source: TemplateSource, limits: RenderLimits) -> Result<ChatTemplate, TemplateError> {
-        ChatTemplate::compile(source, limits, false)
+        ChatTemplate::compile(source, limits, Lenient::default())
     }
 
     /// The same templates in an environment where `list.append(x)` does nothing and returns
@@ -192,22 +204,32 @@ impl ChatTemplate {
     /// renders what no reference renders: only the analyzer uses it (workaround
     /// `list-append-ignored`), for templates that append to a list only read by later messages.
     pub(crate) fn with_list_append_ignored(&self) -> Result<ChatTemplate, TemplateError> {
+        self.recompiled(Lenient { list_append: true, ..self.inner.lenient })
+    }
+
+    /// The same templates where adding a string to a safe string (`'…'|safe + str`) does not
+    /// HTML-escape it, as it does in Jinja2 (transformers renders mistral-common's calls as
+    /// `[{&#34;name&#34;: …`, which no model writes): only the analyzer uses it (workaround
+    /// `markup-add-unescaped`), so that it reads the syntax the template means. `None` when no
+    /// template adds to Markup.
+    pub(crate) fn with_markup_add_unescaped(&self) -> Option<Result<ChatTemplate, TemplateError>> {
+        (self.inner.markup_add && !self.inner.lenient.markup_add)
+            .then(|| self.recompiled(Lenient { markup_add: true, ..self.inner.lenient }))
+    }
+
+    fn recompiled(&self, lenient: Lenient) -> Result<ChatTemplate, TemplateError> {
         let source = TemplateSource {
             label: self.inner.label.clone(),
             templates: self.inner.names.iter().cloned().zip(self.inner.sources.iter().cloned()).collect(),
             special_tokens: self.inner.special_tokens.clone(),
         };
-        ChatTemplate::compile(source, self.inner.limits.clone(), true)
+        ChatTemplate::compile(source, self.inner.limits.clone(), lenient)
     }
 
-    fn compile(
-        source: TemplateSource,
-        limits: RenderLimits,
-        ignore_list_append: bool,
-    ) -> Result<ChatTemplate, TemplateError> {
+    fn compile(source: TemplateSource, limits: RenderLimits, lenient: Lenient) -> Result<ChatTemplate, TemplateError> {
         let mut env = environment::hf_environment(&limits);
         python_ops::install(&mut env);
-        if ignore_list_append {
+        if lenient.list_append {
             environment::ignore_list_append(&mut env);
         }
         environment::set_clock(&mut env, Arc::new(|| NOW.get().unwrap_or_else(|| chrono::Local::now().naive_local())));
@@ -218,6 +240,7 @@ impl ChatTemplate {
         let loaded = depth::on_load_stack(move || -> Result<_, TemplateError> {
             let mut names = Vec::new();
             let mut sources = Vec::new();
+            let mut markup_add = false;
             let count = templates.len();
             for (name, text) in templates {
                 let rewritten = python_ops::normalize_newlines(rewrite_generation_tags(&text));
@@ -249,7 +272,9 @@ impl ChatTemplate {
                     });
                 }
                 // Python's `%` and stepped slices, which minijinja's VM does otherwise (see there).
-                let rewritten = python_ops::rewrite(&rewritten).unwrap_or(rewritten);
+                let rewrite = python_ops::rewrite(&rewritten, !lenient.markup_add);
+                markup_add |= rewrite.markup_add;
+                let rewritten = rewrite.text.unwrap_or(rewritten);
                 env.add_template_owned(name.clone(), rewritten).map_err(|err| TemplateError::Syntax {
                     name: display_name(label, &name, count),
                     line: err.line().unwrap_or(0),
@@ -258,9 +283,9 @@ impl ChatTemplate {
                 names.push(name);
                 sources.push(text);
             }
-            Ok((env, names, sources))
+            Ok((env, names, sources, markup_add))
         });
-        let (env, names, sources) = loaded.map_err(|err| TemplateError::NoTemplate {
+        let (env, names, sources, markup_add) = loaded.map_err(|err| TemplateError::NoTemplate {
             path: source.label.clone().into(),
             message: format!("loading stopped: {err:?}"),
         })??;
@@ -275,6 +300,8 @@ impl ChatTemplate {
                 env,
                 special_tokens: source.special_tokens,
                 limits,
+                lenient,
+                markup_add,
             }),
         })
     }

@@ -82,9 +82,19 @@ pub(crate) fn normalize_newlines(text: String) -> String {
     text.replace("\r\n", "\n").replace('\r', "\n")
 }
 
-/// `text` with its `%` operators and stepped slices rewritten; `None` when it has none (or does
-/// not parse: loading reports that).
-pub(crate) fn rewrite(text: &str) -> Option<String> {
+/// What [`rewrite`] made of a template text.
+pub(crate) struct Rewritten {
+    /// The text rewritten; `None` when nothing is to rewrite (or it does not parse: loading
+    /// reports that).
+    pub text: Option<String>,
+    /// Whether the template adds strings to Markup (whether or not that `+` was rewritten).
+    pub markup_add: bool,
+}
+
+/// `text` with the operators, slices, loops, literals and macros above rewritten; with
+/// `escape_markup` false, `'…'|safe + str` is left to minijinja's `+` (no escaping).
+pub(crate) fn rewrite(text: &str, escape_markup: bool) -> Rewritten {
+    let none = Rewritten { text: None, markup_add: false };
     // Cheap test first: a `%` that is not part of a `{%`/`%}` delimiter, or a double colon.
     let bytes = text.as_bytes();
     let lone_percent = (0..bytes.len())
@@ -102,25 +112,28 @@ pub(crate) fn rewrite(text: &str) -> Option<String> {
         && !text.contains("safe")
         && !text.contains("escape")
         && !text.contains(" is ")
+        && !text.contains("endset")
+        && !text.contains("endfilter")
     {
-        return None;
+        return none;
     }
-    let ast = parse(text, "<template>", SyntaxConfig::default()).ok()?;
+    let Ok(ast) = parse(text, "<template>", SyntaxConfig::default()) else { return none };
     let mut nodes = Vec::new();
     stmt(&ast, text, &mut nodes);
     // `+` is Python's only where Markup may meet it (`'…'|safe + str` escapes the str); elsewhere
     // minijinja's own `+` is the same and costs no call.
     let markup = nodes.iter().any(|n| matches!(n, Node::MakesMarkup { .. }));
+    let markup_add = markup && nodes.iter().any(|n| matches!(n, Node::Op { function: "__plnc_add", .. }));
     nodes.retain(|n| match n {
         Node::MakesMarkup { .. } | Node::Reads { .. } => false,
-        Node::Op { function, .. } => markup || *function != "__plnc_add",
+        Node::Op { function, .. } => (markup && escape_markup) || *function != "__plnc_add",
         _ => true,
     });
     if nodes.is_empty() {
-        return None;
+        return Rewritten { text: None, markup_add };
     }
     nodes.sort_by_key(|n| (n.range().0, std::cmp::Reverse(n.range().1)));
-    Some(emit(text, 0, text.len(), &nodes))
+    Rewritten { text: Some(emit(text, 0, text.len(), &nodes)), markup_add }
 }
 
 /// The text of `start..end` with every node inside it rewritten (outermost first, their insides
@@ -254,6 +267,7 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
                 e!(f);
             }
             stmts(&x.body, text, nodes);
+            scoped_body(x.span(), text, nodes);
         }
         Stmt::AutoEscape(x) => {
             e!(&x.enabled);
@@ -262,6 +276,7 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
         Stmt::FilterBlock(x) => {
             e!(&x.filter);
             stmts(&x.body, text, nodes);
+            scoped_body(x.span(), text, nodes);
         }
         Stmt::Block(x) => stmts(&x.body, text, nodes),
         Stmt::Import(x) => {
@@ -307,6 +322,49 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
             args(&d.call.args, text, nodes);
         }
     }
+}
+
+/// The body of a block `set` or `filter` (the statement spanning `span`, from its keyword to its
+/// end keyword) in a scope of its own, as Jinja2 renders it: a `set` inside does not leak out
+/// (minijinja's does). The body is wrapped in `{% with %}…{% endwith %}`, each tag taking the
+/// whitespace control of the tag it sits against, so the text around is trimmed as before. Only
+/// bodies whose text has a `set` (an over-approximation: the wrap changes nothing else).
+fn scoped_body(span: minijinja::machinery::Span, text: &str, nodes: &mut Vec<Node>) {
+    let (start, end) = (span.start_offset as usize, span.end_offset as usize);
+    let Some(open_end) = tag_end(text, start) else { return };
+    let Some(close_start) = text.get(..end).and_then(|t| t.rfind("{%")) else { return };
+    if close_start < open_end || !text[open_end..close_start].contains("set") {
+        return;
+    }
+    let closing = &text[open_end - 2..open_end];
+    let closing = if text[..open_end - 2].ends_with(['-', '+']) { &text[open_end - 3..open_end] } else { closing };
+    let opening = match text.as_bytes().get(close_start + 2) {
+        Some(b'-') => "{%-",
+        Some(b'+') => "{%+",
+        _ => "{%",
+    };
+    nodes.push(Node::Insert { at: open_end, text: format!("{{% with {closing}") });
+    nodes.push(Node::Insert { at: close_start, text: format!("{opening} endwith %}}") });
+}
+
+/// Where the tag whose code starts at `from` ends (after its `%}`), skipping string literals.
+fn tag_end(text: &str, from: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut i = from;
+    while i + 1 < bytes.len() {
+        match bytes[i] {
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != q {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'%' if bytes[i + 1] == b'}' => return Some(i + 2),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// A macro whose body reads `varargs` or `kwargs` (not a nested macro's): those names become
@@ -1308,32 +1366,36 @@ fn slice(value: Value, start: Value, stop: Value, step: Value) -> Result<Value, 
 mod tests {
     use super::*;
 
+    fn rw(text: &str) -> Option<String> {
+        rewrite(text, true).text
+    }
+
     #[test]
     fn operators_and_slices_are_rewritten_in_place() {
-        assert_eq!(rewrite("{{ a % b }}").as_deref(), Some("{{ __plnc_mod(a , b) }}"));
-        assert_eq!(rewrite("{{ (x|f(1)) % (b, c) }}").as_deref(), Some("{{ __plnc_mod((x|f(1)) , (b, c)) }}"));
-        assert_eq!(rewrite("{{ a % b % c }}").as_deref(), Some("{{ __plnc_mod(__plnc_mod(a , b) , c) }}"));
-        assert_eq!(rewrite("{{ x[::-1] }}").as_deref(), Some("{{ __plnc_slice(x, none, none, -1) }}"));
+        assert_eq!(rw("{{ a % b }}").as_deref(), Some("{{ __plnc_mod(a , b) }}"));
+        assert_eq!(rw("{{ (x|f(1)) % (b, c) }}").as_deref(), Some("{{ __plnc_mod((x|f(1)) , (b, c)) }}"));
+        assert_eq!(rw("{{ a % b % c }}").as_deref(), Some("{{ __plnc_mod(__plnc_mod(a , b) , c) }}"));
+        assert_eq!(rw("{{ x[::-1] }}").as_deref(), Some("{{ __plnc_slice(x, none, none, -1) }}"));
         assert_eq!(
-            rewrite("{{ m['a:b'][1:n % 2:-1] }}").as_deref(),
+            rw("{{ m['a:b'][1:n % 2:-1] }}").as_deref(),
             Some("{{ __plnc_slice(m['a:b'], 1, __plnc_mod(n , 2), -1) }}")
         );
-        assert_eq!(rewrite("{% if x %}{{ y[1:2] }}{% endif %}"), None);
-        assert_eq!(rewrite("{{ '%' }}{% raw %}a % b{% endraw %}"), None);
+        assert_eq!(rw("{% if x %}{{ y[1:2] }}{% endif %}"), None);
+        assert_eq!(rw("{{ '%' }}{% raw %}a % b{% endraw %}"), None);
         assert_eq!(
-            rewrite("{% for a, b in x|items %}{% endfor %}{% set c, d = 'xy' %}").as_deref(),
+            rw("{% for a, b in x|items %}{% endfor %}{% set c, d = 'xy' %}").as_deref(),
             Some(
                 "{% for a, b in __plnc_unpackable((x|items), '(..)') %}{% endfor %}{% set c, d = __plnc_unpack(('xy'), '(..)') %}"
             )
         );
-        assert_eq!(rewrite("{% for a in x %}{{ a, 1 }}{% endfor %}"), None);
+        assert_eq!(rw("{% for a in x %}{{ a, 1 }}{% endfor %}"), None);
         assert_eq!(
-            rewrite("{% for a, b in x[::-1] %}{% endfor %}").as_deref(),
+            rw("{% for a, b in x[::-1] %}{% endfor %}").as_deref(),
             Some("{% for a, b in __plnc_unpackable((__plnc_slice(x, none, none, -1)), '(..)') %}{% endfor %}")
         );
         // Line breaks stay where they were.
         let t = "{{ a\n%\nb }}";
-        assert_eq!(rewrite(t).map(|r| r.matches('\n').count()), Some(2));
+        assert_eq!(rw(t).map(|r| r.matches('\n').count()), Some(2));
     }
 
     #[test]
@@ -1342,8 +1404,8 @@ mod tests {
         let flat = "{{ a % 2 }}".repeat(50_000);
         let nested = format!("{{{{ {}1 }}}}", "a % (".repeat(20)).replace("1 }}", &format!("1{} }}}}", ")".repeat(20)));
         let started = std::time::Instant::now();
-        assert_eq!(rewrite(&flat).map(|r| r.matches("__plnc_mod(").count()), Some(50_000));
-        assert_eq!(rewrite(&nested).map(|r| r.matches("__plnc_mod(").count()), Some(20));
+        assert_eq!(rw(&flat).map(|r| r.matches("__plnc_mod(").count()), Some(50_000));
+        assert_eq!(rw(&nested).map(|r| r.matches("__plnc_mod(").count()), Some(20));
         assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
     }
 

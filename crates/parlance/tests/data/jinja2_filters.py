@@ -86,6 +86,16 @@ CASES = [
     "{{ [undefined_name] }}|{{ undefined_name|pprint }}|{{ {'a': undefined_name} }}|{{ undefined_name|string }}|{{ (undefined_name,) }}|{{ undefined_name }}|{{ '%r' % undefined_name }}|{{ '%s' % undefined_name }}",
     "{{ 'ß'.capitalize() }}|{{ 'ßa'.title() }}|{{ 'ǆa'.capitalize() }}|{{ 'ﬁne ﬂy'.title() }}|{{ 'ᾳ ᾀ ᾷ'.title() }}|{{ 'ß'|capitalize }}|{{ 'ßb'|title }}",
     "{{ none|capitalize }}|{{ 12|capitalize }}|{{ \"hELLO wORLD\"|capitalize }}|{{ missing|capitalize }}|",
+    # Block set and filter bodies are scopes of their own.
+    "{% filter upper %}{% set x = 1 %}{% endfilter %}[{{ x }}]",
+    "{% set b %}{% set x = 1 %}{% endset %}[{{ x }}]",
+    "{% if true %}{% set x = 1 %}{% endif %}[{{ x }}]",
+    "{% set ns = namespace(a=0) %}{% set b %}{% set ns.a = 5 %}{% endset %}[{{ ns.a }}]",
+    "{% set x = 0 %}{% set b %}{% set x = x + 1 %}{{ x }}{% endset %}[{{ b }}{{ x }}]",
+    "{%- set blk1 %}{% set blk0 %}<think>\n{{ 'x' }}{%- endset %}[{{ blk0 | default('') }}]{% endset %}[{{ blk0 | default('') }}]",
+    "a\n{% set b -%}\n  {% set x = 1 %}\n  X{{ x }}\n  {%- endset %}\n[{{ b }}{{ x }}]",
+    "{% filter upper -%}\n {% set y = 'q' %}{{ y }}\n{%+ endfilter %}\n[{{ y }}]",
+    "{% set b | upper %}{% set z = 'w' %}{{ z }}{% endset %}{{ b }}{{ z }}",
     "{{ 'x'|safe + 1 }}", "{{ '<'|e ~ '<' }}", "{{ 9223372036854775807 + 1 }}",
     "{% macro m(x) %}{{ m.name }}{{ m.arguments }}{{ varargs }}{% endmacro %}{{ m(1) }}", "{% macro m() %}{% endmacro %}{{ [m] }}|{{ m }}",
 ]

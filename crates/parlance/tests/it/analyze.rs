@@ -315,6 +315,37 @@ fn undeclared_variables_workaround_analyzes_a_template_that_needs_caller_variabl
 }
 
 #[test]
+fn markup_workaround_reads_calls_that_jinja2_escapes() {
+    // mistral-common's shape (written here, not copied): a safe string, then strings added to it,
+    // which Jinja2's Markup `+` HTML-escapes: transformers renders `[TOOL_CALLS]{&#34;name&#34;: …`.
+    // parlance renders that too; the analysis reads the syntax the template means, as a model
+    // writes it, and says so.
+    let text = "{% for m in messages %}<{{ m.role }}>{{ m.content or '' }}{% for c in m.tool_calls or [] %}\
+                {{ '[TOOL_CALLS]'|safe + '{\"name\": \"' + c.function.name + '\", \"arguments\": ' \
+                + (c.function.arguments | tojson) + '}' }}{% endfor %}</s>{% endfor %}\
+                {% if add_generation_prompt %}<assistant>{% endif %}";
+    let template = ChatTemplate::from_text(text).unwrap();
+    let conversation = parlance::Conversation {
+        messages: vec![serde_json::json!({"role": "assistant", "tool_calls": [
+            {"id": "1", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}
+        ]})],
+        tools: None,
+        documents: None,
+    };
+    let rendered = template.render(&conversation, &parlance::RenderOptions::default()).unwrap();
+    assert!(rendered.contains("[TOOL_CALLS]{&#34;name&#34;: &#34;f&#34;"), "{rendered}");
+    let format = parlance::Format::from_template(&template, &Default::default()).unwrap();
+    assert_eq!(format.workarounds, [parlance::Workaround::MarkupAddUnescaped]);
+    assert_eq!(format.tool_format, parlance::ToolFamily::JsonNative);
+    let tools = format.tools.as_ref().expect("tool calls found");
+    assert_eq!(tools.call_start, "[TOOL_CALLS]", "{tools:?}");
+    assert_eq!(tools.json.as_ref().map(|j| (j.name.as_str(), j.arguments.as_str())), Some(("name", "arguments")));
+    // A `+` that never meets Markup claims nothing.
+    let plain = ChatTemplate::from_text(&text.replace("'[TOOL_CALLS]'|safe", "'[TOOL_CALLS]'")).unwrap();
+    assert!(parlance::Format::from_template(&plain, &Default::default()).unwrap().workarounds.is_empty());
+}
+
+#[test]
 fn list_append_workaround_analyzes_calls_of_a_template_that_appends() {
     // Kimi-K2's shape (written here, not copied): each call's id is queued with `list.append` for
     // the tool responses that follow. transformers' immutable sandbox refuses `append`, as
