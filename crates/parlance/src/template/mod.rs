@@ -13,6 +13,7 @@
 //! Templates are untrusted code: rendering is bounded by `RenderLimits` (instructions, recursion
 //! depth, output size and, where the allocator guard is installed, memory; see [`memory`]).
 
+mod casefold_table;
 mod depth;
 mod environment;
 mod error;

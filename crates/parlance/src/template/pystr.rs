@@ -1,6 +1,6 @@
 //! Python `str` methods the chat-template sandbox allows, where minijinja-contrib's pycompat lacks them
 //! or does them differently: `partition` / `rpartition` (tuples), `ljust` / `rjust` / `center` with
-//! a fill character, `swapcase`, `istitle`, `expandtabs`, `translate`, `title` and `capitalize` with
+//! a fill character, `swapcase`, `casefold`, `istitle`, `expandtabs`, `translate`, `title` and `capitalize` with
 //! Python's cased-character rules, and `find` / `rfind` / `index` / `rindex` / `startswith` /
 //! `endswith` with Python's `start` / `end` slice arguments. Indices count code points, as Python's.
 //! Checked against Python itself in `tests/data/jinja2_filters.json`.
@@ -10,6 +10,20 @@ use minijinja::{Error, ErrorKind};
 
 fn value_error(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidOperation, message.into())
+}
+
+/// Python's `str.casefold`: Unicode's full case folding (`ß` is `ss`, `ς` is `σ`, Cherokee folds
+/// to capitals), where it differs from lowercasing from `super::casefold_table`.
+fn casefold(s: &str) -> String {
+    let table = super::casefold_table::CASEFOLD;
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match table.binary_search_by_key(&c, |&(k, _)| k) {
+            Ok(i) => out.push_str(table[i].1),
+            Err(_) => out.extend(c.to_lowercase()),
+        }
+    }
+    out
 }
 
 /// The string argument `i` of `method`, or `None` when absent or `None`.
@@ -135,6 +149,7 @@ pub(crate) fn call(s: &str, method: &str, args: &[Value]) -> Option<Result<Value
         "partition" | "rpartition" => partition(s, method, args),
         "ljust" | "rjust" | "center" => justify(s, method, args),
         "swapcase" => Ok(Value::from(swapcase(s))),
+        "casefold" => Ok(Value::from(casefold(s))),
         "istitle" => Ok(Value::from(istitle(s))),
         "expandtabs" => expandtabs(s, args),
         "translate" => translate(s, args),
