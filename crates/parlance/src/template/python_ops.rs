@@ -980,16 +980,7 @@ fn add(a: Value, b: Value) -> Result<Value, Error> {
     }
     let number = |v: &Value| matches!(v.kind(), ValueKind::Number | ValueKind::Bool);
     if number(&a) && number(&b) {
-        let int = |v: &Value| -> Option<i128> {
-            if v.kind() == ValueKind::Bool {
-                Some(i128::from(v.is_true()))
-            } else if v.is_integer() {
-                i128::try_from(v.clone()).ok()
-            } else {
-                None
-            }
-        };
-        if let (Some(x), Some(y)) = (int(&a), int(&b))
+        if let (Some(x), Some(y)) = (py_int(&a), py_int(&b))
             && let Some(sum) = x.checked_add(y)
         {
             return Ok(i64::try_from(sum).map(Value::from).unwrap_or_else(|_| Value::from(sum)));
@@ -1012,6 +1003,17 @@ fn add(a: Value, b: Value) -> Result<Value, Error> {
     Err(invalid(format!("unsupported operand type(s) for +: '{}' and '{}'", a.kind(), b.kind())))
 }
 
+/// A Python `int` (a bool counts as one), `None` for other values.
+fn py_int(v: &Value) -> Option<i128> {
+    if v.kind() == ValueKind::Bool {
+        Some(i128::from(v.is_true()))
+    } else if v.is_integer() {
+        i128::try_from(v.clone()).ok()
+    } else {
+        None
+    }
+}
+
 /// Python's `a % b`.
 fn modulo(a: Value, b: Value) -> Result<Value, Error> {
     if a.kind() == ValueKind::String {
@@ -1021,16 +1023,7 @@ fn modulo(a: Value, b: Value) -> Result<Value, Error> {
     if !number(&a) || !number(&b) {
         return Err(invalid(format!("unsupported operand type(s) for %: '{}' and '{}'", a.kind(), b.kind())));
     }
-    let int = |v: &Value| -> Option<i128> {
-        if v.kind() == ValueKind::Bool {
-            Some(i128::from(v.is_true()))
-        } else if v.is_integer() {
-            i128::try_from(v.clone()).ok()
-        } else {
-            None
-        }
-    };
-    if let (Some(x), Some(y)) = (int(&a), int(&b)) {
+    if let (Some(x), Some(y)) = (py_int(&a), py_int(&b)) {
         if y == 0 {
             return Err(invalid("integer modulo by zero"));
         }
