@@ -275,9 +275,7 @@ impl Probe {
         } else {
             self.with_system("PLNC system prompt")
         };
-        let assistant = json!({"role": "assistant", "content": CONTENT});
-        (probe.render(&[assistant], false, false, &[]).is_some() && probe.render(&[], false, true, &[]).is_some())
-            .then_some(probe)
+        probe.if_it_renders()
     }
 
     /// This probe with tools declared in every render (a template may render the conversation
@@ -288,9 +286,14 @@ impl Probe {
             return None;
         }
         let probe = Probe { shape: InputShape { tools_always: true, ..self.shape }, ..self.clone() };
+        probe.if_it_renders()
+    }
+
+    /// This probe, when a conversation and the generation prompt render through it.
+    fn if_it_renders(self) -> Option<Probe> {
         let assistant = json!({"role": "assistant", "content": CONTENT});
-        (probe.render(&[assistant], false, false, &[]).is_some() && probe.render(&[], false, true, &[]).is_some())
-            .then_some(probe)
+        (self.render(&[assistant], false, false, &[]).is_some() && self.render(&[], false, true, &[]).is_some())
+            .then_some(self)
     }
 
     /// The first probe render that hit a limit, if one did.

@@ -413,6 +413,11 @@ pub(crate) fn py_repr(value: &Value) -> String {
     out
 }
 
+/// Whether a sequence is a Python tuple (minijinja's `Tuple`), which reprs in parentheses.
+pub(crate) fn is_tuple(value: &Value) -> bool {
+    value.as_object().is_some_and(|o| o.type_name().contains("Tuple"))
+}
+
 /// `repr(value)` with every dict's items sorted by key, as `pprint` writes them.
 pub(crate) fn py_repr_sorted(value: &Value) -> String {
     let mut out = String::new();
@@ -469,7 +474,7 @@ fn write_repr(out: &mut String, value: &Value, depth: usize, sort_dicts: bool) {
             }
         }
         ValueKind::Seq => {
-            let is_tuple = value.as_object().is_some_and(|o| o.type_name().contains("Tuple"));
+            let is_tuple = is_tuple(value);
             out.push(if is_tuple { '(' } else { '[' });
             let mut n = 0;
             if let Ok(items) = value.try_iter() {

@@ -8,7 +8,7 @@
 
 use minijinja::value::{Value, ValueKind};
 
-use super::environment::{py_repr_sorted, sorted_keys};
+use super::environment::{is_tuple, py_repr_sorted, sorted_keys};
 use super::pystr::is_py_whitespace;
 
 /// `pprint`'s line width.
@@ -26,10 +26,6 @@ pub(crate) fn pformat(value: &Value) -> String {
 
 fn width_of(text: &str) -> i64 {
     text.chars().count() as i64
-}
-
-fn is_tuple(value: &Value) -> bool {
-    value.as_object().is_some_and(|o| o.type_name().contains("Tuple"))
 }
 
 /// `PrettyPrinter._format`.

@@ -97,6 +97,7 @@ CASES = [
     "{% filter upper -%}\n {% set y = 'q' %}{{ y }}\n{%+ endfilter %}\n[{{ y }}]",
     "{% set b | upper %}{% set z = 'w' %}{{ z }}{% endset %}{{ b }}{{ z }}",
     "{{ 'Straße'.casefold() }}|{{ 'ΣΑΣ ς'.casefold() }}|{{ 'ﬁ İ µ'.casefold() }}|{{ 'ᏸ'.casefold() }}|{{ 'ABC'.casefold() }}",
+    "{{ 'a'|e + '<' }}|{{ '<' + 'a'|e }}",
     "{{ 'x'|safe + 1 }}", "{{ '<'|e ~ '<' }}", "{{ 9223372036854775807 + 1 }}",
     "{% macro m(x) %}{{ m.name }}{{ m.arguments }}{{ varargs }}{% endmacro %}{{ m(1) }}", "{% macro m() %}{% endmacro %}{{ [m] }}|{{ m }}",
 ]

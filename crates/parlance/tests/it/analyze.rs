@@ -314,6 +314,17 @@ fn undeclared_variables_workaround_analyzes_a_template_that_needs_caller_variabl
     assert_eq!(direct.tools, format.tools);
 }
 
+/// An assistant turn with one call, `f({"a": 1})`.
+fn one_call_turn() -> parlance::Conversation {
+    parlance::Conversation {
+        messages: vec![serde_json::json!({"role": "assistant", "tool_calls": [
+            {"id": "1", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}
+        ]})],
+        tools: None,
+        documents: None,
+    }
+}
+
 #[test]
 fn markup_workaround_reads_calls_that_jinja2_escapes() {
     // mistral-common's shape (written here, not copied): a safe string, then strings added to it,
@@ -325,13 +336,7 @@ fn markup_workaround_reads_calls_that_jinja2_escapes() {
                 + (c.function.arguments | tojson) + '}' }}{% endfor %}</s>{% endfor %}\
                 {% if add_generation_prompt %}<assistant>{% endif %}";
     let template = ChatTemplate::from_text(text).unwrap();
-    let conversation = parlance::Conversation {
-        messages: vec![serde_json::json!({"role": "assistant", "tool_calls": [
-            {"id": "1", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}
-        ]})],
-        tools: None,
-        documents: None,
-    };
+    let conversation = one_call_turn();
     let rendered = template.render(&conversation, &parlance::RenderOptions::default()).unwrap();
     assert!(rendered.contains("[TOOL_CALLS]{&#34;name&#34;: &#34;f&#34;"), "{rendered}");
     let format = parlance::Format::from_template(&template, &Default::default()).unwrap();
@@ -356,13 +361,7 @@ fn list_append_workaround_analyzes_calls_of_a_template_that_appends() {
                 <call>{{ c.function.name }}|{{ c.function.arguments | tojson }}</call>{% endfor %}</calls>{% endif %}</s>\
                 {% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
     let template = ChatTemplate::from_text(text).unwrap();
-    let conversation = parlance::Conversation {
-        messages: vec![serde_json::json!({"role": "assistant", "tool_calls": [
-            {"id": "1", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}
-        ]})],
-        tools: None,
-        documents: None,
-    };
+    let conversation = one_call_turn();
     let err = template.render(&conversation, &parlance::RenderOptions::default()).unwrap_err();
     assert!(err.to_string().contains("append"), "{err}");
     let format = parlance::Format::from_template(&template, &Default::default()).unwrap();
