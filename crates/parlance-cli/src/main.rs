@@ -115,7 +115,8 @@ struct BenchGrammarArgs {
     /// Result file (the runner's shape: `meta`, `summary`, `items`).
     #[arg(long)]
     out: PathBuf,
-    /// The EOS token, when the tokenizer config does not name it.
+    /// The EOS token, instead of the tokenizer config's `eos_token` (W3: `<|endoftext|>`, since gpt-oss's
+    /// config names `<|return|>`, a token the Harmony grammar itself writes).
     #[arg(long)]
     eos: Option<String>,
     /// Only the first N items (after `--stride`).

@@ -195,9 +195,7 @@ impl CompiledGrammar {
                 out.push(u32::MAX - 3 + self.tables.nullable[r as usize] as u32);
                 i += 1;
             }
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            out.hash(&mut h);
-            (h.finish(), out.into())
+            (crate::automaton::key_hash(&out), out.into())
         })
     }
 }

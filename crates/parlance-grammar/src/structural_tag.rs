@@ -511,7 +511,17 @@ impl<'a> Lowering<'a> {
                 .get(text)
                 .copied()
                 .or_else(|| self.vocab.and_then(|v| v.special_token_id(text)))
-                .ok_or_else(|| invalid(ptr, format!("{text:?} is not a special token of the vocabulary"))),
+                .ok_or_else(|| {
+                    // EOS ends generation where the grammar may end; it is no token a grammar
+                    // names (Harmony's `<|return|>` is both, when the tokenizer config says so).
+                    let eos = self.vocab.is_some_and(|v| v.eos_ids().iter().any(|&id| v.token_bytes(id) == text.as_bytes()));
+                    let why = if eos {
+                        format!("{text:?} is the vocabulary's EOS token, which ends generation and is never matched inside a grammar; choose another EOS (the CLI's `--eos`)")
+                    } else {
+                        format!("{text:?} is not a special token of the vocabulary")
+                    };
+                    invalid(ptr, why)
+                }),
             _ => Err(invalid(ptr, "expected a token id or a special token's text")),
         }
     }

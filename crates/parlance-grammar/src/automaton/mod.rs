@@ -408,41 +408,23 @@ impl Core {
         run
     }
 
-    /// Canonical encoding of the structure: states with byte ranges, rule edges (local rule numbers
-    /// passed through `rule_index`) and finality.
+    /// Encoding of the structure: the byte classes, then per state its finality, its live class
+    /// transitions as `(class, target)` and its rule edges (local rule numbers passed through
+    /// `rule_index`). Equal encodings are equal automata; equal automata built from the same rule (a
+    /// tool seen again) encode equally, since the classes come from the rule's byte ranges. Classes
+    /// are not merged into byte ranges: keys are computed on the first mask of a rule, while the
+    /// model waits.
     pub(crate) fn encode_local(&self, rule_index: &mut dyn FnMut(u32) -> u32, out: &mut Vec<u32>) {
-        // Byte ranges over which the class is constant, computed once.
-        let mut runs: Vec<(u32, u32, usize)> = Vec::new();
-        for b in 0..256usize {
-            let c = self.classes[b] as usize;
-            match runs.last_mut() {
-                Some(r) if r.2 == c => r.1 = b as u32,
-                _ => runs.push((b as u32, b as u32, c)),
-            }
-        }
         out.push(self.len() as u32);
+        out.push(self.nclasses as u32);
+        out.extend(self.classes.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])));
         for s in 0..self.len() {
             out.push(self.finals[s] as u32);
             let row = &self.trans[s * self.nclasses..(s + 1) * self.nclasses];
-            let mut cur: Option<(u32, u32, u32)> = None;
-            for &(lo, hi, c) in &runs {
-                let t = row[c];
-                match &mut cur {
-                    Some(x) if x.2 == t => x.1 = hi,
-                    _ => {
-                        if let Some((a, b, t)) = cur
-                            && t != DEAD
-                        {
-                            out.extend([a, b, t]);
-                        }
-                        cur = Some((lo, hi, t));
-                    }
+            for (c, &t) in row.iter().enumerate() {
+                if t != DEAD {
+                    out.extend([c as u32, t]);
                 }
-            }
-            if let Some((a, b, t)) = cur
-                && t != DEAD
-            {
-                out.extend([a, b, t]);
             }
             out.push(u32::MAX - 1);
             for &(r, t) in self.local_edges(s as u32) {
@@ -520,9 +502,7 @@ impl Core {
                 *index.entry(x).or_insert(next)
             };
             self.encode_local(&mut map, &mut out);
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            std::hash::Hash::hash(&out, &mut h);
-            (std::hash::Hasher::finish(&h), out.into())
+            (key_hash(&out), out.into())
         })
     }
 
@@ -1794,6 +1774,22 @@ pub(crate) fn strongly_connected<'a>(n: usize, succ: impl Fn(usize) -> &'a [u32]
         }
     }
     comp
+}
+
+/// The hash of a structural key: a multiply-rotate over its words, two at a time (keys run to tens
+/// of thousands of words and are hashed while the model waits; lookups compare whole keys, so a
+/// collision costs a comparison, never a wrong mask).
+pub(crate) fn key_hash(words: &[u32]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h = words.len() as u64;
+    let mut pairs = words.chunks_exact(2);
+    for p in &mut pairs {
+        h = (h.rotate_left(5) ^ (u64::from(p[0]) | u64::from(p[1]) << 32)).wrapping_mul(K);
+    }
+    for &w in pairs.remainder() {
+        h = (h.rotate_left(5) ^ u64::from(w)).wrapping_mul(K);
+    }
+    h
 }
 
 #[cfg(test)]

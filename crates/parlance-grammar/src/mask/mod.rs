@@ -119,6 +119,10 @@ type PoolBucket = Vec<(Arc<[u32]>, Arc<MaskEntry>)>;
 #[derive(Debug, Default)]
 pub(crate) struct MaskPool {
     inner: Mutex<PoolInner>,
+    /// Per `k`, the tokens of at most `k` JSON-string characters. They depend on the vocabulary
+    /// alone, like its trie, so [`MaskPool::clear`] keeps them: a cleared cache recompiles grammars,
+    /// not the tokenizer's own tables. At most one set per `k ≤ max_plain`.
+    plain: Mutex<HashMap<u32, Arc<PlainSet>>>,
 }
 
 #[derive(Debug, Default)]
@@ -126,8 +130,6 @@ struct PoolInner {
     map: HashMap<PoolKey, PoolBucket>,
     /// Per component shape: trie nodes whose whole subtree stays inside the component.
     components: HashMap<Vec<u32>, Arc<PosBits>>,
-    /// Per `k`, the tokens of at most `k` JSON-string characters.
-    plain: HashMap<u32, Arc<PlainSet>>,
     bytes: usize,
     len: usize,
 }
@@ -145,7 +147,8 @@ impl MaskPool {
         self.inner.lock().map(|p| p.bytes).unwrap_or(0)
     }
 
-    /// Forgets every entry; grammars compiled earlier keep the entries they already looked up.
+    /// Forgets every entry; grammars compiled earlier keep the entries they already looked up. The
+    /// plain-token sets, which no grammar shapes, stay.
     pub(crate) fn clear(&self) {
         if let Ok(mut p) = self.inner.lock() {
             *p = PoolInner::default();
@@ -174,7 +177,7 @@ impl MaskPool {
 
     /// The tokens of at most `k` JSON-string characters (computed once per `k`).
     fn plain_set(&self, vocab: &TokenVocab, k: u32) -> Arc<PlainSet> {
-        if let Some(set) = self.inner.lock().ok().and_then(|p| p.plain.get(&k).cloned()) {
+        if let Some(set) = self.plain.lock().ok().and_then(|p| p.get(&k).cloned()) {
             return set;
         }
         let mut words = vec![0u32; vocab.mask_words()];
@@ -188,12 +191,8 @@ impl MaskPool {
             }
         }
         let set = Arc::new(PlainSet { words, positions });
-        if let Ok(mut p) = self.inner.lock() {
-            let add = set.words.len() * 4 + set.positions.0.len() * 8;
-            if p.bytes + add <= POOL_MAX_BYTES {
-                p.bytes += add;
-                p.plain.insert(k, set.clone());
-            }
+        if let Ok(mut p) = self.plain.lock() {
+            p.insert(k, set.clone());
         }
         set
     }

@@ -151,6 +151,16 @@ fn errors_name_the_node() {
         let shown = error(&doc).to_string();
         assert!(shown.contains(want), "{doc}: {shown}");
     }
+    // EOS is no token a grammar names: the error says so (W3 with gpt-oss's config, whose EOS is
+    // `<|return|>`, failed with "not a special token" on a token the tokenizer has).
+    let compiler = GrammarCompiler::new(synthetic_vocab());
+    let doc = json!({"format": {"type": "sequence", "elements": [{"type": "const_string", "value": "x"},
+        {"type": "token", "token": "<eos>"}]}});
+    let shown =
+        compiler.compile_structural_tag(&doc.to_string(), &StructuralTagOptions::default()).unwrap_err().to_string();
+    assert!(shown.contains("\"<eos>\" is the vocabulary's EOS token"), "{shown}");
+    let doc = json!({"format": {"type": "token", "token": "<special>"}});
+    assert!(compiler.compile_structural_tag(&doc.to_string(), &StructuralTagOptions::default()).is_ok());
     let deep =
         (0..100).fold(json!({"type": "const_string", "value": "x"}), |c, _| json!({"type": "optional", "content": c}));
     assert!(error(&json!({ "format": deep })).to_string().contains("nested deeper"));
