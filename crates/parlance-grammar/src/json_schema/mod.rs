@@ -23,7 +23,9 @@
 //!
 //! Narrowings, the whole list (the grammar rejects these valid instances, and never accepts an
 //! invalid one):
-//! - Properties come in the order the schema declares them, additional ones after; a `const` or
+//! - Properties come in the order the schema declares them, additional ones after; an `allOf`
+//!   subschema's or an `anyOf`/`oneOf` branch's properties before its parent's (and where it
+//!   narrows one of its parent's, in the parent's order too); a `const` or
 //!   `enum` object's keys in the order the schema writes them; a `const` or `enum` string's
 //!   printable ASCII characters raw (`"\u0061"` is not `"a"` there), `"`, `\\` and `/` aside.
 //! - A key is read as the key it is, never as another spelling of it (`"\u0061"` would pass for
@@ -359,6 +361,8 @@ pub(crate) fn lower(schema: &Value, options: &JsonSchemaOptions, deadline: Insta
         deadline,
         nodes: 0,
         long_strings: HashMap::new(),
+        calendar_rules: HashMap::new(),
+        alternative_order: None,
         work: 0,
     };
     let root = c.declare_at("root", "#");
@@ -385,6 +389,10 @@ struct Compiler<'a> {
     deadline: Instant,
     nodes: usize,
     long_strings: HashMap<(u64, Option<u64>), RuleId>,
+    /// A second order of the keys for the next object lowered (see `in_either_order`).
+    alternative_order: Option<Vec<String>>,
+    /// The shared rule of each calendar format (see `string`).
+    calendar_rules: HashMap<String, RuleId>,
     /// Steps of loops that do not visit schema nodes (members, name tries), for deadline checks.
     work: usize,
 }
@@ -392,6 +400,9 @@ struct Compiler<'a> {
 /// The keywords that bound a number, in the order an error names the first one present.
 const NUMBER_KEYWORDS: &[&str] =
     &["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "format"];
+
+/// Formats whose automata count days per month and leap years (see `formats`).
+const CALENDAR_FORMATS: &[&str] = &["date", "date-time"];
 
 /// Objects with more members than this are cut into blocks of [`MEMBERS_BLOCK`] (see
 /// `Compiler::members`); below it (every W1 schema) the member chain is inlined whole.
@@ -738,6 +749,29 @@ impl<'a> Compiler<'a> {
         })
     }
 
+    /// `merged`, the merge of `first` (a subschema or branch) and `second` (its parent), whose
+    /// properties come in `first`'s order, then `second`'s. Where `first` narrows a property
+    /// `second` declares, the object also takes its keys in the parent's own order (`second`'s,
+    /// then `first`'s): the grammar fixes the order of keys, and an instance may follow either.
+    /// The object's lowering reads that order from `alternative_order`.
+    fn in_either_order(
+        &mut self,
+        merged: &Value,
+        second: &Value,
+        first: &Value,
+        ptr: &str,
+    ) -> Result<Expr, SchemaError> {
+        let properties = |v: &Value| v.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+        let (narrowing, parent) = (properties(first), properties(second));
+        if narrowing.keys().any(|k| parent.contains_key(k)) {
+            let order = parent.keys().chain(narrowing.keys().filter(|k| !parent.contains_key(*k))).cloned().collect();
+            self.alternative_order = Some(order);
+        }
+        let expr = self.schema(merged, ptr);
+        self.alternative_order = None;
+        expr
+    }
+
     fn schema(&mut self, s: &Value, ptr: &str) -> Result<Expr, SchemaError> {
         self.nodes += 1;
         if self.nodes > MAX_NODES {
@@ -831,9 +865,11 @@ impl<'a> Compiler<'a> {
                 if has_siblings {
                     let b = self.deref_value(b, &bp)?;
                     // The branch first, then the siblings, as `allOf` merges (subschemas first):
-                    // a branch's properties come before the shared ones.
-                    match merge::merge(&b, &Value::Object(siblings.clone())) {
-                        Ok(v) => alts.push(self.schema(&v, &bp)?),
+                    // a branch's properties come before the shared ones; and in the siblings'
+                    // order too where that differs (a branch that narrows a shared property).
+                    let siblings = Value::Object(siblings.clone());
+                    match merge::merge(&b, &siblings) {
+                        Ok(v) => alts.push(self.in_either_order(&v, &siblings, &b, &bp)?),
                         Err(k) => {
                             self.unsupported(&bp, &k, &format!("cannot be combined with the {kw} branch"))?;
                             alts.push(self.schema(&b, &bp)?);
@@ -865,8 +901,9 @@ impl<'a> Compiler<'a> {
                     Err(k) => self.unsupported(&sub_ptr, &k, "cannot be merged in allOf")?,
                 }
             }
-            match merge::merge(&acc, &Value::Object(base)) {
-                Ok(v) => acc = v,
+            let base = Value::Object(base);
+            match merge::merge(&acc, &base) {
+                Ok(v) => return self.in_either_order(&v, &base, &acc, ptr),
                 Err(k) => self.unsupported(ptr, &k, "cannot be merged with allOf")?,
             }
             return self.schema(&acc, ptr);
@@ -1135,6 +1172,23 @@ impl<'a> Compiler<'a> {
             }
         };
         let string = Expr::seq(vec![lit("\""), body, lit("\"")]);
+        if let Some(f) = m.get("format").and_then(Value::as_str)
+            && CALENDAR_FORMATS.contains(&f)
+            && min.is_none()
+            && max.is_none()
+            && m.get("pattern").is_none()
+        {
+            // One rule per calendar format, kept apart: the days of each month and leap years make
+            // an automaton that, copied into every date field of a large inlined object, made one
+            // W1 schema's build 14 times slower.
+            if let Some(&id) = self.calendar_rules.get(f) {
+                return Ok(Expr::Rule(id));
+            }
+            let id = self.rule_at("string", string, &format!("{ptr}/format"));
+            self.b.keep_rule(id);
+            self.calendar_rules.insert(f.to_owned(), id);
+            return Ok(Expr::Rule(id));
+        }
         if m.get("pattern").is_some_and(Value::is_string) {
             // A rule of its own: a pattern whose automaton reaches a limit is said of `pattern`.
             return Ok(Expr::Rule(self.rule_at("pattern", string, &format!("{ptr}/pattern"))));
@@ -1269,6 +1323,7 @@ impl<'a> Compiler<'a> {
     }
 
     fn object(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
+        let alternative_order = self.alternative_order.take();
         let empty = Map::new();
         let props = m.get("properties").and_then(Value::as_object).unwrap_or(&empty);
         let required: Vec<&str> = m
@@ -1386,7 +1441,28 @@ impl<'a> Compiler<'a> {
         if non_empty {
             self.enforced("minProperties");
         }
-        let content = self.members(members, extra.map(|e| (e, extra_ptr)), non_empty, ptr)?;
+        let extra = extra.map(|e| (e, extra_ptr));
+        // The same members in a second order, where a subschema narrowed a property of its parent
+        // (see `in_either_order`): each value a rule kept apart, so the two orders share the
+        // values' automata instead of copying them (nested, each level would double).
+        let second: Option<Vec<usize>> = alternative_order
+            .and_then(|order| order.iter().map(|k| names.iter().position(|n| n == k)).collect::<Option<Vec<_>>>())
+            .filter(|order| order.len() == names.len() && order.iter().enumerate().any(|(i, &j)| i != j));
+        let content = match second {
+            Some(order) if members.len() == names.len() => {
+                let mut shared = Vec::with_capacity(members.len());
+                for (value, required, at) in members {
+                    let id = self.rule_at("member", value, &at);
+                    self.b.keep_rule(id);
+                    shared.push((Expr::Rule(id), required, at));
+                }
+                let swapped = order.iter().map(|&i| shared[i].clone()).collect();
+                let first = self.members(shared, extra.clone(), non_empty, ptr)?;
+                let second = self.members(swapped, extra, non_empty, ptr)?;
+                Expr::alt(vec![first, second])
+            }
+            _ => self.members(members, extra, non_empty, ptr)?,
+        };
         Ok(Expr::seq(vec![self.open("{"), content, self.close("}")]))
     }
 
