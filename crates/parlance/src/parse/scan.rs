@@ -125,6 +125,8 @@ struct Searched {
     /// Finds the marker up to its first whitespace (the whole marker when it has none).
     head: memchr::memmem::Finder<'static>,
     loose: bool,
+    /// `hold_window(marker)`.
+    window: usize,
     /// The search started here…
     from: usize,
     /// …and read the buffer up to here…
@@ -141,6 +143,7 @@ impl Searched {
             marker: marker.to_owned(),
             head: memchr::memmem::Finder::new(&marker.as_bytes()[..head_len]).into_owned(),
             loose: head_len < marker.len(),
+            window: hold_window(marker),
             from: usize::MAX,
             upto: 0,
             found: None,
@@ -189,7 +192,7 @@ impl MarkerSearch {
                 // Consumed: nothing lies between, search on past it.
                 Some(_) => {}
                 // Only a match that the end of the buffer cut off may start before `upto`.
-                None => start = entry.upto.saturating_sub(hold_window(marker)).max(from),
+                None => start = entry.upto.saturating_sub(entry.window).max(from),
             }
         }
         while !buf.is_char_boundary(start) {
@@ -204,7 +207,14 @@ impl MarkerSearch {
 /// The longest text one match of `marker` may span, whole or cut off at the end of the text (its
 /// whitespace runs are loose, each bounded): the most bytes `marker_hold` may hold back.
 pub(crate) fn hold_window(marker: &str) -> usize {
-    let runs = marker.split(|c: char| c.is_ascii_whitespace()).filter(|p| !p.is_empty()).count();
+    // Runs of non-whitespace, counted on bytes (whitespace here is ASCII).
+    let mut runs = 0;
+    let mut in_run = false;
+    for &b in marker.as_bytes() {
+        let word = !b.is_ascii_whitespace();
+        runs += usize::from(word && !in_run);
+        in_run = word;
+    }
     marker.len() + MAX_LOOSE_WS * runs.max(1)
 }
 
@@ -275,6 +285,13 @@ mod tests {
                 .find(|&k| marker.is_char_boundary(k) && text.is_char_boundary(text.len() - k) && text.ends_with(&marker[..k]))
                 .unwrap_or(0);
             prop_assert_eq!(partial_suffix(&text, &marker), by_definition);
+        }
+
+        /// The window counts the marker's runs of non-whitespace, as splitting it says.
+        #[test]
+        fn hold_window_counts_word_runs(marker in "(<|a|é| |\n|\t)*") {
+            let runs = marker.split(|c: char| c.is_ascii_whitespace()).filter(|p| !p.is_empty()).count();
+            prop_assert_eq!(hold_window(&marker), marker.len() + MAX_LOOSE_WS * runs.max(1));
         }
     }
 

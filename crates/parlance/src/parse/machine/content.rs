@@ -4,7 +4,7 @@
 
 use super::section::{Phase, Section};
 use super::{Machine, Opener, State, Step, TurnEnded};
-use crate::parse::scan::{Match, hold_window, leading_ws, marker_hold};
+use crate::parse::scan::{Match, leading_ws, marker_hold};
 use crate::parse::syntax::Syntax;
 use crate::parse::{Delta, IssueKind, SpanKind};
 use crate::values::JsonEnd;
@@ -330,11 +330,12 @@ impl Machine {
                 }
             }
         }
-        let markers = &setup.content_markers[match self.turn_ended {
+        let set = match self.turn_ended {
             TurnEnded::No => usize::from(!self.message.tool_calls.is_empty()),
             TurnEnded::BySectionEnd => 2,
             TurnEnded::Yes => 3,
-        }];
+        };
+        let markers = &setup.content_markers[set];
         // The earliest marker wins, the longest at one position; a marker that may still be
         // completing at or before it (a longer one sharing its start) must be decided first.
         let found = markers
@@ -343,7 +344,7 @@ impl Machine {
             .min_by_key(|(at, end, _)| (*at, usize::MAX - *end));
         // A marker cut off at the end of the buffer decides only when it starts at or before the
         // one found: far from the end, nothing is undecided.
-        let reach = markers.iter().map(|(m, _)| hold_window(m)).max().unwrap_or(0);
+        let reach = setup.content_reach[set];
         let far = |at: usize| at + reach < self.buf.len();
         let undecided = if self.eof || found.is_some_and(|(at, _, _)| far(at)) {
             None

@@ -8,6 +8,7 @@ use super::TurnEnded;
 use super::content::{ContentMarker, content_markers};
 use crate::format::{Format, ReasoningMode};
 use crate::parse::channel::ChannelSyntax;
+use crate::parse::scan::hold_window;
 use crate::parse::syntax::{Syntax, ToolSyntax};
 use crate::parse::{ParseOptions, ToolChoice};
 
@@ -46,6 +47,9 @@ pub(crate) struct Setup {
     /// before the turn end without calls, the same with calls, after a section end that ended the
     /// turn, after the turn end.
     pub(super) content_markers: [Vec<(String, ContentMarker)>; 4],
+    /// For each of those sets, the longest window a match of one of its markers may span
+    /// (`hold_window`), computed once: content asks at every marker it meets.
+    pub(super) content_reach: [usize; 4],
 }
 
 impl Setup {
@@ -100,6 +104,8 @@ impl Setup {
                 .map(|(ended, has_calls)| {
                     content_markers(&syntax, calls_enabled, separate_reasoning, ended, has_calls)
                 });
+        let content_reach =
+            content_markers.each_ref().map(|set| set.iter().map(|(m, _)| hold_window(m)).max().unwrap_or(0));
         Setup {
             has_tools: !options.tools.is_empty(),
             calls_enabled,
@@ -121,6 +127,7 @@ impl Setup {
             id_seed: options.id_seed,
             drop_truncated: options.truncated_calls == super::super::TruncatedCalls::Drop,
             content_markers,
+            content_reach,
         }
     }
 
