@@ -275,6 +275,31 @@ impl Machine {
     }
 
     /// Content; `opener`: it follows reasoning and may open with that marker.
+    /// Where the earliest marker of content set `set` that the buffer's end may be cutting off
+    /// starts, at or after `from`.
+    fn content_undecided(&mut self, set: usize, from: usize) -> Option<usize> {
+        let len = self.buf.len();
+        let markers = &self.setup.content_markers[set];
+        if !matches!(&self.content_holds, Some((s, l, _)) if (*s, *l) == (set, len)) {
+            let holds = markers.iter().map(|(m, _)| marker_hold(&self.buf, m)).collect();
+            self.content_holds = Some((set, len, holds));
+        }
+        let holds = self.content_holds.as_ref().map(|(_, _, h)| h.as_slice()).unwrap_or_default();
+        // A hold that starts at or after `from` is the hold of the text from there too (the
+        // longest, or leftmost, one there is); one reaching before it is asked again.
+        markers
+            .iter()
+            .zip(holds)
+            .map(
+                |((m, _), &hold)| {
+                    if hold == 0 || len - hold >= from { hold } else { marker_hold(&self.buf[from..], m) }
+                },
+            )
+            .filter(|&hold| hold > 0)
+            .map(|hold| len - hold)
+            .min()
+    }
+
     pub(super) fn in_content(&mut self, opener: Option<Opener>) -> Step {
         let setup = self.setup.clone();
         let syntax = &setup.syntax;
@@ -346,16 +371,8 @@ impl Machine {
         // one found: far from the end, nothing is undecided.
         let reach = setup.content_reach[set];
         let far = |at: usize| at + reach < self.buf.len();
-        let undecided = if self.eof || found.is_some_and(|(at, _, _)| far(at)) {
-            None
-        } else {
-            markers
-                .iter()
-                .map(|(m, _)| marker_hold(&self.buf[from..], m))
-                .filter(|&hold| hold > 0)
-                .map(|hold| self.buf.len() - hold)
-                .min()
-        };
+        let undecided =
+            if self.eof || found.is_some_and(|(at, _, _)| far(at)) { None } else { self.content_undecided(set, from) };
         if let (Some((at, _, _)), Some(partial)) = (found, undecided)
             && partial <= at
         {

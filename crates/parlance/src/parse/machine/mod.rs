@@ -106,6 +106,10 @@ pub(crate) struct Machine {
     state: State,
     /// The current reasoning or content segment has had non-whitespace text.
     seg_text: bool,
+    /// For a content marker set and a buffer length: how much of the buffer's end each marker of
+    /// the set may be the start of (`marker_hold` on the whole buffer). A stream dense with
+    /// markers asks again at each one, with the same buffer.
+    content_holds: Option<(usize, usize, Vec<usize>)>,
     deltas: Vec<Delta>,
     message: ParsedMessage,
     reasoning: String,
@@ -148,6 +152,7 @@ impl Machine {
             eof: false,
             state: State::Start,
             seg_text: false,
+            content_holds: None,
             deltas: Vec::new(),
             message: ParsedMessage::default(),
             reasoning: String::new(),
@@ -299,12 +304,14 @@ impl Machine {
             self.content.push_str(piece)
         }
         if self.streaming {
-            let piece = piece.to_owned();
-            self.deltas.push(if reasoning {
-                Delta::Reasoning { reasoning_content: piece }
-            } else {
-                Delta::Content { content: piece }
-            });
+            // Text right after text of its kind is one delta: an output dense with markers
+            // (stray ends, say) would otherwise cost an allocation per piece.
+            match (self.deltas.last_mut(), reasoning) {
+                (Some(Delta::Reasoning { reasoning_content: last }), true) => last.push_str(piece),
+                (Some(Delta::Content { content: last }), false) => last.push_str(piece),
+                (_, true) => self.deltas.push(Delta::Reasoning { reasoning_content: piece.to_owned() }),
+                (_, false) => self.deltas.push(Delta::Content { content: piece.to_owned() }),
+            }
         }
     }
 
