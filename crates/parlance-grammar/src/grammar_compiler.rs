@@ -95,9 +95,9 @@ impl GrammarCompiler {
         self.cache.lock().map(|c| c.bytes).unwrap_or(0) + self.vocab.pool.bytes()
     }
 
-    /// Empties every cache: compiled grammars, the vocabulary's mask pool, the automaton cache, the
-    /// lowered schemas.
-    /// Grammars handed out earlier stay valid.
+    /// Empties every cache: compiled grammars, the vocabulary's mask pool (not its plain-token
+    /// sets, which depend on the vocabulary alone), the automaton cache, the lowered schemas and
+    /// the parsed patterns. Grammars handed out earlier stay valid.
     pub fn clear(&self) {
         if let Ok(mut c) = self.cache.lock() {
             c.map.clear();
@@ -106,6 +106,7 @@ impl GrammarCompiler {
         self.vocab.pool.clear();
         clear_shape_cache();
         crate::json_schema::clear_lowered_schemas();
+        crate::json_schema::clear_regex_cache();
     }
 
     fn cached(

@@ -2081,24 +2081,42 @@ fn compact_json(v: &Value) -> String {
 }
 
 /// `regex_to_expr` in JSON-string mode, memoized process-wide: formats and common patterns recur
-/// across schemas, and parsing them is a visible part of compile time.
+/// across schemas, and parsing them is a visible part of compile time. Bounded: patterns up to
+/// [`REGEX_CACHE_PATTERN_BYTES`] long, at most [`REGEX_CACHE_ENTRIES`] of them (a stranger's
+/// schemas may each bring a new one); [`clear_regex_cache`] empties it.
 fn json_regex(pattern: &str, any_char: &Expr, key: bool) -> Result<Expr, String> {
-    use std::sync::{Mutex, OnceLock};
-    type Cached = HashMap<(bool, String), Result<Expr, String>>;
-    static CACHE: OnceLock<Mutex<Cached>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
+    let cacheable = pattern.len() <= REGEX_CACHE_PATTERN_BYTES;
     let cache_key = (key, pattern.to_string());
-    if let Some(hit) = cache.lock().ok().and_then(|c| c.get(&cache_key).cloned()) {
+    if cacheable && let Some(hit) = regex_cache().lock().ok().and_then(|c| c.get(&cache_key).cloned()) {
         return hit;
     }
     let r = regex_to_expr(pattern, RegexMode::JsonString { any_char });
-    if let Ok(mut c) = cache.lock() {
-        if c.len() > 4096 {
+    if cacheable && let Ok(mut c) = regex_cache().lock() {
+        if c.len() >= REGEX_CACHE_ENTRIES {
             c.clear();
         }
         c.insert(cache_key, r.clone());
     }
     r
+}
+
+/// Longest pattern [`json_regex`] keeps.
+const REGEX_CACHE_PATTERN_BYTES: usize = 1024;
+/// Most patterns [`json_regex`] keeps.
+const REGEX_CACHE_ENTRIES: usize = 4096;
+
+type RegexCache = HashMap<(bool, String), Result<Expr, String>>;
+
+fn regex_cache() -> &'static std::sync::Mutex<RegexCache> {
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<RegexCache>> = std::sync::OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// Empties the cache of parsed patterns ([`json_regex`]).
+pub(crate) fn clear_regex_cache() {
+    if let Ok(mut c) = regex_cache().lock() {
+        c.clear();
+    }
 }
 
 /// JSON numbers (no exponent) that are multiples of `k`, for `k` = 1 or a power of ten below 1 (at
@@ -2184,5 +2202,24 @@ fn char_bounds(e: &Expr) -> (u64, Option<u64>) {
             let (lo, hi) = char_bounds(expr);
             (lo * *min as u64, hi.zip(*max).map(|(h, m)| h * m as u64).or(if hi == Some(0) { Some(0) } else { None }))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parsed_patterns_are_kept_only_when_short_and_cleared_with_the_compiler() {
+        let any = Compiler::json_char_with(false);
+        let long = format!("^{}$", "ab".repeat(REGEX_CACHE_PATTERN_BYTES));
+        assert!(json_regex(&long, &any, false).is_ok());
+        let kept = |p: &str| regex_cache().lock().is_ok_and(|c| c.contains_key(&(false, p.to_string())));
+        assert!(!kept(&long), "a long pattern is parsed, not kept");
+        let short = "^kept-then-cleared-[0-9]$";
+        assert!(json_regex(short, &any, false).is_ok());
+        assert!(kept(short));
+        clear_regex_cache();
+        assert!(!kept(short));
     }
 }
