@@ -6,7 +6,8 @@
 //! `maxItems`, `enum` / `const`, `anyOf`, `oneOf` (when its branches are provably disjoint), `allOf`
 //! (merged), `$ref` into the same document (`$defs`, `definitions`, any JSON pointer) including
 //! recursion, string `minLength` / `maxLength` / `pattern` / `format`, integer and number bounds
-//! (exact digit automata for integer bounds), `nullable`. Properties come in the order written.
+//! (exact digit automata for integer bounds), `nullable`, `uniqueItems` over items that are one of
+//! at most 8 strings. Properties come in the order written.
 //!
 //! Numbers are exact: every `i64`/`u64` bound, `const` and `enum` value is enforced as written; a
 //! number serde_json could only give as a rounded float (an integral float of magnitude 2^53 or
@@ -400,6 +401,10 @@ struct Compiler<'a> {
 /// The keywords that bound a number, in the order an error names the first one present.
 const NUMBER_KEYWORDS: &[&str] =
     &["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "format"];
+
+/// Most strings an array of unique items may choose among (see `Compiler::unique_strings`): one
+/// rule per subset, 2^n of them.
+const UNIQUE_STRINGS: usize = 8;
 
 /// Formats whose automata count days per month and leap years (see `formats`).
 const CALENDAR_FORMATS: &[&str] = &["date", "date-time"];
@@ -913,7 +918,13 @@ impl<'a> Compiler<'a> {
                 continue;
             }
             let trivial = match k.as_str() {
-                "uniqueItems" => v == &Value::Bool(false),
+                // Enforced by `array` where the items are a few strings (see `unique_strings`),
+                // and trivially where at most one item is allowed.
+                "uniqueItems" => {
+                    v == &Value::Bool(false)
+                        || m.get("maxItems").and_then(Value::as_u64).is_some_and(|n| n <= 1)
+                        || self.unique_strings(m, ptr).is_some()
+                }
                 "minProperties" => {
                     // Up to one is enforced by `object` (a non-empty object); more only if required
                     // properties already guarantee it.
@@ -1690,9 +1701,86 @@ impl<'a> Compiler<'a> {
         Ok((e, nodes))
     }
 
+    /// For `uniqueItems: true` over items that are one of at most [`UNIQUE_STRINGS`] strings (an
+    /// `enum` of strings, with `type: string` or none, nothing else constraining, no
+    /// `prefixItems`): those strings, each once. Such an array is a sequence of distinct choices,
+    /// which a grammar can follow by the set of strings already written.
+    fn unique_strings(&self, m: &Map<String, Value>, ptr: &str) -> Option<Vec<String>> {
+        if m.get("uniqueItems") != Some(&Value::Bool(true)) || m.contains_key("prefixItems") {
+            return None;
+        }
+        let items = self.deref_value(m.get("items")?, &format!("{ptr}/items")).ok()?;
+        let items = items.as_object()?;
+        let constrains = |k: &str| !ANNOTATIONS.contains(&k) && is_keyword(k);
+        if items.keys().any(|k| k != "enum" && k != "type" && constrains(k))
+            || items.get("type").is_some_and(|t| t != "string")
+        {
+            return None;
+        }
+        let mut values: Vec<String> = Vec::new();
+        for v in items.get("enum")?.as_array()? {
+            let v = v.as_str()?.to_owned();
+            if !values.contains(&v) {
+                values.push(v);
+            }
+        }
+        (1..=UNIQUE_STRINGS).contains(&values.len()).then_some(values)
+    }
+
+    /// An array of distinct strings among `values` (see [`Compiler::unique_strings`]), between
+    /// `min` and `max` of them: one rule per set of strings already written, each choosing the
+    /// next among the others.
+    fn unique_string_items(&mut self, values: &[String], min: u64, max: Option<u64>, ptr: &str) -> Expr {
+        let at = format!("{ptr}/uniqueItems");
+        let spellings: Vec<Expr> = values.iter().map(|v| self.value_spellings(&Value::String(v.clone()))).collect();
+        let all = (1u32 << values.len()) - 1;
+        let sep = self.item_sep();
+        // `after[set]`: what may follow once the strings of `set` are written; built from the
+        // largest sets down, so each refers only to rules already made.
+        let mut after: Vec<Option<RuleId>> = vec![None; all as usize + 1];
+        for set in (1..=all).rev() {
+            let written = u64::from(set.count_ones());
+            let mut alts = Vec::new();
+            if written >= min {
+                alts.push(Expr::Empty);
+            }
+            if max.is_none_or(|x| written < x) {
+                for (i, v) in spellings.iter().enumerate() {
+                    if let Some(next) = after[(set | 1 << i) as usize].filter(|_| set & 1 << i == 0) {
+                        alts.push(Expr::seq(vec![sep.clone(), v.clone(), Expr::Rule(next)]));
+                    }
+                }
+            }
+            after[set as usize] = Some(self.rule_at("unique-items", Expr::alt(alts), &at));
+        }
+        let mut first: Vec<Expr> = Vec::new();
+        if max != Some(0) {
+            for (i, v) in spellings.iter().enumerate() {
+                if let Some(next) = after[1 << i] {
+                    first.push(Expr::seq(vec![v.clone(), Expr::Rule(next)]));
+                }
+            }
+        }
+        if min == 0 {
+            first.push(Expr::Empty);
+        }
+        if first.is_empty() {
+            return self.nothing_at(&at);
+        }
+        Expr::seq(vec![self.open("["), Expr::alt(first), self.close("]")])
+    }
+
     fn array(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Expr, SchemaError> {
         let min = count_keyword(m, "minItems", ptr)?.unwrap_or(0);
         let max = count_keyword(m, "maxItems", ptr)?;
+        if let Some(values) = self.unique_strings(m, ptr) {
+            for k in ["items", "minItems", "maxItems", "uniqueItems"] {
+                if m.contains_key(k) {
+                    self.enforced(k);
+                }
+            }
+            return Ok(self.unique_string_items(&values, min, max, ptr));
+        }
         for k in ["items", "prefixItems", "minItems", "maxItems", "additionalItems"] {
             if m.contains_key(k) {
                 self.enforced(k);

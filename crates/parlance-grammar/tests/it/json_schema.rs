@@ -650,3 +650,49 @@ fn nested_narrowing_branches_cost_linear_not_exponential() {
     assert!(accepts(&g, &yx) && accepts(&g, &xy));
     assert!(!accepts(&g, &xy.replacen("\"v\"", "\"w\"", 1)));
 }
+
+// See: issue 15 (`uniqueItems` was refused outright; W1 has arrays of distinct enum strings).
+#[test]
+fn unique_items_of_a_few_strings_are_exact() {
+    let vocab = synthetic_vocab();
+    let letters = ["a", "b", "c", "d"];
+    for (min, max) in [(0, None), (1, Some(2)), (2, None), (0, Some(0))] {
+        let mut schema = json!({"type": "array", "items": {"type": "string", "enum": ["a", "b", "c", "b"]}, "uniqueItems": true, "minItems": min});
+        if let Some(max) = max {
+            schema["maxItems"] = json!(max);
+        }
+        let g = compile(&vocab, &schema, &JsonSchemaOptions::default());
+        let validator = jsonschema::validator_for(&schema).expect("valid schema");
+        // Every array of up to four of the letters, a `d` (not in the enum) and repeats included.
+        let mut arrays: Vec<Vec<&str>> = vec![vec![]];
+        for _ in 0..4 {
+            let longer: Vec<Vec<&str>> = arrays
+                .iter()
+                .filter(|a| a.len() == arrays.last().map_or(0, Vec::len))
+                .flat_map(|a| letters.iter().map(move |l| [a.clone(), vec![*l]].concat()))
+                .collect();
+            arrays.extend(longer);
+        }
+        let mut valid = 0;
+        for a in &arrays {
+            let value = json!(a);
+            let judged = validator.is_valid(&value);
+            assert_eq!(accepts(&g, &value.to_string()), judged, "{schema}: {value}");
+            valid += usize::from(judged);
+        }
+        assert!(max == Some(0) || valid > 0, "{schema}");
+    }
+    // Uniqueness is by value: another spelling of a string is that string again.
+    check(
+        json!({"type": "array", "items": {"enum": ["é", "b"]}, "uniqueItems": true}),
+        &[r#"["é","b"]"#, r#"["\u00e9"]"#, "[]"],
+        &[r#"["é","\u00e9"]"#, r#"["b","b"]"#],
+    );
+    // Strings of any kind, or more than a few, are still refused.
+    let vocab = synthetic_vocab();
+    for items in [json!({"type": "string"}), json!({"enum": (0..9).map(|i| i.to_string()).collect::<Vec<_>>()})] {
+        let schema = json!({"type": "array", "items": items, "uniqueItems": true});
+        let err = CompiledGrammar::from_json_schema(vocab.clone(), &schema, &JsonSchemaOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("uniqueItems"), "{err}");
+    }
+}
