@@ -435,6 +435,26 @@ fn generated_call_ids_differ_per_output_unless_seeded() {
     );
 }
 
+// See: issue 24, item 2 (an output dense with stray markers streamed one allocation per piece).
+#[test]
+fn text_between_stray_markers_streams_as_one_delta_per_push() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let (template, analyze_options) = crate::analyze::corpus_template(&corpus, "Qwen-Qwen3-0.6B");
+    let parser = Parser::new(&analyze(&template, &analyze_options).unwrap(), &ParseOptions::default());
+    let text = "abc </think> ".repeat(1000) + "end";
+    let chunks: Vec<&str> = vec![&text[..6500], &text[6500..]];
+    assert_chunking_invariant(&parser, &text, &chunks, "stray reasoning ends");
+    let mut stream = parser.stream();
+    let first = stream.push(chunks[0]);
+    assert_eq!(first.len(), 1, "{} deltas for one push of text and stray markers", first.len());
+    assert!(matches!(&first[0], Delta::Content { content } if content.starts_with("abc  abc ")), "{first:?}");
+    stream.push(chunks[1]);
+    stream.finish();
+    let message = stream.message();
+    assert_eq!(message.issues.iter().filter(|i| i.kind == "stray-reasoning-end").count(), 1000);
+    assert_eq!(message.content.as_deref(), Some(text.replace("</think>", "").as_str()));
+}
+
 // See: issue 24, item 5 (no lost digits in tagged arguments).
 #[test]
 fn tagged_numbers_keep_every_digit_the_model_wrote() {
