@@ -766,9 +766,12 @@ impl<'a> Compiler<'a> {
         first: &Value,
         ptr: &str,
     ) -> Result<Expr, SchemaError> {
-        let properties = |v: &Value| v.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
-        let (narrowing, parent) = (properties(first), properties(second));
-        if narrowing.keys().any(|k| parent.contains_key(k)) {
+        fn properties(v: &Value) -> Option<&Map<String, Value>> {
+            v.get("properties").and_then(Value::as_object)
+        }
+        if let (Some(narrowing), Some(parent)) = (properties(first), properties(second))
+            && narrowing.keys().any(|k| parent.contains_key(k))
+        {
             let order = parent.keys().chain(narrowing.keys().filter(|k| !parent.contains_key(*k))).cloned().collect();
             self.alternative_order = Some(order);
         }
@@ -1460,7 +1463,7 @@ impl<'a> Compiler<'a> {
             .and_then(|order| order.iter().map(|k| names.iter().position(|n| n == k)).collect::<Option<Vec<_>>>())
             .filter(|order| order.len() == names.len() && order.iter().enumerate().any(|(i, &j)| i != j));
         let content = match second {
-            Some(order) if members.len() == names.len() => {
+            Some(order) => {
                 let mut shared = Vec::with_capacity(members.len());
                 for (value, required, at) in members {
                     let id = self.rule_at("member", value, &at);
@@ -1745,8 +1748,8 @@ impl<'a> Compiler<'a> {
                 alts.push(Expr::Empty);
             }
             if max.is_none_or(|x| written < x) {
-                for (i, v) in spellings.iter().enumerate() {
-                    if let Some(next) = after[(set | 1 << i) as usize].filter(|_| set & 1 << i == 0) {
+                for (i, v) in spellings.iter().enumerate().filter(|&(i, _)| set & 1 << i == 0) {
+                    if let Some(next) = after[(set | 1 << i) as usize] {
                         alts.push(Expr::seq(vec![sep.clone(), v.clone(), Expr::Rule(next)]));
                     }
                 }

@@ -274,7 +274,6 @@ impl Machine {
         if found.is_some() { Step::Again } else { Step::Wait }
     }
 
-    /// Content; `opener`: it follows reasoning and may open with that marker.
     /// Where the earliest marker of content set `set` that the buffer's end may be cutting off
     /// starts, at or after `from`.
     fn content_undecided(&mut self, set: usize, from: usize) -> Option<usize> {
@@ -290,16 +289,17 @@ impl Machine {
         markers
             .iter()
             .zip(holds)
-            .map(
-                |((m, _), &hold)| {
-                    if hold == 0 || len - hold >= from { hold } else { marker_hold(&self.buf[from..], m) }
-                },
-            )
+            .map(|((m, _), &hold)| match hold {
+                0 => 0,
+                _ if len - hold >= from => hold,
+                _ => marker_hold(&self.buf[from..], m),
+            })
             .filter(|&hold| hold > 0)
             .map(|hold| len - hold)
             .min()
     }
 
+    /// Content; `opener`: it follows reasoning and may open with that marker.
     pub(super) fn in_content(&mut self, opener: Option<Opener>) -> Step {
         let setup = self.setup.clone();
         let syntax = &setup.syntax;
