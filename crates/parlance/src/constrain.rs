@@ -9,14 +9,15 @@
 //! arguments allow JSON whitespace. Free text (content, reasoning, raw string values) never contains
 //! the markers that would end or open something else (automatic end detection).
 //!
-//! Families: JSON-native (wrapped or bare, arrays, name as key, a `function` wrapper, an id field),
+//! Families: JSON-native (wrapped or bare, arrays, name as key, a `function` wrapper, an id field;
+//! markdown blocks, Command R's `Action:` and a fenced JSON list, are such a section),
 //! name-in-markers with JSON arguments (tag + JSON, bracket-tag with call ids, special-token,
 //! prefixed-indexed), tagged arguments (raw or quoted values, JSON or Python literals; with a
 //! separator between them, in the schema's order, each at most once, the required ones present),
 //! pythonic calls (`[f(a=1, b='x')]`: keyword arguments as literals that end themselves, strings
 //! by `enum` and length), the channel family (gpt-oss), and blocks whose first opener the prompt
-//! already wrote (functionary's `>>>` recipients, `Format::output_prefix`). Markdown-block and
-//! other recipient-based calls are [`ConstrainError::Unsupported`].
+//! already wrote (functionary's `>>>` recipients, `Format::output_prefix`). Other recipient-based
+//! calls are [`ConstrainError::Unsupported`].
 
 use serde_json::{Value as Json, json};
 
@@ -413,7 +414,7 @@ fn body(
     let unsupported =
         |what: &str| ConstrainError::Unsupported { template: format.template.clone(), what: what.to_owned() };
     match format.tool_format {
-        ToolFamily::Channel | ToolFamily::RecipientBased | ToolFamily::MarkdownBlock | ToolFamily::Unknown => {
+        ToolFamily::Channel | ToolFamily::RecipientBased | ToolFamily::Unknown => {
             let family = serde_json::to_value(format.tool_format).ok().and_then(|v| v.as_str().map(str::to_owned));
             return Err(unsupported(&format!("the `{}` tool-call family", family.unwrap_or_default())));
         }

@@ -79,7 +79,7 @@ fn tool_calls(format: &Format, tools: &ToolCallFormat, turn_end: &str) -> Result
     let unsupported = |what: String| ConstrainError::ResponseTemplate { template: format.template.clone(), what };
     let family = serde_json::to_value(format.tool_format).ok().and_then(|v| v.as_str().map(str::to_owned));
     match format.tool_format {
-        ToolFamily::Channel | ToolFamily::RecipientBased | ToolFamily::MarkdownBlock | ToolFamily::Unknown => {
+        ToolFamily::Channel | ToolFamily::RecipientBased | ToolFamily::Unknown => {
             return Err(unsupported(format!("the `{}` tool-call family", family.unwrap_or_default())));
         }
         _ => {}
