@@ -170,6 +170,11 @@ impl CompiledGrammar {
 
     /// The structural key of `rule`: its automaton and every automaton it reaches, rules renumbered
     /// in order of first reference, so equal sub-grammars get equal keys across grammars.
+    ///
+    /// Automata are named by the number the vocabulary's mask pool gives their tables (equal tables,
+    /// equal numbers: `MaskPool::tables_number`), not encoded again: encoding a tool's whole
+    /// automaton for every grammar that holds it cost a quarter of the first masks after a cache
+    /// clear.
     pub(crate) fn key(&self, rule: u32) -> &(u64, Arc<[u32]>) {
         // A rule that references none is its own automaton: the shallow key (cached with the
         // shared automaton, so a tool seen before costs no encoding) says all of it.
@@ -180,18 +185,25 @@ impl CompiledGrammar {
         self.keys[rule as usize].get_or_init(|| {
             let mut order: Vec<u32> = vec![rule];
             let mut index: HashMap<u32, u32> = HashMap::from([(rule, 0)]);
-            let mut out = Vec::new();
+            // Apart from every shallow key, which begins with `u32::MAX - 9`.
+            let mut out = vec![u32::MAX - 10];
             let mut i = 0;
             while i < order.len() {
                 let r = order[i];
-                let mut map = |x: u32| {
+                let a = &self.tables.rules[r as usize];
+                let number = self.vocab.pool.tables_number(a.shallow_key());
+                out.extend([number as u32, (number >> 32) as u32]);
+                for &x in a.local_rules() {
+                    if x == u32::MAX {
+                        out.push(u32::MAX);
+                        continue;
+                    }
                     let next = index.len() as u32;
-                    *index.entry(x).or_insert_with(|| {
+                    out.push(*index.entry(x).or_insert_with(|| {
                         order.push(x);
                         next
-                    })
-                };
-                self.tables.rules[r as usize].encode(&mut map, &mut out);
+                    }));
+                }
                 out.push(u32::MAX - 3 + self.tables.nullable[r as usize] as u32);
                 i += 1;
             }

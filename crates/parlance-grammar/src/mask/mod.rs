@@ -130,9 +130,19 @@ struct PoolInner {
     map: HashMap<PoolKey, PoolBucket>,
     /// Per component shape: trie nodes whose whole subtree stays inside the component.
     components: HashMap<Vec<u32>, Arc<PosBits>>,
+    /// Automaton tables numbered for structural keys, by the hash of their shallow key: see
+    /// [`MaskPool::tables_number`].
+    tables: HashMap<u64, Vec<NumberedTables>>,
     bytes: usize,
     len: usize,
 }
+
+/// Tables' shallow key and the number they were given.
+type NumberedTables = (Arc<[u32]>, u64);
+
+/// Numbers [`MaskPool::tables_number`] gives; never given twice in a process, so keys made before
+/// a `clear` stay apart from keys made after.
+static NEXT_TABLES_NUMBER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The pool stops growing (entries are still computed, just not shared) past this many bytes.
 const POOL_MAX_BYTES: usize = 1 << 30;
@@ -195,6 +205,27 @@ impl MaskPool {
             p.insert(k, set.clone());
         }
         set
+    }
+
+    /// The number of the automaton tables whose shallow key is `key`: equal tables get one number,
+    /// whether or not they are one object (the automaton cache shares tables between grammars, but
+    /// a cleared or full cache builds them again). Structural keys name tables by it rather than
+    /// encoding them for every grammar. Past the pool's byte limit, tables get a number of their own
+    /// (they then miss sharing, as entries past the limit do).
+    pub(crate) fn tables_number(&self, key: &(u64, Arc<[u32]>)) -> u64 {
+        let fresh = || NEXT_TABLES_NUMBER.fetch_add(1, Ordering::Relaxed);
+        let Ok(mut p) = self.inner.lock() else { return fresh() };
+        let known = p.tables.get(&key.0).and_then(|v| v.iter().find(|(k, _)| Arc::ptr_eq(k, &key.1) || **k == *key.1));
+        if let Some(&(_, n)) = known {
+            return n;
+        }
+        let n = fresh();
+        let add = key.1.len() * 4 + 32;
+        if p.bytes + add <= POOL_MAX_BYTES {
+            p.bytes += add;
+            p.tables.entry(key.0).or_default().push((key.1.clone(), n));
+        }
+        n
     }
 
     fn insert(&self, key: &(u64, Arc<[u32]>), state: u32, entry: Arc<MaskEntry>) {
@@ -511,13 +542,20 @@ fn free_text_entry(
         .map(|&(_, n)| (trie.nodes[n as usize].lo, trie.nodes[n as usize].hi))
         .collect();
     let in_ranges = |p: u32| ranges.iter().any(|&(lo, hi)| lo <= p && p < hi);
-    let (mut walked, mut accepted, mut uncertain) = (Vec::new(), Vec::new(), Vec::new());
+    // A token fares the same in every group that holds it (the same bytes walked from the same
+    // state), so each group's verdicts stand alone: what a group's walk leaves out is rejected,
+    // and a token two groups hold is rejected twice at most (deduplicated below). No list of every
+    // walked token is built or sorted: that cost more than the walks (thousands of tokens hold `{`).
+    let (mut rejected, mut uncertain) = (Vec::new(), Vec::new());
     for group in groups {
         let (mut acc, mut unsure) = (Ranges::default(), Vec::new());
         DfaWalk { g, rule, accepted: &mut acc, uncertain: &mut unsure, used_rules }.run(&group.trie, state, None)?;
         // A token under a first byte of `F` is the subtree walk's (it fares the same either way).
-        walked.extend(group.all_members().iter().filter(|&&p| !in_ranges(p)));
-        accepted.extend(acc.0.iter().flat_map(|&(lo, hi)| lo..hi).flat_map(|q| group.members(q)));
+        for (lo, hi) in acc.gaps(group.len()) {
+            for q in lo..hi {
+                rejected.extend(group.members(q).iter().filter(|&&p| !in_ranges(p)).map(|&p| vocab.id_at(p)));
+            }
+        }
         uncertain.extend(unsure.iter().flat_map(|&q| group.members(q)).filter(|&&p| !in_ranges(p)));
     }
     let mut under_first = Ranges::default();
@@ -527,23 +565,11 @@ fn free_text_entry(
             .run_under(trie, state, None, &first)?;
         uncertain.extend(unsure);
     }
-    for v in [&mut walked, &mut accepted, &mut uncertain] {
-        v.sort_unstable();
-        v.dedup();
-    }
-    // Rejected: walked and not accepted.
-    let mut rejected = Vec::new();
-    let mut i = 0;
-    for &p in &walked {
-        while accepted.get(i).is_some_and(|&q| q < p) {
-            i += 1;
-        }
-        if accepted.get(i) != Some(&p) {
-            rejected.push(vocab.id_at(p));
-        }
-    }
+    uncertain.sort_unstable();
+    uncertain.dedup();
     // Under `F`: the positions of each range the subtree walk did not accept.
     // (Accepted ranges are merged when adjacent: one may run on into the next subtree.)
+    let mut left_out: Vec<(u32, u32)> = Vec::new();
     let mut at = 0;
     for &(lo, hi) in &ranges {
         let mut from = lo;
@@ -552,7 +578,7 @@ fn free_text_entry(
                 break;
             }
             if a_hi > from {
-                rejected.extend((from..a_lo.max(from)).map(|p| vocab.id_at(p)));
+                left_out.push((from, a_lo.max(from)));
                 from = a_hi.min(hi);
             }
             if a_hi > hi {
@@ -560,15 +586,43 @@ fn free_text_entry(
             }
             at += 1;
         }
-        rejected.extend((from..hi).map(|p| vocab.id_at(p)));
+        left_out.push((from, hi));
     }
-    let accepted = if rejected.len() <= list_limit(vocab) {
+    let left_out_count: usize = left_out.iter().map(|&(lo, hi)| (hi - lo) as usize).sum();
+    let accepted = if rejected.len() + left_out_count <= list_limit(vocab) {
+        rejected.extend(left_out.iter().flat_map(|&(lo, hi)| lo..hi).map(|p| vocab.id_at(p)));
         rejected.sort_unstable();
+        rejected.dedup();
         Accepted::AllExcept(rejected)
     } else {
         let mut bits = vocab.normal_mask().to_vec();
+        let clear = |bits: &mut [u32], id: u32| bits[id as usize / 32] &= !(1 << (id % 32));
+        for &(b, n) in trie.roots.iter().filter(|&&(b, _)| has(&first, b)) {
+            let (lo, hi) = (trie.nodes[n as usize].lo, trie.nodes[n as usize].hi);
+            let rejected_here: usize =
+                left_out.iter().map(|&(l, h)| (h.min(hi).saturating_sub(l.max(lo))) as usize).sum();
+            let accepted_here = (hi - lo) as usize - rejected_here;
+            if accepted_here < rejected_here / 8 {
+                // Most of the subtree is rejected: clear all of it, then set back what was not.
+                for (w, led) in bits.iter_mut().zip(vocab.ids_led_by(b)) {
+                    *w &= !led;
+                }
+                for &(a_lo, a_hi) in &under_first.0 {
+                    for p in a_lo.max(lo)..a_hi.min(hi) {
+                        let id = vocab.id_at(p);
+                        bits[id as usize / 32] |= 1 << (id % 32);
+                    }
+                }
+            } else {
+                for &(l, h) in &left_out {
+                    for p in l.max(lo)..h.min(hi) {
+                        clear(&mut bits, vocab.id_at(p));
+                    }
+                }
+            }
+        }
         for id in rejected {
-            bits[id as usize / 32] &= !(1 << (id % 32));
+            clear(&mut bits, id);
         }
         Accepted::Bits(bits)
     };

@@ -226,6 +226,50 @@ fn the_compiler_caches_by_document_text() {
     assert!(!Arc::ptr_eq(&a, &b), "a zero limit caches nothing");
 }
 
+/// The mask entries of a tool's arguments are computed once per vocabulary, whatever other tools a
+/// request holds: the second request walks the same arguments without computing an entry, and gets
+/// the same masks; after `clear()` they are computed again.
+#[test]
+fn a_tools_argument_masks_are_shared_by_requests_with_other_tools() {
+    // A fresh vocabulary: its pool is this test's alone.
+    let vocab = synthetic_vocab();
+    let compiler = GrammarCompiler::new(vocab.clone());
+    let tool = |name: &str, schema: Value| json!({"begin": format!("<t>{name} "), "content": {"type": "json_schema", "json_schema": schema}, "end": "</t>"});
+    let weather = json!({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city", "days"], "additionalProperties": false});
+    let doc = |other: Value| {
+        json!({"format": {"type": "triggered_tags", "triggers": ["<t>"], "tags": [tool("get_weather", weather.clone()), other]}})
+            .to_string()
+    };
+    // Up to the last value: past it the request's own dispatch state comes into the mask.
+    let arguments = r#"{"city": "Paris", "days": 1"#;
+    let walk = |doc: &str| -> (Vec<Vec<u32>>, usize) {
+        let grammar = compiler.compile_structural_tag(doc, &StructuralTagOptions::default()).expect("compiles");
+        let mut m = Matcher::new(grammar).expect("matcher");
+        assert!(m.accept_bytes(b"Sure. <t>get_weather "));
+        let before = vocab.cached_mask_entries();
+        let mut masks = Vec::new();
+        for b in arguments.bytes() {
+            let mut mask = vec![0u32; vocab.mask_words()];
+            m.fill_next_token_bitmask(&mut mask).expect("mask");
+            masks.push(mask);
+            assert!(m.accept_bytes(&[b]));
+        }
+        (masks, vocab.cached_mask_entries() - before)
+    };
+    let (first, computed) =
+        walk(&doc(tool("get_time", json!({"type": "object", "properties": {"tz": {"type": "string"}}}))));
+    assert!(computed > 0, "the first request computes the arguments' entries");
+    let (second, again) =
+        walk(&doc(tool("get_stock", json!({"type": "object", "properties": {"n": {"type": "number"}}}))));
+    assert_eq!(again, 0, "another request with the tool computes none of them");
+    assert_eq!(first, second);
+    // The automata are built again after a clear, but the pool went with them: nothing to find.
+    compiler.clear();
+    let (third, recomputed) = walk(&doc(tool("get_news", json!({"type": "object"}))));
+    assert!(recomputed > 0 && third == first);
+}
+
 #[test]
 fn token_formats_resolve_special_tokens_by_text() {
     let vocab = synthetic_vocab();
