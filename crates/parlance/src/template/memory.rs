@@ -5,7 +5,8 @@
 //! Nothing inside minijinja can be hooked per operation, so the bound sits in the allocator:
 //!
 //! - A binary that renders untrusted templates installs [`GuardedAllocator`] as its global
-//!   allocator (`parlance` the CLI does). It forwards to the system allocator and, on a thread that
+//!   allocator (`parlance` the CLI does). It forwards to the system allocator (to mimalloc with the
+//!   crate's `mimalloc` feature, which the CLI and the Python module turn on) and, on a thread that
 //!   runs a bounded render, counts the bytes that thread holds.
 //! - With the guard installed, `ChatTemplate::render` runs each render on a render thread with a
 //!   budget ([`run_bounded`]); a thread whose render ended normally waits for the next one (at most
@@ -35,11 +36,19 @@
 
 #![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
+
+/// What [`GuardedAllocator`] forwards to: mimalloc with the crate's `mimalloc` feature (the CLI and
+/// the Python module turn it on: glibc's malloc spends a quarter of grammar compilation in its own
+/// bookkeeping), else the system allocator.
+#[cfg(feature = "mimalloc")]
+const INNER: mimalloc::MiMalloc = mimalloc::MiMalloc;
+#[cfg(not(feature = "mimalloc"))]
+const INNER: std::alloc::System = std::alloc::System;
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
@@ -147,6 +156,16 @@ impl GuardedAllocator {
     /// Reports the exceeded budget and never returns: the allocation is not made.
     #[cold]
     fn stop_thread() -> ! {
+        // mimalloc keeps the pages a thread freed for that thread's next allocations, and this
+        // thread makes none: give them back now, so a stopped render holds only what it still
+        // uses (a string doubled to the limit freed as much as it holds). Not inside mimalloc here:
+        // the allocation that stopped the thread was never passed on.
+        #[cfg(feature = "mimalloc")]
+        // SAFETY: a plain call into the allocator from the thread that owns the heap, outside any
+        // allocator call.
+        unsafe {
+            libmimalloc_sys::mi_collect(true);
+        }
         // What this thread keeps for good (atomics: no allocation here).
         let held = (BUDGET.get() - REMAINING.get()).max(0) as usize;
         PARKED_BYTES.fetch_add(held, Ordering::SeqCst);
@@ -169,27 +188,27 @@ impl GuardedAllocator {
     }
 }
 
-// SAFETY: every method forwards to `System` with the caller's layout and pointer unchanged; the
+// SAFETY: every method forwards to `INNER` with the caller's layout and pointer unchanged; the
 // bookkeeping around it touches only const-initialized thread-locals, which do not allocate.
 unsafe impl GlobalAlloc for GuardedAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         INSTALLED.store(true, Ordering::Relaxed);
         Self::charge(layout.size());
         // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
+        unsafe { INNER.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         INSTALLED.store(true, Ordering::Relaxed);
         Self::charge(layout.size());
         // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
+        unsafe { INNER.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         Self::refund(layout.size());
         // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { INNER.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -199,7 +218,7 @@ unsafe impl GlobalAlloc for GuardedAllocator {
             Self::refund(layout.size() - new_size);
         }
         // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { INNER.realloc(ptr, layout, new_size) }
     }
 }
 
