@@ -448,8 +448,8 @@ fn body(
             // XGrammar refuses a tag whose content repeats without an end string (a section that
             // runs to the end of the turn, Llama 4's `<|python_start|><|python_end|>`): there, one
             // call per section.
-            let repeats = !single && !(target == Target::XGrammar && close.is_empty());
-            let list = calls_list(&calls, &separator, !repeats);
+            let one_per_section = single || (target == Target::XGrammar && close.is_empty());
+            let list = calls_list(&calls, &separator, one_per_section);
             let section = tag_loose_end(&open, seq(vec![regex(WS), list, regex(WS)]), &close);
             // After a section, text may follow (`[f(a=1)] Here is the forecast:`, read as
             // content), and, where calls may be parallel, another section; one call, one section.

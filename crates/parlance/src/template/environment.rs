@@ -224,7 +224,7 @@ fn indent(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<String, Err
 }
 
 /// Python's `str.splitlines()` (without `keepends`).
-fn splitlines(s: &str) -> Vec<&str> {
+pub(crate) fn splitlines(s: &str) -> Vec<&str> {
     let mut lines = Vec::new();
     let mut start = 0;
     let mut chars = s.char_indices().peekable();

@@ -1,5 +1,6 @@
 //! Jinja2 3.1 builtin filters and tests that minijinja (with `minijinja-contrib`'s pycompat) lacks
-//! or does otherwise: `center`, `wordcount`, `truncate`, `urlencode`, `striptags`, the test `callable`, and
+//! or does otherwise: `center`, `wordcount`, `truncate`, `wordwrap` (Python's `textwrap`), `urlencode`,
+//! `striptags`, the test `callable`, and
 //! Jinja2's lenient `float` / `int` (Python's parsing, the default where Python raises), `items` of
 //! an undefined value, `default(..., boolean=True)`, `escape` / `e` / `forceescape` with
 //! markupsafe's entities (`&#34;`, `&#39;`; a safe string is left as it is, except by
@@ -19,6 +20,7 @@ pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_filter("center", center);
     env.add_filter("wordcount", wordcount);
     env.add_filter("truncate", truncate);
+    env.add_filter("wordwrap", wordwrap);
     env.add_filter("urlencode", urlencode);
     env.add_filter("striptags", striptags);
     env.add_test("callable", is_callable);
@@ -354,6 +356,46 @@ fn truncate(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<String, E
     // `rsplit(" ", 1)[0]`: up to the last space, or all of it when there is none.
     let cut = kept.rfind(' ').map_or(kept.as_str(), |at| &kept[..at]);
     Ok(format!("{cut}{end}"))
+}
+
+/// Jinja2's `wordwrap(s, width=79, break_long_words=True, wrapstring=None, break_on_hyphens=True)`:
+/// each line of `s` (Python's `splitlines`) wrapped by `textwrap.wrap` (see [`super::textwrap`]),
+/// the wrapped lines and the lines joined by `wrapstring` (the environment's newline, `\n`).
+fn wordwrap(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<String, Error> {
+    const NAMES: [&str; 4] = ["width", "break_long_words", "wrapstring", "break_on_hyphens"];
+    if args.len() > NAMES.len() {
+        return Err(Error::new(ErrorKind::TooManyArguments, "wordwrap() takes at most 5 arguments"));
+    }
+    let mut slots: [Option<Value>; 4] = Default::default();
+    for (slot, arg) in slots.iter_mut().zip(args.iter()) {
+        *slot = Some(arg.clone());
+    }
+    for (i, name) in NAMES.iter().enumerate() {
+        if let Some(value) = kwargs.get::<Option<Value>>(name)? {
+            if slots[i].is_some() {
+                return Err(type_error(format!("do_wordwrap() got multiple values for argument '{name}'")));
+            }
+            slots[i] = Some(value);
+        }
+    }
+    kwargs.assert_all_used()?;
+    let [width, break_long_words, wrapstring, break_on_hyphens] = slots;
+    let Some(text) = value.as_str() else {
+        return Err(type_error(format!("'{}' object has no attribute 'splitlines'", value.kind())));
+    };
+    let width = width.map(|v| python_int(&v, "wordwrap() width")).transpose()?.unwrap_or(79);
+    if width <= 0 {
+        return Err(type_error(format!("invalid width {width} (must be > 0)")));
+    }
+    let break_long_words = break_long_words.is_none_or(|v| v.is_true());
+    let break_on_hyphens = break_on_hyphens.is_none_or(|v| v.is_true());
+    let wrapstring = wrapstring.filter(|v| !v.is_none()).map_or_else(|| "\n".to_owned(), |v| py_str(&v));
+    let width = usize::try_from(width).unwrap_or(usize::MAX);
+    let paragraphs: Vec<String> = super::environment::splitlines(text)
+        .into_iter()
+        .map(|line| super::textwrap::wrap(line, width, break_long_words, break_on_hyphens).join(&wrapstring))
+        .collect();
+    Ok(paragraphs.join(&wrapstring))
 }
 
 /// `urllib.parse.quote_from_bytes` of the UTF-8 bytes: letters, digits, `_.-~` and `safe` kept.

@@ -26,6 +26,7 @@ mod pystr;
 mod python_ops;
 mod request;
 mod source;
+mod textwrap;
 mod value;
 
 use std::cell::Cell;

@@ -100,7 +100,49 @@ CASES = [
     "{{ 'a'|e + '<' }}|{{ '<' + 'a'|e }}",
     "{{ 'x'|safe + 1 }}", "{{ '<'|e ~ '<' }}", "{{ 9223372036854775807 + 1 }}",
     "{% macro m(x) %}{{ m.name }}{{ m.arguments }}{{ varargs }}{% endmacro %}{{ m(1) }}", "{% macro m() %}{% endmacro %}{{ [m] }}|{{ m }}",
+    # wordwrap: Python's textwrap (hyphens, em-dashes, long words, whitespace at line ends).
+    "{{ 'The quick brown fox jumps over the lazy dog'|wordwrap(10) }}|",
+    "{{ 'a well-known state-of-the-art anti-inflammatory x-ray re-do e-mail'|wordwrap(12) }}|",
+    "{{ 'a well-known state-of-the-art anti-inflammatory'|wordwrap(12, break_on_hyphens=false) }}|",
+    "{{ 'supercalifragilisticexpialidocious and more'|wordwrap(8) }}|",
+    "{{ 'supercalifragilisticexpialidocious and more'|wordwrap(8, false) }}|",
+    "{{ 'self-contained-long-hyphenated-word'|wordwrap(9) }}|",
+    "{{ '---- ab--cd word--word a--- --b x-- 3-4 a-b-c-d'|wordwrap(5) }}|",
+    "{{ 'wait--what? yes--no. \"quoted\"--text'|wordwrap(6) }}|",
+    "{{ '  leading  spaces   and   gaps  '|wordwrap(7) }}|",
+    "{{ 'line one\nline two is longer than ten\n\nlast\r\nx'|wordwrap(10) }}|",
+    "{{ 'a b c d e f'|wordwrap(3, wrapstring='<br>') }}|",
+    "{{ 'tab\tseparated\twords here'|wordwrap(8) }}|",
+    "{{ 'héllo wörld 漢字漢字漢字漢字 ünïcödé-wörds'|wordwrap(6) }}|",
+    "{{ 'x'|wordwrap(0) }}|", "{{ 12|wordwrap }}|", "{{ ''|wordwrap }}|", "{{ 'ab'|wordwrap(true) }}|",
+    "{{ ('word ' * 40)|wordwrap }}|", "{{ 'a-b a--b ab-cd-ef 12-34 a_b-c_d'|wordwrap(4) }}|",
+    "{{ 'exactly10c exactly10c'|wordwrap(10) }}|", "{{ 'end-'|wordwrap(2) }}|", "{{ '-start --x'|wordwrap(3) }}|",
 ]
+
+
+def wordwrap_cases(n=150, seed=7):
+    """Random texts of words, hyphens, em-dashes, punctuation and whitespace, wrapped at random widths
+    with each option, so that every rule of textwrap's word splitting is met."""
+    import random
+
+    rng = random.Random(seed)
+    pieces = ["ab", "word", "x", "state", "of", "art", "é", "漢字", "12", "3", "_a", "-", "--", "---", ".", ",", "!", "?", "\"", "'", "&"]
+    spaces = [" ", " ", " ", "  ", "\t", "\n", "\r\n", "\x0c"]
+    cases = []
+    for _ in range(n):
+        text = ""
+        for _ in range(rng.randrange(1, 14)):
+            text += "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 5)))
+            if rng.random() < 0.7:
+                text += rng.choice(spaces)
+        width = rng.randrange(1, 12)
+        long_words = rng.choice(["true", "false"])
+        hyphens = rng.choice(["true", "false"])
+        cases.append(f"{{{{ {text!r}|wordwrap({width}, {long_words}, break_on_hyphens={hyphens}) }}}}|")
+    return cases
+
+
+CASES += wordwrap_cases()
 
 
 def main():
