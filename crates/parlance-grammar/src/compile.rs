@@ -160,12 +160,11 @@ impl CompiledGrammar {
         &slots[state as usize]
     }
 
-    /// The structural key of `rule`'s own automaton, its references numbered but not followed. A
-    /// mask entry whose computation never entered a referenced rule (free text far from any
-    /// trigger) depends on nothing else, so it is shared under this key by every grammar holding
-    /// the same automaton, whatever its references lead to (a dispatch over another tool set).
-    pub(crate) fn shallow_key(&self, rule: u32) -> &(u64, Arc<[u32]>) {
-        self.tables.rules[rule as usize].shallow_key()
+    /// The key of `rule`'s byte transitions alone (see `Core::byte_key`): what a mask entry that
+    /// never reached a state with rule edges is shared under, by every grammar whatever the rules
+    /// referenced.
+    pub(crate) fn byte_key(&self, rule: u32) -> &(u64, Arc<[u32]>) {
+        self.tables.rules[rule as usize].byte_key()
     }
 
     /// The structural key of `rule`: its automaton and every automaton it reaches, rules renumbered

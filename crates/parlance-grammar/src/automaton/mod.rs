@@ -129,6 +129,7 @@ impl Automaton {
         core.reaches_final = OnceLock::new();
         core.sccs = OnceLock::new();
         core.shallow = OnceLock::new();
+        core.byte_key = OnceLock::new();
         core
     }
 
@@ -176,6 +177,8 @@ pub(crate) struct Core {
     sccs: OnceLock<Vec<u32>>,
     /// See [`Core::shallow_key`].
     shallow: OnceLock<(u64, Arc<[u32]>)>,
+    /// See [`Core::byte_key`].
+    byte_key: OnceLock<(u64, Arc<[u32]>)>,
 }
 
 impl Core {
@@ -501,6 +504,29 @@ impl Core {
                 *index.entry(x).or_insert(next)
             };
             self.encode_local(&mut map, &mut out);
+            (key_hash(&out), out.into())
+        })
+    }
+
+    /// The structural key of the byte transitions alone: each state's rule edges reduced to whether
+    /// it has any. A mask entry whose walk never reached a state with rule edges depends on nothing
+    /// else, so it holds for every automaton with this key: a dispatch's free text is one entry for
+    /// every tool set, whatever the number of tags (its automaton differs only in the edges of the
+    /// state where a trigger completes).
+    pub(crate) fn byte_key(&self) -> &(u64, Arc<[u32]>) {
+        self.byte_key.get_or_init(|| {
+            let mut out = vec![u32::MAX - 12, self.len() as u32, self.nclasses as u32];
+            out.extend(self.classes.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+            for s in 0..self.len() {
+                out.push(u32::from(self.finals[s]) | u32::from(!self.rule_edges[s].is_empty()) << 1);
+                let row = &self.trans[s * self.nclasses..(s + 1) * self.nclasses];
+                for (c, &t) in row.iter().enumerate() {
+                    if t != DEAD {
+                        out.extend([c as u32, t]);
+                    }
+                }
+                out.push(u32::MAX - 1);
+            }
             (key_hash(&out), out.into())
         })
     }
@@ -1708,6 +1734,7 @@ impl Dfa {
             reaches_final: OnceLock::new(),
             sccs: OnceLock::new(),
             shallow: OnceLock::new(),
+            byte_key: OnceLock::new(),
         };
         a.has_edges = a.rule_edges.iter().any(|e| !e.is_empty());
         let reps = Utf8Reps::new(&a.classes);

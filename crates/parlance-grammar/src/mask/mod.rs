@@ -334,14 +334,15 @@ pub(crate) fn entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<Arc<Ma
         return Ok(e.clone());
     }
     // Automata built once (whole schemas, unlikely to recur) keep their entries local and never
-    // compute their (costly) structural key. Small ones are also looked up by their own automaton
-    // alone, for entries that never depended on the rules they reference.
+    // compute their (costly) structural key. Small ones are also looked up by their byte
+    // transitions alone, for entries whose walk never reached a rule reference (a dispatch's free
+    // text, for any tool set).
     let small = g.pool_size(rule) <= POOL_MAX_STATES;
     let pooled = small && g.tables.rules[rule as usize].recurs();
     let key = pooled.then(|| g.key(rule));
-    // Without references the two keys are one (see `CompiledGrammar::key`).
+    // Without references the two keys say the same (see `CompiledGrammar::key`).
     let edge_free = !g.tables.rules[rule as usize].has_rule_edges();
-    let shallow = (small && !(pooled && edge_free)).then(|| g.shallow_key(rule));
+    let shallow = (small && !(pooled && edge_free)).then(|| g.byte_key(rule));
     let found =
         key.and_then(|k| g.vocab.pool.get(k, state)).or_else(|| shallow.and_then(|k| g.vocab.pool.get(k, state)));
     let e = match found {

@@ -173,6 +173,15 @@ fn free_text_masks_are_shared_by_grammars_with_other_tags() {
     let (after_second, mask_b) = first_mask(r#""{\"b\": [true]}</t>""#);
     assert_eq!(after_second, after_first, "the start state's entry is shared");
     assert_eq!(mask_a, mask_b);
+    // More tags behind the same trigger (a request with more tools): the dispatch's automaton has
+    // more rule edges where the trigger completes, and its free text is still the same entry.
+    let g = compile(
+        &vocab,
+        "root ::= TagDispatch((\"<t>\", one), (\"<t>\", two), (\"<t>\", three))\none ::= \"1</t>\"\ntwo ::= \"2</t>\"\nthree ::= \"3</t>\"",
+    );
+    Matcher::new(g).unwrap().fill_next_token_bitmask(&mut mask).unwrap();
+    assert_eq!(vocab.cached_mask_entries(), after_first, "shared whatever the number of tags");
+    assert_eq!(mask, mask_a);
 }
 
 #[test]
