@@ -311,28 +311,36 @@ fn wordcount(value: Value) -> usize {
     count
 }
 
+/// The arguments after the filtered value of a Python function `name(value, NAMES...)`, passed by
+/// position or by keyword (each at most once): `None` where not given.
+fn python_arguments<const N: usize>(
+    name: &str,
+    names: [&str; N],
+    args: &[Value],
+    kwargs: &Kwargs,
+) -> Result<[Option<Value>; N], Error> {
+    if args.len() > N {
+        return Err(Error::new(ErrorKind::TooManyArguments, format!("{name}() takes at most {} arguments", N + 1)));
+    }
+    let mut slots: [Option<Value>; N] = std::array::from_fn(|i| args.get(i).cloned());
+    for (slot, key) in slots.iter_mut().zip(names) {
+        if let Some(value) = kwargs.get::<Option<Value>>(key)? {
+            if slot.is_some() {
+                return Err(type_error(format!("{name}() got multiple values for argument '{key}'")));
+            }
+            *slot = Some(value);
+        }
+    }
+    kwargs.assert_all_used()?;
+    Ok(slots)
+}
+
 /// Jinja2's `truncate(s, length=255, killwords=False, end='...', leeway=None)` (leeway 5, the
 /// default policy): text at most `length + leeway` characters long is kept whole; longer text is
 /// cut to `length - len(end)` characters, at the last space unless `killwords`, then `end` added.
 fn truncate(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<String, Error> {
-    const NAMES: [&str; 4] = ["length", "killwords", "end", "leeway"];
-    if args.len() > NAMES.len() {
-        return Err(Error::new(ErrorKind::TooManyArguments, "truncate() takes at most 4 arguments"));
-    }
-    let mut slots: [Option<Value>; 4] = Default::default();
-    for (slot, arg) in slots.iter_mut().zip(args.iter()) {
-        *slot = Some(arg.clone());
-    }
-    for (i, name) in NAMES.iter().enumerate() {
-        if let Some(value) = kwargs.get::<Option<Value>>(name)? {
-            if slots[i].is_some() {
-                return Err(type_error(format!("truncate() got multiple values for argument '{name}'")));
-            }
-            slots[i] = Some(value);
-        }
-    }
-    kwargs.assert_all_used()?;
-    let [length, killwords, end, leeway] = slots;
+    let [length, killwords, end, leeway] =
+        python_arguments("truncate", ["length", "killwords", "end", "leeway"], &args, &kwargs)?;
     let length = length.map(|v| python_int(&v, "truncate() length")).transpose()?.unwrap_or(255);
     let killwords = killwords.is_some_and(|v| v.is_true());
     let end = end.map(|v| py_str(&v)).unwrap_or_else(|| "...".to_owned());
@@ -362,24 +370,8 @@ fn truncate(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<String, E
 /// each line of `s` (Python's `splitlines`) wrapped by `textwrap.wrap` (see [`super::textwrap`]),
 /// the wrapped lines and the lines joined by `wrapstring` (the environment's newline, `\n`).
 fn wordwrap(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<String, Error> {
-    const NAMES: [&str; 4] = ["width", "break_long_words", "wrapstring", "break_on_hyphens"];
-    if args.len() > NAMES.len() {
-        return Err(Error::new(ErrorKind::TooManyArguments, "wordwrap() takes at most 5 arguments"));
-    }
-    let mut slots: [Option<Value>; 4] = Default::default();
-    for (slot, arg) in slots.iter_mut().zip(args.iter()) {
-        *slot = Some(arg.clone());
-    }
-    for (i, name) in NAMES.iter().enumerate() {
-        if let Some(value) = kwargs.get::<Option<Value>>(name)? {
-            if slots[i].is_some() {
-                return Err(type_error(format!("do_wordwrap() got multiple values for argument '{name}'")));
-            }
-            slots[i] = Some(value);
-        }
-    }
-    kwargs.assert_all_used()?;
-    let [width, break_long_words, wrapstring, break_on_hyphens] = slots;
+    let names = ["width", "break_long_words", "wrapstring", "break_on_hyphens"];
+    let [width, break_long_words, wrapstring, break_on_hyphens] = python_arguments("wordwrap", names, &args, &kwargs)?;
     let Some(text) = value.as_str() else {
         return Err(type_error(format!("'{}' object has no attribute 'splitlines'", value.kind())));
     };
