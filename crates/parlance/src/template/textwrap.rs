@@ -178,6 +178,29 @@ mod tests {
         assert!(wrap("   ", 5, true, true).is_empty());
     }
 
+    proptest::proptest! {
+        /// Any text, any width: wrapping ends, drops nothing but whitespace, and keeps every line
+        /// within the width (or, when long words are not broken, a line longer than it holds one
+        /// chunk that had no room anywhere).
+        #[test]
+        fn wrapping_keeps_every_word_and_the_width(
+            text in "[a-c1é漢 \\-\t\n\u{a0}.,!]{0,60}",
+            width in 1usize..12,
+            break_long_words: bool,
+            break_on_hyphens: bool,
+        ) {
+            let lines = wrap(&text, width, break_long_words, break_on_hyphens);
+            let kept: String = lines.concat().chars().filter(|c| !c.is_whitespace()).collect();
+            let given: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+            proptest::prop_assert_eq!(kept, given);
+            for line in &lines {
+                let long = line.chars().count() > width;
+                // One chunk: no textwrap whitespace inside (a no-break space is not one).
+                proptest::prop_assert!(!long || (!break_long_words && !line.contains(super::is_ws)), "{line:?}");
+            }
+        }
+    }
+
     #[test]
     fn long_words_break_at_a_hyphen_that_fits() {
         assert_eq!(wrap("abcdefghij", 4, true, true), ["abcd", "efgh", "ij"]);
