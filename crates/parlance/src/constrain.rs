@@ -208,13 +208,8 @@ fn text_structural_tag(
     let reasoning = format.reasoning.as_ref().filter(|r| !r.end.trim().is_empty());
     let prompt = request.generation_prompt.as_deref().unwrap_or(&format.generation_prompt);
     if !format.output_prefix.is_empty() && prompt.ends_with(&format.output_prefix) {
-        if reasoning.is_some() {
-            return Err(ConstrainError::Unsupported {
-                template: format.template.clone(),
-                what: "reasoning together with a block the prompt opened".into(),
-            });
-        }
-        return Ok(node("structural_tag", [("format", opened_blocks(format, request, content)?)]));
+        let reasoning = reasoning.filter(|_| request.in_reasoning != Some(false));
+        return Ok(node("structural_tag", [("format", opened_blocks(format, request, content, reasoning, budget)?)]));
     }
     // Free text never opens or closes reasoning.
     let excludes: Vec<String> = reasoning
@@ -502,10 +497,27 @@ fn body(
 
 /// The output of a template whose every block opens with `Format::output_prefix` and whose prompt
 /// already wrote the first one (functionary: `>>>all\n` + text, `>>>name\n` + arguments): the first
-/// block without its opener, then blocks triggered by it.
-fn opened_blocks(format: &Format, request: &ParseOptions, content: Option<&Json>) -> Result<Json, ConstrainError> {
+/// block without its opener, then blocks triggered by it. A reasoning block, when its start opens
+/// with the prefix too (muse-glimmer's `<|start|>assistant to=self<|message|>`), may come first.
+fn opened_blocks(
+    format: &Format,
+    request: &ParseOptions,
+    content: Option<&Json>,
+    reasoning: Option<&crate::format::ReasoningMarkers>,
+    budget: Option<u32>,
+) -> Result<Json, ConstrainError> {
     let prefix = format.output_prefix.as_str();
     let unsupported = |what: &str| ConstrainError::Unsupported { template: format.template.clone(), what: what.into() };
+    let mode = format.reasoning_details.as_ref().map_or(ReasoningMode::Tag, |d| d.mode);
+    let reasoning_first = match reasoning {
+        None => None,
+        Some(r) => match r.start.trim().strip_prefix(prefix) {
+            Some(start) if mode == ReasoningMode::Tag && !start.trim().is_empty() => {
+                Some(tag(start, reasoning_text(&[r.start.trim(), prefix], budget), r.end.trim()))
+            }
+            _ => return Err(unsupported("reasoning that does not open with the block the prompt opened")),
+        },
+    };
     // The opener as written (`>>>all\n`): the recipient's line break is what the parser waits for.
     let opener = format.content.start.as_str();
     let Some(content_opener) = opener.strip_prefix(prefix).filter(|rest| !rest.trim().is_empty()) else {
@@ -523,7 +535,15 @@ fn opened_blocks(format: &Format, request: &ParseOptions, content: Option<&Json>
         _ => None,
     };
     let Some(tools) = tools else {
-        return Ok(seq(vec![cs(content_opener), node("any_text", [("excludes", json!(excludes))])]));
+        let text = seq(vec![cs(content_opener), node("any_text", [("excludes", json!(excludes))])]);
+        return Ok(match reasoning_first {
+            // Reasoning, then the content block with its opener.
+            Some(r) => or(vec![
+                seq(vec![r, regex(WS), cs(opener.trim()), node("any_text", [("excludes", json!(excludes))])]),
+                text,
+            ]),
+            None => text,
+        });
     };
     if tools.json.is_some() || !tools.call_start.trim().is_empty() || !tools.section_start.trim().is_empty() {
         return Err(unsupported("a prompt-opened block around JSON calls or call sections"));
@@ -542,8 +562,11 @@ fn opened_blocks(format: &Format, request: &ParseOptions, content: Option<&Json>
         || !tools.parallel;
     let text = node("any_text", [("excludes", json!(excludes))]);
     let mut first: Vec<Json> = calls.iter().map(|c| without_opener(&c.tag)).collect();
+    // After reasoning, the first block with its opener.
+    let mut after_reasoning: Vec<Json> = calls.iter().map(|c| c.tag.clone()).collect();
     if !required {
         first.push(seq(vec![cs(content_opener), text.clone()]));
+        after_reasoning.push(tag(opener, text.clone(), ""));
     }
     // Then more blocks, each opened by the prefix: content blocks always, calls while more may come.
     let mut next = vec![tag(opener, text, "")];
@@ -557,7 +580,11 @@ fn opened_blocks(format: &Format, request: &ParseOptions, content: Option<&Json>
     if !separator.is_empty() {
         next = seq(vec![regex(WS), optional(cs(separator)), regex(WS), next]);
     }
-    Ok(seq(vec![or(first), star(next)]))
+    let opened = seq(vec![or(first), star(next.clone())]);
+    Ok(match reasoning_first {
+        Some(r) => or(vec![seq(vec![r, regex(WS), or(after_reasoning), star(next)]), opened]),
+        None => opened,
+    })
 }
 
 /// The markers a call (or its section) opens with; bare JSON calls open with `{"`.
@@ -650,6 +677,11 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
             content.push(regex(WS));
             content.push(cs(rest));
         }
+    } else if let Some(again) = &tools.name_repeat_suffix {
+        // The name written a second time, as the template writes it.
+        begin.push_str(suffix);
+        begin.push_str(name);
+        begin.push_str(again.trim_end());
     } else if tools.call_id_suffix.is_empty() {
         begin.push_str(suffix.trim_end());
     }

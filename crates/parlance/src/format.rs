@@ -337,6 +337,12 @@ pub struct ToolCallFormat {
     /// Non-JSON families: the name suffix carries the call's index (`index="1"`, `:0`), which
     /// changes from call to call; its digits are not part of the marker.
     pub indexed_name_suffix: bool,
+    /// Non-JSON families whose call writes the function's name twice, in a header and again in
+    /// the body (muse-glimmer's `<|start|>assistant to=f<|message|>…<atem:invoke name="f">`):
+    /// `name_suffix` ends where the name is written again, and this follows the second writing.
+    /// Both writings name the same function. `None` when the name is written once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_repeat_suffix: Option<String>,
     /// Non-JSON families: text between the call id and the arguments, when the id is rendered after
     /// the name (`[CALL_ID]id[ARGS]`: `name_suffix` is `[CALL_ID]`, this is `[ARGS]`).
     pub call_id_suffix: String,
@@ -527,6 +533,12 @@ impl Format {
                 if !marker.is_empty() && !named {
                     let _ = writeln!(out, "  {name:<17}{marker:?}");
                 }
+            }
+            if let Some(after) = &tools.name_repeat_suffix {
+                let _ = writeln!(out, "  name again       the name once more, then {after:?}");
+            }
+            if !tools.call_id_suffix.is_empty() {
+                let _ = writeln!(out, "  call id          the id, then {:?}", tools.call_id_suffix);
             }
             if let Some(after) = &tools.arg_value_suffix_after_name {
                 let _ = writeln!(out, "  arg value suffix {:?} + argument name + {after:?}", tools.arg_value_suffix);

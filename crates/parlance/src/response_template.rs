@@ -182,6 +182,9 @@ fn tool_calls(format: &Format, tools: &ToolCallFormat, turn_end: &str) -> Result
     if opener.trim().is_empty() {
         return Err(unsupported("calls without an opening marker".into()));
     }
+    if tools.name_repeat_suffix.is_some() {
+        return Err(unsupported("calls that write the function's name twice".into()));
+    }
     let section = if opener.trim().starts_with(section_start) { String::new() } else { section };
     let suffix = tools.name_suffix.trim_end();
     let suffix = if tools.indexed_name_suffix {

@@ -158,7 +158,8 @@ const SENTINEL: &str = "PLNC";
 fn tainted_markers(format: &Format) -> Vec<(&'static str, String)> {
     let mut found = Vec::new();
     let mut check = |what: &'static str, marker: &str| {
-        if marker.contains(SENTINEL) {
+        // Any probe text: the function and argument names are written in lower case.
+        if marker.to_ascii_uppercase().contains(SENTINEL) {
             found.push((what, marker.to_owned()));
         }
     };
@@ -170,9 +171,18 @@ fn tainted_markers(format: &Format) -> Vec<(&'static str, String)> {
     check("content", &format.content.end);
     check("turn end", &format.turn_end);
     if let Some(t) = &format.tools {
-        for marker in
-            [&t.section_start, &t.section_end, &t.call_start, &t.call_end, &t.separator, &t.name_prefix, &t.name_suffix]
-        {
+        let repeat = t.name_repeat_suffix.as_deref().unwrap_or_default();
+        for marker in [
+            &t.section_start,
+            &t.section_end,
+            &t.call_start,
+            &t.call_end,
+            &t.separator,
+            &t.name_prefix,
+            &t.name_suffix,
+            repeat,
+            &t.call_id_suffix,
+        ] {
             check("tool calls", marker);
         }
     }
@@ -182,9 +192,12 @@ fn tainted_markers(format: &Format) -> Vec<(&'static str, String)> {
 /// `format` without the features whose markers hold probe text, each reported in `unsupported`.
 fn without_tainted_markers(mut format: Format) -> Format {
     for (what, marker) in tainted_markers(&format) {
-        format.unsupported.push(format!(
-            "{what}: the derived marker {marker:?} holds probe text (the prompt and the history render the turn differently); not derived"
-        ));
+        let why = if marker.contains(probe::FN_1) || marker.contains(probe::FN_2) {
+            "a function's name where a marker was expected (the name is written again in a way the analysis does not read)"
+        } else {
+            "probe text (the prompt and the history render the turn differently)"
+        };
+        format.unsupported.push(format!("{what}: the derived marker {marker:?} holds {why}; not derived"));
         match what {
             "reasoning" => {
                 format.reasoning = None;
@@ -232,10 +245,9 @@ fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, Ana
         ));
     }
     format.generation_prompt = probe.generation_prompt(false, &[]).unwrap_or_default();
-    if let Some(marker) = opened_call_marker(&probe, &format.generation_prompt) {
+    if let Some((marker, shown_by)) = opened_call_marker(&probe, &format.generation_prompt) {
         probe.opened.clone_from(&marker);
         format.output_prefix = marker;
-        let shown_by = "the generation prompt ends with it, a call's output starts with its name and a second call's name follows it";
         evidence(&mut format, Finding::OutputPrefix, shown_by, Confidence::Medium);
     }
 
@@ -283,10 +295,11 @@ fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, Ana
     tools::analyze(&probe, &mut format, &shared_tail, &empty_block);
     // Calls named after the marker the prompt leaves open address a recipient (functionary's
     // `>>>` and `<|recipient|>`): the label says so.
-    let opens_calls = format
-        .tools
-        .as_ref()
-        .is_some_and(|t| !format.output_prefix.is_empty() && t.name_prefix.trim() == format.output_prefix);
+    let opens_calls = format.tool_format != ToolFamily::JsonNative
+        && format
+            .tools
+            .as_ref()
+            .is_some_and(|t| !format.output_prefix.is_empty() && t.name_prefix.trim() == format.output_prefix);
     if opens_calls {
         format.tool_format = ToolFamily::RecipientBased;
     }
@@ -337,7 +350,7 @@ fn before_calls(probe: &Probe, format: &Format) -> Option<String> {
 /// of its first block (functionary's `<|start_header_id|>assistant<|end_header_id|>\n\n>>>`: the
 /// model writes a recipient next). Shown by the renders, not guessed: the turn repeats the whole
 /// prompt, a call's output starts with its name, and a second call's name follows the same marker.
-fn opened_call_marker(probe: &Probe, generation_prompt: &str) -> Option<String> {
+fn opened_call_marker(probe: &Probe, generation_prompt: &str) -> Option<(String, &'static str)> {
     let marker = last_marker(generation_prompt)?;
     if marker.is_empty() || !generation_prompt.ends_with(marker.as_str()) {
         return None;
@@ -355,8 +368,18 @@ fn opened_call_marker(probe: &Probe, generation_prompt: &str) -> Option<String> 
         let calls =
             vec![probe::call(probe::ID_1, probe::FN_1, arguments), probe::call(probe::ID_2, probe::FN_2, second)];
         let two = probe.output_with_calls(calls, &[])?;
-        let opens_with_name = two.text.trim_start().starts_with(probe::FN_1);
-        (opens_with_name && two.text.contains(&format!("{marker}{}", probe::FN_2))).then(|| marker.clone())
+        // What the output writes before the first call's name: nothing (functionary: the name
+        // follows the marker), or a header's rest (muse-glimmer's ` to=` after `<|start|>assistant`).
+        let lead = &two.text[..two.text.find(probe::FN_1)?];
+        let repeated = match lead.trim().is_empty() {
+            true => format!("{marker}{}", probe::FN_2),
+            false => format!("{marker}{lead}{}", probe::FN_2),
+        };
+        let shown_by = match lead.trim().is_empty() {
+            true => "the generation prompt ends with it, a call's output starts with its name and a second call's name follows it",
+            false => "the generation prompt ends with it, and a second call repeats it before the text that opens the first call's output",
+        };
+        two.text.contains(&repeated).then(|| (marker.clone(), shown_by))
     })
 }
 

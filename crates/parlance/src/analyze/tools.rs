@@ -226,7 +226,17 @@ fn call_texts(one: &str, content_tail: &str, two: Option<&Output>) -> CallTexts 
 /// The JSON families (JSON-native, tag + JSON) read off call outputs.
 fn json_families(texts: &CallTexts) -> Option<(ToolFamily, ToolCallFormat)> {
     let (one, two) = (texts.one.as_str(), texts.two.as_deref());
-    json_native(one, two).or_else(|| tag_json(one, two))
+    let native = json_native(one, two);
+    // A header that names the function before a JSON call naming it again (Inkling's
+    // `<|message_model|>f<|content_invoke_tool_json|>{"name":"f","args":…}`): the name is the
+    // header's, and the JSON up to the arguments is the name written again.
+    // The call is still a JSON object holding the name: the family is JSON-native.
+    if native.as_ref().is_some_and(|(_, tools)| tools.section_start.contains(FN_1))
+        && let Some((_, tools)) = tag_json(one, two).filter(|(_, tools)| tools.name_repeat_suffix.is_some())
+    {
+        return Some((ToolFamily::JsonNative, tools));
+    }
+    native.or_else(|| tag_json(one, two))
 }
 
 fn contains_string(value: &Json, needle: &str) -> bool {
@@ -352,15 +362,20 @@ fn split_per_call(tools: &mut ToolCallFormat, between: &str) {
 /// Tag + JSON: the name outside JSON, the arguments a JSON object after it.
 fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)> {
     let name_at = one.find(FN_1)?;
-    let (args_start, args_end, _) = json_values(&one[name_at..])
-        .into_iter()
-        .find(|(_, _, v)| is_probe_arguments(v).is_some())
-        .map(|(s, e, v)| (s + name_at, e + name_at, v))?;
+    let arguments_after = |from: usize| {
+        json_values(&one[from..])
+            .find(|(_, _, v)| is_probe_arguments(v).is_some())
+            .map(|(s, e, _)| (s + from, e + from))
+    };
+    // The arguments right after the name, or inside a JSON call that writes the name again.
+    let again = find_from(one, FN_1, name_at + FN_1.len()).map(|at| at + FN_1.len());
+    let (args_start, args_end) = arguments_after(name_at).or_else(|| arguments_after(again?))?;
     let mut tools = ToolCallFormat {
         name_suffix: one[name_at + FN_1.len()..args_start].to_owned(),
         arguments: ArgumentEncoding::Json,
         ..ToolCallFormat::default()
     };
+    split_repeated_name(&mut tools);
     // T7: a call id between the name and the arguments.
     if let Some(id_at) = tools.name_suffix.find(ID_1) {
         tools.call_id_suffix = tools.name_suffix[id_at + ID_1.len()..].to_owned();
@@ -375,8 +390,14 @@ fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)
         let (_, end, _) = json_values(&two[from..]).find(|(_, _, v)| probe_arguments(v))?;
         Some(from + end)
     };
+    // Where a call's arguments are looked for: after its name's last writing.
+    let repeated = tools.name_repeat_suffix.is_some();
+    let body = |two: &str, name: &str, from: usize| {
+        let at = find_from(two, name, from)? + name.len();
+        if repeated { Some(find_from(two, name, at)? + name.len()) } else { Some(at) }
+    };
     let second = two.and_then(|two| {
-        let end = arguments_end(two, two.find(FN_1)?, ARG_1)?;
+        let end = arguments_end(two, body(two, FN_1, 0)?, ARG_1)?;
         let second = find_from(two, FN_2, end)?;
         Some((two, end, second))
     });
@@ -384,7 +405,8 @@ fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)
     split_around_calls(&mut tools, before, after, between);
     // A section end written only after several calls (DeepSeek V3): the two-call output goes on
     // past the one-call output's call end.
-    let last_after = second.and_then(|(two, _, second)| Some(&two[arguments_end(two, second, ARG_2)?..]));
+    let last_after =
+        second.and_then(|(two, _, second)| Some(&two[arguments_end(two, body(two, FN_2, second)?, ARG_2)?..]));
     if let Some(last_after) = last_after.filter(|_| tools.section_end.is_empty() && !tools.call_end.is_empty())
         && let Some(rest) = last_after.strip_prefix(tools.call_end.as_str())
     {
@@ -392,6 +414,16 @@ fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)
     }
     tools.indexed_name_suffix = two.is_some_and(|two| suffix_is_indexed(&tools.name_suffix, two));
     Some((family_of(&tools, one, two), tools))
+}
+
+/// A name suffix that writes the function's name again (a header naming the call, then a body
+/// naming it too): the suffix ends before the second writing, and what follows that is
+/// `name_repeat_suffix`.
+fn split_repeated_name(tools: &mut ToolCallFormat) {
+    if let Some(at) = tools.name_suffix.find(FN_1) {
+        tools.name_repeat_suffix = Some(tools.name_suffix[at + FN_1.len()..].to_owned());
+        tools.name_suffix.truncate(at);
+    }
 }
 
 /// Splits the text before the first name and after the first call into section and per-call parts,
@@ -466,6 +498,7 @@ fn tag_tagged(probe: &Probe, one: &str, two_calls: Option<&str>) -> Option<(Tool
             tail
         }
     };
+    split_repeated_name(&mut tools);
     // Measured before the quote moves from the markers to the values below.
     let rendered_value_suffix_len = tools.arg_value_suffix.len();
     // A closing tag that repeats the argument's name: the name is not part of the marker.

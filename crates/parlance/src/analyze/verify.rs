@@ -255,9 +255,10 @@ fn check(format: &Format, text: &str, expected: &Expected) -> Result<(), String>
         if !details.empty_block.is_empty() {
             text = text.strip_prefix(details.empty_block.as_str()).unwrap_or(text);
         }
-        // Content after reasoning may open a new message of the turn (gpt-oss channels).
+        // Content after reasoning may open a new message of the turn (gpt-oss channels); with an
+        // output prefix, every block's markers hold that header themselves.
         let header = format.generation_prompt.trim();
-        if reasoning.is_some() && !header.is_empty() {
+        if reasoning.is_some() && !header.is_empty() && format.output_prefix.is_empty() {
             text = text.trim_start().strip_prefix(header).unwrap_or(text);
         }
     }
@@ -405,6 +406,16 @@ fn read_calls(family: ToolFamily, tools: &ToolCallFormat, text: &str) -> Result<
                 + 1
                 + digits
                 + suffix.trim_start_matches(':').trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        }
+        if let Some(again) = &tools.name_repeat_suffix {
+            // The name written a second time, then the rest of the header.
+            let written = format!("{name}{}", again.trim());
+            let rest = &text[body_start..];
+            let lead = rest.len() - rest.trim_start().len();
+            if !rest[lead..].starts_with(&written) {
+                return Err(format!("the name {name:?} is not written again as {written:?}"));
+            }
+            body_start += lead + written.len();
         }
         if !tools.call_id_suffix.trim().is_empty() {
             let id_end = find_from(text, tools.call_id_suffix.trim(), body_start).ok_or("call id suffix missing")?;

@@ -76,7 +76,9 @@ pub fn hostile_outputs(format: &Format) -> Vec<HostileOutput> {
     if let Some(tools) = &format.tools {
         let opener = format!("{}{}", tools.section_start.trim(), tools.call_start.trim());
         if !opener.is_empty() {
-            let name = format!("{}get_weather{}", tools.name_prefix, tools.name_suffix);
+            let again =
+                tools.name_repeat_suffix.as_ref().map(|after| format!("get_weather{after}")).unwrap_or_default();
+            let name = format!("{}get_weather{}{again}", tools.name_prefix, tools.name_suffix);
             let head = if tools.json.is_some() { "{\"name\": \"get_weather\", " } else { name.as_str() };
             // A call that opens and never closes, again and again.
             push(format!("unclosed call {opener}"), String::new(), format!("{opener}{head}"), String::new());
@@ -155,6 +157,9 @@ fn markers(format: &Format) -> Vec<String> {
             add(m);
         }
         for m in &t.arg_name_suffixes_typed {
+            add(m);
+        }
+        if let Some(m) = &t.name_repeat_suffix {
             add(m);
         }
     }

@@ -49,6 +49,9 @@ pub(crate) struct ToolSyntax {
     pub name_suffix_after_index: String,
     /// After the call id when the id follows the name (`[CALL_ID]id[ARGS]`).
     pub call_id_suffix: String,
+    /// For calls that write the name twice: what follows the second writing, after `name_suffix`
+    /// and the name again.
+    pub name_repeat: Option<String>,
     pub arg_name_prefix: String,
     /// Every name suffix (plain first, then typed ones), trimmed.
     pub arg_name_suffixes: Vec<String>,
@@ -131,6 +134,7 @@ impl Syntax {
                 name_suffix,
                 name_suffix_after_index: after_index,
                 call_id_suffix: loose(&t.call_id_suffix),
+                name_repeat: t.name_repeat_suffix.as_deref().map(loose),
                 arg_name_prefix: loose(&t.arg_name_prefix),
                 arg_name_suffixes,
                 arg_value_lead_ws: trailing_ws(&t.arg_name_suffix).to_owned(),

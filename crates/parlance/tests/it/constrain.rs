@@ -815,3 +815,55 @@ fn tagged_arguments_come_in_any_order_each_once() {
         assert_eq!(accepts(&vocab, &grammar, &bad), Ok(false), "{bad}");
     }
 }
+
+/// A call that names its function twice (muse-glimmer: a `to=f` header, then `<atem:invoke
+/// name="f">`), in blocks that each repeat the header the prompt ends with: the grammar writes the
+/// same name both times, lets reasoning come first, and the parser reads what it admits.
+#[test]
+fn calls_that_name_the_function_twice_name_the_same_one() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let (template, options) = corpus_template(&corpus, "muse-glimmer");
+    let format = analyze(&template, &options).unwrap();
+    let tool = |name: &str| {
+        json!({"type": "function", "function": {"name": name, "parameters": {"type": "object",
+            "properties": {"city": {"type": "string"}}, "required": ["city"]}}})
+    };
+    let request = ParseOptions { tools: vec![tool("get_weather"), tool("get_time")], ..ParseOptions::default() };
+    let vocab = byte_vocab();
+    let grammar = constrain::grammar_for(&format, &request, &vocab).unwrap();
+    let call = |header: &str, body: &str| {
+        format!(
+            "<|start|>assistant to={header}<|message|><atem:function_calls>\n<atem:invoke name=\"{body}\">\n\
+             <atem:parameter name=\"city\">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls>"
+        )
+    };
+    let first = |text: &str| text.strip_prefix("<|start|>assistant").unwrap().to_owned();
+    let reasoning = " to=self<|message|>Let me look.<|eom|>";
+    let good = [
+        first(&call("get_weather", "get_weather")),
+        format!("{reasoning}{}", call("get_time", "get_time")),
+        format!("{}<|eom|>{}", first(&call("get_weather", "get_weather")), call("get_time", "get_time")),
+        format!("{reasoning}<|start|>assistant to=user<|message|>It is sunny."),
+        " to=user<|message|>It is sunny.".to_owned(),
+    ];
+    for text in &good {
+        assert_eq!(accepts(&vocab, &grammar, text), Ok(true), "{text}");
+        let parsed = parlance::parse(&format, &request, text);
+        assert!(parsed.issues.is_empty(), "{text}: {:?}", parsed.issues);
+    }
+    let parsed = parlance::parse(&format, &request, &good[2]);
+    let names: Vec<&str> = parsed.tool_calls.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["get_weather", "get_time"]);
+    for bad in [
+        first(&call("get_weather", "get_time")), // the body names another function
+        first(&call("get_weather", "get_weathe")),
+        first(&call("get_wind", "get_wind")), // no such tool
+        format!("{reasoning}{reasoning}"),    // reasoning twice
+    ] {
+        assert_eq!(accepts(&vocab, &grammar, &bad), Ok(false), "{bad}");
+    }
+    // The parser says so when the second writing names another function.
+    let parsed = parlance::parse(&format, &request, &first(&call("get_weather", "get_time")));
+    assert!(parsed.tool_calls.is_empty());
+    assert!(parsed.issues.iter().any(|i| i.message.contains("not named again")), "{:?}", parsed.issues);
+}

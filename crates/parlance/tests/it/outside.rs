@@ -62,6 +62,7 @@ pub(crate) fn outside_template(folder: &Path, entry: &Json) -> (ChatTemplate, An
 /// compare trimmed (a Format's markers are trimmed; the whitespace around them is optional to the
 /// parser). An end read as the end marker plus the turn's repeated header (`<|im_end|>\n
 /// <|im_start|>assistant`) is the Format's end: the parser reads a header after reasoning as a marker.
+/// Likewise a start read without the format's output prefix.
 fn same_reasoning(format: &Format, want: &Json) -> bool {
     match (&format.reasoning, want) {
         (None, Json::Null) => true,
@@ -70,7 +71,12 @@ fn same_reasoning(format: &Format, want: &Json) -> bool {
             let header = format.generation_prompt.trim();
             let end_with_header =
                 end.strip_prefix(found.end.as_str()).is_some_and(|rest| !header.is_empty() && rest.trim() == header);
-            found.start == start && (found.end == end || end_with_header)
+            // A start read without the output prefix, which the prompt holds and every later
+            // block repeats (`<|message_model|>`), is the Format's start with it.
+            let prefix = format.output_prefix.trim();
+            let start_with_prefix =
+                !prefix.is_empty() && found.start.strip_prefix(prefix).is_some_and(|rest| rest.trim() == start);
+            (found.start == start || start_with_prefix) && (found.end == end || end_with_header)
         }
         _ => false,
     }

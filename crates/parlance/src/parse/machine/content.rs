@@ -367,6 +367,13 @@ impl Machine {
             .iter()
             .filter_map(|(m, what)| self.search.find(&self.buf, from, m).map(|(a, e)| (a, e, *what)))
             .min_by_key(|(at, end, _)| (*at, usize::MAX - *end));
+        // The prompt's output prefix followed by a marker after it: the prefix is no call, and
+        // content's openers are tried right after it first, as a stream that met the marker's
+        // start undecided does.
+        if !self.seg_text && self.pos < self.prefix_len && found.is_some_and(|(at, _, _)| at >= self.prefix_len) {
+            self.skip_output_prefix(self.prefix_len);
+            return Step::Again;
+        }
         // A marker cut off at the end of the buffer decides only when it starts at or before the
         // one found: far from the end, nothing is undecided.
         let reach = setup.content_reach[set];

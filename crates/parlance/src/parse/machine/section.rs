@@ -122,6 +122,11 @@ pub(super) enum CallFailure {
         name: String,
         suffix: String,
     },
+    /// A call that writes its name twice did not write `expected` (the name and what follows it).
+    NameNotRepeated {
+        name: String,
+        expected: String,
+    },
     CutIndex,
     NoIndexSuffix,
     IdTooLong,
@@ -142,6 +147,9 @@ impl CallFailure {
             CallFailure::CutName => "output ends inside a tool name".into(),
             CallFailure::NameNotEnded { name, suffix } => {
                 format!("tool name {name:?} not followed by {suffix:?}").into()
+            }
+            CallFailure::NameNotRepeated { name, expected } => {
+                format!("tool {name:?} not named again as {expected:?}").into()
             }
             CallFailure::CutIndex => "output ends inside a call index".into(),
             CallFailure::NoIndexSuffix => "call index suffix missing".into(),
@@ -611,6 +619,23 @@ impl Machine {
                     return Ok(Step::Wait);
                 }
                 _ => return Err(CallFailure::NoIndexSuffix),
+            }
+        }
+        // A call that writes its name twice (a header, then the body): the second writing must
+        // name the same function.
+        if let Some(again) = &tools.name_repeat {
+            let again = format!("{name}{again}");
+            let saved = self.pos;
+            self.pos = suffix_end;
+            let found = self.at_marker(&again);
+            self.pos = saved;
+            match found {
+                Match::Full(e) => suffix_end = e,
+                Match::Partial => {
+                    section.phase = Phase::Name;
+                    return Ok(Step::Wait);
+                }
+                Match::No => return Err(CallFailure::NameNotRepeated { name, expected: again }),
             }
         }
         self.span(SpanKind::Whitespace, self.pos, name_start);

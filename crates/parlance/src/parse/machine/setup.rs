@@ -25,6 +25,8 @@ pub(crate) struct Setup {
     pub(super) in_reasoning: bool,
     pub(super) separate_reasoning: bool,
     /// The generation prompt trimmed, when a turn may repeat it as a message header after reasoning.
+    /// Empty when the format has an output prefix: every block's markers then begin with the
+    /// header themselves (muse-glimmer's `<|start|>assistant to=user<|message|>`).
     pub(super) header: String,
     /// Channel formats (gpt-oss) are read message by message.
     pub(super) channel: Option<ChannelSyntax>,
@@ -115,7 +117,10 @@ impl Setup {
             schemas,
             in_reasoning,
             separate_reasoning,
-            header: format.generation_prompt.trim().to_owned(),
+            header: match format.output_prefix.is_empty() {
+                true => format.generation_prompt.trim().to_owned(),
+                false => String::new(),
+            },
             channel: ChannelSyntax::from_format(format),
             opener,
             prompt_reasoning: if in_reasoning { prompt_reasoning } else { String::new() },
