@@ -15,7 +15,9 @@
 //! prefixed-indexed), tagged arguments (raw or quoted values, JSON or Python literals; with a
 //! separator between them, in the schema's order, each at most once, the required ones present),
 //! pythonic calls (`[f(a=1, b='x')]`: keyword arguments as literals that end themselves, strings
-//! by `enum` and length), the channel family (gpt-oss), and blocks whose first opener the prompt
+//! by `enum` and length), arrays and objects as nested elements (MiniMax-M3; an object without
+//! `properties` is free text up to its element's end, since its members' closing tags repeat names
+//! no grammar of those markers can match), the channel family (gpt-oss), and blocks whose first opener the prompt
 //! already wrote (functionary's `>>>` recipients, `Format::output_prefix`). Other recipient-based
 //! calls are [`ConstrainError::Unsupported`].
 
@@ -56,8 +58,10 @@ pub enum ConstrainError {
 }
 
 /// Optional whitespace, where the template writes some around a marker: bounded, so that a model
-/// cannot loop on whitespace between markers (templates write at most a few line breaks there).
-const WS: &str = "[ \\t\\r\\n]{0,8}";
+/// cannot loop on whitespace between markers, and as long as a whitespace run the parser reads
+/// loosely inside a marker (32), so the indentation templates leak between calls (vLLM's DeepSeek V3
+/// template: 16 spaces and a line break) is admitted.
+const WS: &str = "[ \\t\\r\\n]{0,32}";
 
 /// How a grammar is derived besides the request.
 #[derive(Debug, Clone, Default)]
@@ -705,6 +709,74 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
     Ok(Call { trigger, tag: tag_loose_end(&begin, seq(content), call_end), in_section: None })
 }
 
+/// The markers of arrays and objects written as nested elements with the argument markers
+/// (MiniMax-M3: `]<]minimax[>[<k>v]<]minimax[>[</k>` a member, `<item>` an array item).
+struct NestedTags<'a> {
+    open: &'a str,
+    open_end: &'a str,
+    close: &'a str,
+    close_end: &'a str,
+    item: &'a str,
+}
+
+/// Deepest schema nesting written as elements; deeper values are JSON (a recursive schema ends).
+const NESTED_DEPTH: usize = 8;
+
+/// A value of `schema` as nested elements, as the parser reads them (`values::tagged::nested`):
+/// an object's members in the schema's order, each at most once, the required ones present (a
+/// template omits null members); an array's items as `item` elements, as many as the schema
+/// allows; strings raw to their element's end; other scalars as JSON. Arrays and objects may also
+/// be written as JSON, which the parser reads too.
+fn nested_value(tags: &NestedTags<'_>, schema_value: &Json, depth: usize) -> Json {
+    let element = |name: &str, sub: &Json| {
+        let begin = format!("{}{name}{}", tags.open, tags.open_end);
+        let end = format!("{}{name}{}", tags.close, tags.close_end);
+        seq(vec![tag(&begin, nested_value(tags, sub, depth + 1), &end), regex(WS)])
+    };
+    let any = json!({});
+    match schema_value.get("type").and_then(Json::as_str) {
+        Some("object") if depth < NESTED_DEPTH => {
+            // An open object's members may have any names, which a closing tag repeats: no
+            // grammar of these markers holds that, so its text is free up to the element's end
+            // (a narrowing of strict mode, listed in the module docs).
+            let Some(properties) = schema_value.get("properties").and_then(Json::as_object).filter(|p| !p.is_empty())
+            else {
+                return json!({"type": "any_text"});
+            };
+            let required: Vec<&str> = schema_value
+                .get("required")
+                .and_then(Json::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Json::as_str)
+                .collect();
+            let members = properties
+                .iter()
+                .map(|(name, sub)| {
+                    let member = element(name, sub);
+                    if required.contains(&name.as_str()) { member } else { optional(member) }
+                })
+                .collect();
+            or(vec![seq(vec![regex(WS), seq(members)]), schema(schema_value)])
+        }
+        Some("array") if depth < NESTED_DEPTH => {
+            let items = schema_value.get("items").filter(|i| i.is_object()).unwrap_or(&any);
+            let bound = |key: &str| schema_value.get(key).and_then(Json::as_i64);
+            let (min, max) = (bound("minItems").unwrap_or(0), bound("maxItems").unwrap_or(-1));
+            let repeated =
+                node("repeat", [("min", json!(min)), ("max", json!(max)), ("content", element(tags.item, items))]);
+            or(vec![seq(vec![regex(WS), repeated]), schema(schema_value)])
+        }
+        Some("string") => match string_choices(schema_value) {
+            Some(choices) => or(choices.iter().map(|c| cs(c)).collect()),
+            None => json!({"type": "any_text"}),
+        },
+        Some("integer" | "number" | "boolean" | "null" | "array" | "object") => schema(schema_value),
+        // Untyped (or several types): whatever is written up to the element's end.
+        _ => json!({"type": "any_text"}),
+    }
+}
+
 /// The members of a call object (key, value grammar) in the order the template writes them.
 fn call_members(fields: &JsonCallFields, name: &str, parameters: &Json) -> Vec<(String, Json)> {
     let arguments = if fields.arguments_as_string { schema(&json!({"type": "string"})) } else { schema(parameters) };
@@ -875,7 +947,19 @@ fn tagged_arguments(format: &Format, tools: &ToolCallFormat, parameters: &Json) 
                 or(vec![python_literal(typ, property), schema(property)])
             }
         };
-        let value = if typ == "string" && quote.is_empty() {
+        let nested = match (&tools.nested_item_name, &tools.arg_value_suffix_after_name) {
+            (Some(item), Some(after)) if matches!(typ, "array" | "object") => Some(NestedTags {
+                open: prefix,
+                open_end: tools.arg_name_suffix.trim_end(),
+                close: tools.arg_value_suffix.trim_start(),
+                close_end: after.trim_end(),
+                item,
+            }),
+            _ => None,
+        };
+        let value = if let Some(tags) = nested {
+            nested_value(&tags, property, 0)
+        } else if typ == "string" && quote.is_empty() {
             // Raw text up to the value's end marker (automatic end detection), or one of the
             // schema's strings.
             match string_choices(property) {

@@ -867,3 +867,50 @@ fn calls_that_name_the_function_twice_name_the_same_one() {
     assert!(parsed.tool_calls.is_empty());
     assert!(parsed.issues.iter().any(|i| i.message.contains("not named again")), "{:?}", parsed.issues);
 }
+
+/// MiniMax-M3 writes arrays and objects as nested elements with its argument markers: the grammar
+/// follows the schema through them (members by name, items as `item`, bounds, leaf types), admits
+/// the JSON spelling too, and what it admits parses into the same arguments.
+#[test]
+fn nested_elements_follow_the_schema() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let (template, options) = corpus_template(&corpus, "MiniMax-M3");
+    let format = analyze(&template, &options).unwrap();
+    let tool = json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+        "properties": {
+            "point": {"type": "object", "properties": {"x": {"type": "integer"}, "label": {"type": "string"}},
+                "required": ["x"]},
+            "ids": {"type": "array", "items": {"type": "integer"}, "maxItems": 2}},
+        "required": ["point"]}}});
+    let request = ParseOptions { tools: vec![tool], tool_choice: ToolChoice::Required, ..ParseOptions::default() };
+    let vocab = byte_vocab();
+    let grammar = constrain::grammar_for(&format, &request, &vocab).unwrap();
+    let ns = "]<]minimax[>[";
+    let el = |name: &str, inner: &str| format!("{ns}<{name}>{inner}{ns}</{name}>");
+    let call = |args: &str| format!("{ns}<tool_call>\n{ns}<invoke name=\"f\">{args}{ns}</invoke>\n{ns}</tool_call>");
+    let point = el("point", &format!("{}{}", el("x", "3"), el("label", "a b")));
+    let good = [
+        (call(&point), json!({"point": {"x": 3, "label": "a b"}})),
+        (
+            call(&format!("{point}{}", el("ids", &format!("{}{}", el("item", "1"), el("item", "2"))))),
+            json!({"point": {"x": 3, "label": "a b"}, "ids": [1, 2]}),
+        ),
+        (call(&el("point", "{\"x\": 4}")), json!({"point": {"x": 4}})),
+    ];
+    for (text, arguments) in &good {
+        assert_eq!(accepts(&vocab, &grammar, text), Ok(true), "{text}");
+        let parsed = parlance::parse(&format, &request, text);
+        assert_eq!(parsed.tool_calls.len(), 1, "{text}");
+        assert_eq!(parsed.tool_calls[0].arguments_value.as_ref(), Some(arguments), "{text}");
+    }
+    let items = |n: usize| el("ids", &el("item", "1").repeat(n));
+    for bad in [
+        call(&el("point", &el("label", "a"))), // a required member missing
+        call(&el("point", &el("x", "three"))), // not an integer
+        call(&el("point", &el("y", "3"))),     // no such member
+        call(&format!("{point}{}", items(3))), // more items than maxItems
+        call(&format!("{point}{}", el("ids", &el("entry", "1")))), // items are `item` elements
+    ] {
+        assert_eq!(accepts(&vocab, &grammar, &bad), Ok(false), "{bad}");
+    }
+}
