@@ -223,9 +223,17 @@ fn text_structural_tag(
     if let Some(r) = reasoning {
         let (start, end) = (r.start.trim(), r.end.trim());
         let mode = format.reasoning_details.as_ref().map_or(ReasoningMode::Tag, |d| d.mode);
+        // After reasoning, the turn may open a new message with the prompt's header (Solar's
+        // `<|end|><|begin|>assistant<|content|>`), as the parser reads it.
+        let header = format.generation_prompt.trim();
+        let header = (!header.is_empty() && !crate::markers::bracketed_pieces(header).is_empty()).then_some(header);
         let block = |begin: &str| {
             let content = reasoning_text(&[start], budget);
-            seq(vec![tag(begin, content, end), regex(WS)])
+            let mut block = vec![tag(begin, content, end), regex(WS)];
+            if let Some(header) = header {
+                block.extend([optional(cs(header)), regex(WS)]);
+            }
+            seq(block)
         };
         // A prompt that closes the block (a thinking-off prompt), or a request that says reasoning
         // is off, leaves no reasoning to write.
@@ -390,9 +398,24 @@ fn body(
     content: Option<&Json>,
     target: Target,
 ) -> Result<Json, ConstrainError> {
+    let wrapper = content_wrapper(format);
+    // Free text, with the content's wrapper where the template writes one.
+    let free_text = |excludes: &[String]| match &wrapper {
+        Some((start, wrapped)) => node(
+            "triggered_tags",
+            [
+                ("triggers", json!([start])),
+                ("tags", json!([wrapped])),
+                ("excludes", json!(excludes)),
+                ("at_least_one", Json::Bool(false)),
+                ("stop_after_first", Json::Bool(false)),
+            ],
+        ),
+        None => node("any_text", [("excludes", json!(excludes))]),
+    };
     let text = match content {
         Some(content) => seq(vec![schema(content), regex(WS)]),
-        None => node("any_text", [("excludes", json!(excludes))]),
+        None => free_text(excludes),
     };
     let tools = match (&format.tools, &request.tool_choice) {
         (Some(_), ToolChoice::None) if content.is_some() => return Ok(text),
@@ -400,7 +423,7 @@ fn body(
         (Some(tools), ToolChoice::None) => {
             let mut excludes = excludes.to_vec();
             excludes.extend(call_openers(tools));
-            return Ok(node("any_text", [("excludes", json!(excludes))]));
+            return Ok(free_text(&excludes));
         }
         (None, ToolChoice::None) => return Ok(text),
         (None, _) if request.tools.is_empty() => return Ok(text),
@@ -450,13 +473,18 @@ fn body(
             let one_per_section = single || (target == Target::XGrammar && close.is_empty());
             let list = calls_list(&calls, &separator, one_per_section);
             let section = tag_loose_end(&open, seq(vec![regex(WS), list, regex(WS)]), &close);
+            let (mut triggers, mut tags) = (vec![open], vec![section]);
+            if let Some((start, wrapped)) = wrapper.as_ref().filter(|_| !at_least_one) {
+                triggers.push(start.clone());
+                tags.push(wrapped.clone());
+            }
             // After a section, text may follow (`[f(a=1)] Here is the forecast:`, read as
             // content), and, where calls may be parallel, another section; one call, one section.
             node(
                 "triggered_tags",
                 [
-                    ("triggers", json!([open])),
-                    ("tags", Json::Array(vec![section])),
+                    ("triggers", json!(triggers)),
+                    ("tags", Json::Array(tags)),
                     ("excludes", json!(excludes)),
                     ("at_least_one", Json::Bool(at_least_one)),
                     ("stop_after_first", Json::Bool(single)),
@@ -477,6 +505,11 @@ fn body(
                 // The optional opener, then one of the calls as a section writes it.
                 let one = or(calls.iter().map(|c| c.in_section.clone().unwrap_or_else(|| c.tag.clone())).collect());
                 tags.push(tag(opener, seq(vec![regex(WS), one]), ""));
+            }
+            let mut triggers = triggers;
+            if let Some((start, wrapped)) = wrapper.as_ref().filter(|_| !at_least_one) {
+                triggers.push(start.clone());
+                tags.push(wrapped.clone());
             }
             node(
                 "triggered_tags",
@@ -589,6 +622,15 @@ fn opened_blocks(
         Some(r) => or(vec![seq(vec![r, regex(WS), or(after_reasoning), star(next)]), opened]),
         None => opened,
     })
+}
+
+/// The content's wrapper (Solar Open's `<|content|>…<|end|>`, Command R7B's
+/// `<|START_RESPONSE|>…<|END_RESPONSE|>`) as a tag free text may hold, and its trigger: a wrapper
+/// end that also ends reasoning is never free text, so the wrapped content is a tag of its own.
+fn content_wrapper(format: &Format) -> Option<(String, Json)> {
+    let (start, end) = (format.content.start.trim(), format.content.end.trim());
+    let wrapped = !start.is_empty() && !end.is_empty() && format.output_prefix.is_empty();
+    wrapped.then(|| (start.to_owned(), tag(start, json!({"type": "any_text"}), end)))
 }
 
 /// The markers a call (or its section) opens with; bare JSON calls open with `{"`.
@@ -706,8 +748,21 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
         ArgumentEncoding::Tagged => content.push(tagged_arguments(format, tools, &parameters)?),
     }
     content.push(regex(WS));
+    if tools.call_id_before_name {
+        // The id between the call's opener and its name prefix (Solar Open): the tag begins at the
+        // opener, every tool's alike, and the name follows the id.
+        let start = tools.call_start.trim();
+        let Some(rest) = begin.strip_prefix(start).filter(|_| !start.is_empty()) else {
+            return Err(unsupported("call ids before the name without a call opener".into()));
+        };
+        content.splice(0..0, [regex(WS), regex(CALL_ID), regex(WS), cs(rest.trim_start())]);
+        begin = start.to_owned();
+    }
     Ok(Call { trigger, tag: tag_loose_end(&begin, seq(content), call_end), in_section: None })
 }
+
+/// A call id a model writes where the template writes one (the parser reads such names).
+const CALL_ID: &str = "[A-Za-z0-9_.:-]{1,64}";
 
 /// The markers of arrays and objects written as nested elements with the argument markers
 /// (MiniMax-M3: `]<]minimax[>[<k>v]<]minimax[>[</k>` a member, `<item>` an array item).

@@ -343,6 +343,11 @@ pub struct ToolCallFormat {
     /// Both writings name the same function. `None` when the name is written once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name_repeat_suffix: Option<String>,
+    /// Non-JSON families: the call's id is written before its name, after the call's opening
+    /// marker, and the name prefix ends it (Solar Open's
+    /// `<|tool_call:begin|>ID<|tool_call:name|>NAME<|tool_call:args|>`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub call_id_before_name: bool,
     /// Non-JSON families: text between the call id and the arguments, when the id is rendered after
     /// the name (`[CALL_ID]id[ARGS]`: `name_suffix` is `[CALL_ID]`, this is `[ARGS]`).
     pub call_id_suffix: String,
@@ -539,6 +544,9 @@ impl Format {
             }
             if !tools.call_id_suffix.is_empty() {
                 let _ = writeln!(out, "  call id          the id, then {:?}", tools.call_id_suffix);
+            }
+            if tools.call_id_before_name {
+                let _ = writeln!(out, "  call id          before the name prefix");
             }
             if let Some(after) = &tools.arg_value_suffix_after_name {
                 let _ = writeln!(out, "  arg value suffix {:?} + argument name + {after:?}", tools.arg_value_suffix);

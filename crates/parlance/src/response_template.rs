@@ -185,6 +185,9 @@ fn tool_calls(format: &Format, tools: &ToolCallFormat, turn_end: &str) -> Result
     if tools.name_repeat_suffix.is_some() {
         return Err(unsupported("calls that write the function's name twice".into()));
     }
+    if tools.call_id_before_name {
+        return Err(unsupported("call ids written before the function's name".into()));
+    }
     let section = if opener.trim().starts_with(section_start) { String::new() } else { section };
     let suffix = tools.name_suffix.trim_end();
     let suffix = if tools.indexed_name_suffix {

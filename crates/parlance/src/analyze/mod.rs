@@ -158,8 +158,18 @@ const SENTINEL: &str = "PLNC";
 fn tainted_markers(format: &Format) -> Vec<(&'static str, String)> {
     let mut found = Vec::new();
     let mut check = |what: &'static str, marker: &str| {
-        // Any probe text: the function and argument names are written in lower case.
-        if marker.to_ascii_uppercase().contains(SENTINEL) {
+        // Any probe text: the function and argument names are written in lower case; the ids; a
+        // user turn cut after its sentinel (`user question[/INST]`).
+        let cut_user_turn = [probe::USER, probe::USER_2]
+            .iter()
+            .any(|user| user.split_once(' ').is_some_and(|(_, words)| marker.contains(words)));
+        let printed_parts = printed_as_data(marker);
+        if marker.to_ascii_uppercase().contains(SENTINEL)
+            || marker.contains(probe::ID_1)
+            || marker.contains(probe::ID_2)
+            || cut_user_turn
+            || printed_parts
+        {
             found.push((what, marker.to_owned()));
         }
     };
@@ -187,6 +197,12 @@ fn tainted_markers(format: &Format) -> Vec<(&'static str, String)> {
         }
     }
     found
+}
+
+/// Whether `text` holds the probe's content parts printed as data (`content | tojson` of a
+/// `{"type": "thinking", …}` part), which are no markers.
+fn printed_as_data(text: &str) -> bool {
+    ["\"type\": \"thinking\"", "'type': 'thinking'", "\"type\":\"thinking\""].iter().any(|part| text.contains(part))
 }
 
 /// `format` without the features whose markers hold probe text, each reported in `unsupported`.
@@ -444,6 +460,10 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
         let Some(c) = diff::find_from(&output.text, CONTENT, r) else { continue };
         let start_literal = output.text[..r].to_owned();
         let mut end_literal = output.text[r + REASONING.len()..c].to_owned();
+        // A template that prints the message's parts as data shows no markers.
+        if printed_as_data(&start_literal) || printed_as_data(&end_literal) {
+            continue;
+        }
         // A content wrapper opened right after the reasoning belongs to the content.
         let content_start = format.content.start.trim();
         if !content_start.is_empty() && end_literal.trim_end().ends_with(content_start) {

@@ -428,8 +428,7 @@ impl Probe {
     pub(crate) fn generation_prompt(&self, with_tools: bool, extra: &[(&str, Json)]) -> Option<String> {
         let closed = self.render(&[], with_tools, false, extra)?;
         let open = self.render(&[], with_tools, true, extra)?;
-        let shared = common_prefix_angle(&closed, &open);
-        Some(open[shared..].to_owned())
+        Some(prompt_added(&closed, &open))
     }
 
     /// The output for `assistant`, rendered as the last message.
@@ -554,8 +553,22 @@ fn repeats_modulo_whitespace(text: &str, prompt: &str) -> Option<usize> {
 /// The output of an assistant turn from three renders of one conversation: without the turn
 /// (`closed`), the same with the generation prompt (`open`), and with the turn as the last message
 /// (`full`).
+/// What `add_generation_prompt` adds to the render `closed`, giving `open`: the text after their
+/// shared start, or, where the template also writes something earlier when asked for the prompt
+/// (a default system block: OpenVINO's Onyx), the text after the whole conversation.
+fn prompt_added(closed: &str, open: &str) -> String {
+    if open.len() > closed.len()
+        && !closed.is_empty()
+        && !open.starts_with(closed)
+        && let Some(at) = open.rfind(closed)
+    {
+        return open[at + closed.len()..].to_owned();
+    }
+    open[common_prefix_angle(closed, open)..].to_owned()
+}
+
 pub(crate) fn split_output(closed: &str, open: &str, full: &str) -> Output {
-    let generation_prompt = open[common_prefix_angle(closed, open)..].to_owned();
+    let generation_prompt = prompt_added(closed, open);
     let shared = common_prefix_angle(closed, full);
     // Text the template writes after every conversation (Command-R+'s closing system turn, an
     // end-of-text token) follows the turn too: it is not the turn's.

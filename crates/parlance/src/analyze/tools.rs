@@ -403,6 +403,7 @@ fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)
     });
     let between = second.map(|(two, end, second)| &two[end..second]);
     split_around_calls(&mut tools, before, after, between);
+    split_id_before_name(&mut tools);
     // A section end written only after several calls (DeepSeek V3): the two-call output goes on
     // past the one-call output's call end.
     let last_after =
@@ -414,6 +415,24 @@ fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)
     }
     tools.indexed_name_suffix = two.is_some_and(|two| suffix_is_indexed(&tools.name_suffix, two));
     Some((family_of(&tools, one, two), tools))
+}
+
+/// A call id written before the name (Solar Open's `<|tool_call:begin|>ID<|tool_call:name|>NAME`):
+/// the probe ids end the section start and the separator. They come out of the markers; the text
+/// before the id that both share opens every call.
+fn split_id_before_name(tools: &mut ToolCallFormat) {
+    let Some(start) = tools.section_start.strip_suffix(ID_1) else { return };
+    let start = start.to_owned();
+    tools.call_id_before_name = true;
+    match tools.separator.strip_suffix(ID_2) {
+        Some(separator) if tools.call_start.is_empty() => {
+            let opener = common_suffix(&start, separator);
+            tools.call_start = start[start.len() - opener..].to_owned();
+            tools.section_start = start[..start.len() - opener].to_owned();
+            tools.separator = separator[..separator.len() - opener].to_owned();
+        }
+        _ => tools.section_start = start,
+    }
 }
 
 /// A name suffix that writes the function's name again (a header naming the call, then a body

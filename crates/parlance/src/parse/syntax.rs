@@ -52,6 +52,8 @@ pub(crate) struct ToolSyntax {
     /// For calls that write the name twice: what follows the second writing, after `name_suffix`
     /// and the name again.
     pub name_repeat: Option<String>,
+    /// The call id comes before the name, ended by the name prefix.
+    pub id_before_name: bool,
     pub arg_name_prefix: String,
     /// Every name suffix (plain first, then typed ones), trimmed.
     pub arg_name_suffixes: Vec<String>,
@@ -135,6 +137,7 @@ impl Syntax {
                 name_suffix_after_index: after_index,
                 call_id_suffix: loose(&t.call_id_suffix),
                 name_repeat: t.name_repeat_suffix.as_deref().map(loose),
+                id_before_name: t.call_id_before_name,
                 arg_name_prefix: loose(&t.arg_name_prefix),
                 arg_name_suffixes,
                 arg_value_lead_ws: trailing_ws(&t.arg_name_suffix).to_owned(),

@@ -980,3 +980,34 @@ fn a_call_inside_unclosed_reasoning_ends_it_and_is_reported() {
     assert_eq!(message.issues.iter().map(|i| i.kind).collect::<Vec<_>>(), [parlance::IssueKind::UnclosedReasoning]);
     assert_eq!(serde_json::to_value(&message.issues[0]).unwrap()["kind"], "unclosed-reasoning");
 }
+
+/// Solar Open writes each call's id before its name (`<|tool_call:begin|>ID<|tool_call:name|>`):
+/// the ids are the model's, read whole and across every two-way split; a stray opener without a
+/// name prefix after it is content.
+#[test]
+fn call_ids_written_before_the_name_are_the_calls_ids() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let (template, options) = crate::analyze::corpus_template(&corpus, "upstage-Solar-Open-100B");
+    let format = analyze(&template, &options).unwrap();
+    let parser = Parser::new(&format, &ParseOptions::default());
+    let output = "<|think|>hmm<|end|><|begin|>assistant<|tool_calls|><|tool_call:begin|>abc123<|tool_call:name|>\
+                  get_weather<|tool_call:args|>{\"city\": \"Paris\"}<|tool_call:end|><|tool_call:begin|>xyz_9\
+                  <|tool_call:name|>get_time<|tool_call:args|>{}<|tool_call:end|><|calls|>";
+    for (at, _) in output.char_indices().skip(1) {
+        assert_chunking_invariant(&parser, output, &[&output[..at], &output[at..]], "solar");
+    }
+    let message = parser.parse(output);
+    let calls: Vec<(&str, &str, bool)> =
+        message.tool_calls.iter().map(|c| (c.id.as_str(), c.name.as_str(), c.id_generated)).collect();
+    assert_eq!(calls, [("abc123", "get_weather", false), ("xyz_9", "get_time", false)]);
+    assert_eq!(message.reasoning_content.as_deref(), Some("hmm"));
+    assert!(message.issues.is_empty(), "{:?}", message.issues);
+    let stray = "<|begin|>assistant<|content|>See <|tool_call:begin|> here<|end|>";
+    let message = parser.parse(stray);
+    assert!(message.tool_calls.is_empty());
+    assert!(
+        message.content.as_deref().is_some_and(|c| c.contains("<|tool_call:begin|> here")),
+        "{:?}",
+        message.content
+    );
+}

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use super::json::arguments_scanner;
 use super::tagged::Tagged;
 use super::{MAX_NAME, Machine, State, Step};
-use crate::parse::scan::{Match, find_marker, leading_ws, marker_hold, starts_with_marker};
+use crate::parse::scan::{Match, find_marker, hold_window, leading_ws, marker_hold, starts_with_marker};
 use crate::parse::syntax::ToolSyntax;
 use crate::parse::{IssueKind, SpanKind};
 use crate::values::JsonEnd;
@@ -38,6 +38,8 @@ pub(super) struct Section {
     pub(super) calls: usize,
     /// Opened by the call's own opener, the section start left out.
     implicit: bool,
+    /// The id of the call being read, where ids are written before the name.
+    pending_id: Option<String>,
     pub(super) phase: Phase,
 }
 
@@ -51,6 +53,7 @@ impl Section {
             call_from: trigger_at,
             call_marker_end: None,
             calls: 0,
+            pending_id: None,
             implicit,
             phase,
         }
@@ -461,6 +464,35 @@ impl Machine {
             if i == 0 && between.started {
                 continue;
             }
+            // An id written before the name (`<|tool_call:begin|>ID<|tool_call:name|>`): up to
+            // the name prefix.
+            if i == 1 && tools.id_before_name && section.pending_id.is_none() && !marker.is_empty() {
+                let rest = &self.buf[self.pos..];
+                // Only as far as an id and the marker reach: a stray opener costs no scan of the rest.
+                let mut reach = rest.len().min(MAX_NAME + hold_window(marker));
+                while !rest.is_char_boundary(reach) {
+                    reach -= 1;
+                }
+                match find_marker(&rest[..reach], marker) {
+                    Some((n, _)) => {
+                        let lead = leading_ws(rest);
+                        let id = rest[..n].trim().to_owned();
+                        if !id.is_empty() && n <= MAX_NAME && id.chars().all(|c| is_name_char(c) || c == ':') {
+                            let id_start = self.pos + lead;
+                            let id_end = id_start + id.len();
+                            self.span(SpanKind::Whitespace, self.pos, id_start);
+                            self.span(SpanKind::ToolId, id_start, id_end);
+                            section.pending_id = Some(id);
+                            self.pos = id_end;
+                        }
+                    }
+                    None if !self.eof && rest.len() <= MAX_NAME + hold_window(marker) => {
+                        section.phase = Phase::BeforeCall(between);
+                        return Ok(Step::Wait);
+                    }
+                    None => {}
+                }
+            }
             match self.at_marker(marker) {
                 Match::Full(end) => {
                     if first {
@@ -651,6 +683,8 @@ impl Machine {
     }
 
     pub(super) fn start_call(&mut self, section: &mut Section, name: String, id: Option<String>) {
+        let id = id.or_else(|| section.pending_id.take());
+        section.pending_id = None;
         self.begin_call(name, id);
         section.committed = true;
         let tools = self.setup.tools();
