@@ -20,7 +20,7 @@
 
 use crate::compile::CompiledGrammar;
 use crate::earley::{Earley, Item, ROOT_ORIGIN, SetLimit, Tables};
-use crate::vocab::{TokenVocab, Trie, TrieNode};
+use crate::vocab::{SIBLINGS_END, TokenVocab, Trie, TrieNode};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -736,18 +736,26 @@ impl DfaWalk<'_> {
         // Whether the path so far stayed in the start state's component.
         let mut in_k = vec![true];
         let mut i = 1;
-        while i < nodes.len() {
-            // Most first bytes die at once: skip them without touching their nodes (nothing can be
-            // uncertain before the first byte, see `done`).
-            if nodes[i].depth == 1 {
-                let roots = &trie.roots;
-                let mut r = roots.partition_point(|&(_, n)| (n as usize) < i);
-                while r < roots.len() && (skip(roots[r].0) || a.next(state, roots[r].0) == crate::automaton::DEAD) {
-                    r += 1;
-                }
-                match roots.get(r) {
-                    Some(&(_, n)) => i = n as usize,
-                    None => break,
+        'nodes: while i < nodes.len() {
+            // Most children die at once: skip them by their bytes in the compact sibling list,
+            // without touching their nodes (a dead child is uncertain only once its parent's path
+            // completed the item, see `done`).
+            let d = nodes[i].depth as usize;
+            if !done[d - 1] {
+                let t = states[d - 1];
+                let mut k = trie.sibling_at[i] as usize;
+                loop {
+                    let (b, n) = trie.siblings[k];
+                    if n & SIBLINGS_END != 0 {
+                        // Every later sibling dies: on after the parent's subtree.
+                        i = (n & !SIBLINGS_END) as usize;
+                        continue 'nodes;
+                    }
+                    if !(d == 1 && skip(b)) && a.next(t, b) != crate::automaton::DEAD {
+                        i = n as usize;
+                        break;
+                    }
+                    k += 1;
                 }
             }
             let node = &nodes[i];

@@ -286,7 +286,17 @@ pub(crate) struct Trie {
     pub(crate) nodes: Vec<TrieNode>,
     /// `(byte, node index)` of the root's children, in order.
     pub(crate) roots: Vec<(u8, u32)>,
+    /// Every node's children as `(byte, node index)`, in order, one parent's list after another,
+    /// each list closed by `(0, SIBLINGS_END | e)` where `e` is the index after the parent's
+    /// subtree. A walk skips the children a state has no transition for by reading this compact
+    /// list, not the children's nodes, which lie a whole subtree apart.
+    pub(crate) siblings: Vec<(u8, u32)>,
+    /// Where each node's own entry in `siblings` is (0 for the root).
+    pub(crate) sibling_at: Vec<u32>,
 }
+
+/// Marks the entry closing a list of `Trie::siblings`.
+pub(crate) const SIBLINGS_END: u32 = 1 << 31;
 
 impl Trie {
     /// The trie of `strings[sorted[0]], strings[sorted[1]], ...` (already sorted by bytes).
@@ -298,7 +308,22 @@ impl Trie {
             roots.push((nodes[c].byte, c as u32));
             c = nodes[c].end as usize;
         }
-        Trie { nodes, roots }
+        let mut siblings = Vec::with_capacity(nodes.len() * 2);
+        let mut sibling_at = vec![0u32; nodes.len()];
+        for p in 0..nodes.len() {
+            let end = if p == 0 { nodes.len() } else { nodes[p].end as usize };
+            if p + 1 >= end {
+                continue;
+            }
+            let mut c = p + 1;
+            while c < end {
+                sibling_at[c] = siblings.len() as u32;
+                siblings.push((nodes[c].byte, c as u32));
+                c = nodes[c].end as usize;
+            }
+            siblings.push((0, SIBLINGS_END | end as u32));
+        }
+        Trie { nodes, roots, siblings, sibling_at }
     }
 }
 
