@@ -413,6 +413,13 @@ fn body(
         ),
         None => node("any_text", [("excludes", json!(excludes))]),
     };
+    // Beside the calls, unless a call must come first: the wrapped content as a tag of its own.
+    let add_wrapper = |triggers: &mut Vec<String>, tags: &mut Vec<Json>, at_least_one: bool| {
+        if let Some((start, wrapped)) = wrapper.as_ref().filter(|_| !at_least_one) {
+            triggers.push(start.clone());
+            tags.push(wrapped.clone());
+        }
+    };
     let text = match content {
         Some(content) => seq(vec![schema(content), regex(WS)]),
         None => free_text(excludes),
@@ -474,10 +481,7 @@ fn body(
             let list = calls_list(&calls, &separator, one_per_section);
             let section = tag_loose_end(&open, seq(vec![regex(WS), list, regex(WS)]), &close);
             let (mut triggers, mut tags) = (vec![open], vec![section]);
-            if let Some((start, wrapped)) = wrapper.as_ref().filter(|_| !at_least_one) {
-                triggers.push(start.clone());
-                tags.push(wrapped.clone());
-            }
+            add_wrapper(&mut triggers, &mut tags, at_least_one);
             // After a section, text may follow (`[f(a=1)] Here is the forecast:`, read as
             // content), and, where calls may be parallel, another section; one call, one section.
             node(
@@ -507,10 +511,7 @@ fn body(
                 tags.push(tag(opener, seq(vec![regex(WS), one]), ""));
             }
             let mut triggers = triggers;
-            if let Some((start, wrapped)) = wrapper.as_ref().filter(|_| !at_least_one) {
-                triggers.push(start.clone());
-                tags.push(wrapped.clone());
-            }
+            add_wrapper(&mut triggers, &mut tags, at_least_one);
             node(
                 "triggered_tags",
                 [
@@ -572,13 +573,11 @@ fn opened_blocks(
         _ => None,
     };
     let Some(tools) = tools else {
-        let text = seq(vec![cs(content_opener), node("any_text", [("excludes", json!(excludes))])]);
+        let any = node("any_text", [("excludes", json!(excludes))]);
+        let text = seq(vec![cs(content_opener), any.clone()]);
         return Ok(match reasoning_first {
             // Reasoning, then the content block with its opener.
-            Some(r) => or(vec![
-                seq(vec![r, regex(WS), cs(opener.trim()), node("any_text", [("excludes", json!(excludes))])]),
-                text,
-            ]),
+            Some(r) => or(vec![seq(vec![r, regex(WS), cs(opener.trim()), any]), text]),
             None => text,
         });
     };

@@ -163,12 +163,11 @@ fn tainted_markers(format: &Format) -> Vec<(&'static str, String)> {
         let cut_user_turn = [probe::USER, probe::USER_2]
             .iter()
             .any(|user| user.split_once(' ').is_some_and(|(_, words)| marker.contains(words)));
-        let printed_parts = printed_as_data(marker);
         if marker.to_ascii_uppercase().contains(SENTINEL)
             || marker.contains(probe::ID_1)
             || marker.contains(probe::ID_2)
             || cut_user_turn
-            || printed_parts
+            || printed_as_data(marker)
         {
             found.push((what, marker.to_owned()));
         }
@@ -387,13 +386,15 @@ fn opened_call_marker(probe: &Probe, generation_prompt: &str) -> Option<(String,
         // What the output writes before the first call's name: nothing (functionary: the name
         // follows the marker), or a header's rest (muse-glimmer's ` to=` after `<|start|>assistant`).
         let lead = &two.text[..two.text.find(probe::FN_1)?];
-        let repeated = match lead.trim().is_empty() {
-            true => format!("{marker}{}", probe::FN_2),
-            false => format!("{marker}{lead}{}", probe::FN_2),
-        };
-        let shown_by = match lead.trim().is_empty() {
-            true => "the generation prompt ends with it, a call's output starts with its name and a second call's name follows it",
-            false => "the generation prompt ends with it, and a second call repeats it before the text that opens the first call's output",
+        let (repeated, shown_by) = match lead.trim().is_empty() {
+            true => (
+                format!("{marker}{}", probe::FN_2),
+                "the generation prompt ends with it, a call's output starts with its name and a second call's name follows it",
+            ),
+            false => (
+                format!("{marker}{lead}{}", probe::FN_2),
+                "the generation prompt ends with it, and a second call repeats it before the text that opens the first call's output",
+            ),
         };
         two.text.contains(&repeated).then(|| (marker.clone(), shown_by))
     })

@@ -550,9 +550,6 @@ fn repeats_modulo_whitespace(text: &str, prompt: &str) -> Option<usize> {
     Some(end + repeated)
 }
 
-/// The output of an assistant turn from three renders of one conversation: without the turn
-/// (`closed`), the same with the generation prompt (`open`), and with the turn as the last message
-/// (`full`).
 /// What `add_generation_prompt` adds to the render `closed`, giving `open`: the text after their
 /// shared start, or, where the template also writes something earlier when asked for the prompt
 /// (a default system block: OpenVINO's Onyx), the text after the whole conversation.
@@ -567,6 +564,9 @@ fn prompt_added(closed: &str, open: &str) -> String {
     open[common_prefix_angle(closed, open)..].to_owned()
 }
 
+/// The output of an assistant turn from three renders of one conversation: without the turn
+/// (`closed`), the same with the generation prompt (`open`), and with the turn as the last message
+/// (`full`).
 pub(crate) fn split_output(closed: &str, open: &str, full: &str) -> Output {
     let generation_prompt = prompt_added(closed, open);
     let shared = common_prefix_angle(closed, full);

@@ -229,8 +229,8 @@ fn json_families(texts: &CallTexts) -> Option<(ToolFamily, ToolCallFormat)> {
     let native = json_native(one, two);
     // A header that names the function before a JSON call naming it again (Inkling's
     // `<|message_model|>f<|content_invoke_tool_json|>{"name":"f","args":…}`): the name is the
-    // header's, and the JSON up to the arguments is the name written again.
-    // The call is still a JSON object holding the name: the family is JSON-native.
+    // header's, and the JSON up to the arguments is the name written again. The call is still a
+    // JSON object holding the name, so the family stays JSON-native.
     if native.as_ref().is_some_and(|(_, tools)| tools.section_start.contains(FN_1))
         && let Some((_, tools)) = tag_json(one, two).filter(|(_, tools)| tools.name_repeat_suffix.is_some())
     {

@@ -486,7 +486,8 @@ impl Machine {
                             self.pos = id_end;
                         }
                     }
-                    None if !self.eof && rest.len() <= MAX_NAME + hold_window(marker) => {
+                    // Everything there is fits in reach: the prefix may still come.
+                    None if !self.eof && reach == rest.len() => {
                         section.phase = Phase::BeforeCall(between);
                         return Ok(Step::Wait);
                     }
@@ -684,7 +685,6 @@ impl Machine {
 
     pub(super) fn start_call(&mut self, section: &mut Section, name: String, id: Option<String>) {
         let id = id.or_else(|| section.pending_id.take());
-        section.pending_id = None;
         self.begin_call(name, id);
         section.committed = true;
         let tools = self.setup.tools();
