@@ -47,11 +47,19 @@ pub(crate) fn hf_environment(limits: &RenderLimits) -> Environment<'static> {
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
     env.set_fuel(Some(limits.fuel));
     env.set_recursion_limit(limits.recursion);
-    env.set_formatter(|out, _state, value| {
-        if let Some(s) = value.as_str() {
-            out.write_str(s)?;
-        } else if !value.is_undefined() {
-            out.write_str(&py_repr(value))?;
+    env.set_formatter(|out, state, value| {
+        // Inside `{% autoescape true %}` (the sandbox's default is off), markupsafe's escape of
+        // what would print, unless it is safe already.
+        let escape = matches!(state.auto_escape(), minijinja::AutoEscape::Html) && !value.is_safe();
+        let text = match value.as_str() {
+            Some(s) => std::borrow::Cow::Borrowed(s),
+            None if value.is_undefined() => return Ok(()),
+            None => std::borrow::Cow::Owned(py_repr(value)),
+        };
+        if escape {
+            out.write_str(&super::jinja2_filters::markup_escape(&text))?;
+        } else {
+            out.write_str(&text)?;
         }
         Ok(())
     });
@@ -64,7 +72,10 @@ pub(crate) fn hf_environment(limits: &RenderLimits) -> Environment<'static> {
     env.add_filter("indent", indent);
     env.add_filter("length", length);
     env.add_filter("count", length);
-    env.add_filter("string", |value: Value| Value::from(py_str(&value)));
+    // `soft_str`: Markup stays Markup.
+    env.add_filter("string", |value: Value| {
+        if value.is_safe() && value.kind() == ValueKind::String { value } else { Value::from(py_str(&value)) }
+    });
     // Python's pprint is repr for the short values templates print; minijinja's own pretty-printer
     // is quadratic in nesting depth (fuzz/regressions/render/timeout_pprint_nested).
     env.add_filter("pprint", |value: Value| Value::from(super::pprint::pformat(&value)));
@@ -295,6 +306,83 @@ pub(crate) fn ignore_list_append(env: &mut Environment<'static>) {
 
 /// Python methods minijinja-contrib's pycompat lacks; everything else is delegated to it.
 fn python_method(state: &mut State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {
+    if value.is_safe() && value.kind() == ValueKind::String {
+        return markup_method(state, value, method, args);
+    }
+    str_method(state, value, method, args)
+}
+
+/// A method of markupsafe's `Markup` (a safe string): the `str` method on its text, and a text
+/// result (or a list or tuple of texts) as Markup again; other results (`find`, `startswith`,
+/// `isupper`, …) as `str` gives them. markupsafe 3 escapes only the text a method puts in:
+/// `replace`'s replacement, the fill character of `ljust` / `rjust` / `center`, what `format`
+/// formats and the items `join` joins.
+fn markup_method(state: &mut State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {
+    const WRAPPED: [&str; 24] = [
+        "capitalize",
+        "title",
+        "lower",
+        "upper",
+        "replace",
+        "ljust",
+        "rjust",
+        "lstrip",
+        "rstrip",
+        "center",
+        "strip",
+        "translate",
+        "expandtabs",
+        "swapcase",
+        "zfill",
+        "casefold",
+        "removeprefix",
+        "removesuffix",
+        "partition",
+        "rpartition",
+        "format",
+        "split",
+        "rsplit",
+        "splitlines",
+    ];
+    let plain = Value::from(value.as_str().unwrap_or_default());
+    let escape = |v: &Value| match v.as_str() {
+        Some(s) if v.kind() == ValueKind::String && !v.is_safe() => {
+            Value::from(super::jinja2_filters::markup_escape(s))
+        }
+        _ => v.clone(),
+    };
+    let escaped = |i: usize| -> Vec<Value> {
+        args.iter().enumerate().map(|(j, a)| if j == i || i == usize::MAX { escape(a) } else { a.clone() }).collect()
+    };
+    let result = match method {
+        "replace" | "ljust" | "rjust" | "center" => str_method(state, &plain, method, &escaped(1))?,
+        "format" => str_method(state, &plain, method, &escaped(usize::MAX))?,
+        "join" => {
+            let items: Vec<Value> = match args.first() {
+                Some(seq) => seq.try_iter()?.map(|v| escape(&v)).collect(),
+                None => Vec::new(),
+            };
+            str_method(state, &plain, method, &[Value::from(items)])?
+        }
+        _ if WRAPPED.contains(&method) => str_method(state, &plain, method, args)?,
+        _ => return str_method(state, &plain, method, args),
+    };
+    Ok(as_markup(result))
+}
+
+/// A text as Markup; a list or tuple of texts as one of Markup.
+fn as_markup(value: Value) -> Value {
+    match value.kind() {
+        ValueKind::String => Value::from_safe_string(value.as_str().unwrap_or_default().to_owned()),
+        ValueKind::Seq => {
+            let items: Vec<Value> = value.try_iter().map(|i| i.map(as_markup).collect()).unwrap_or_default();
+            if is_tuple(&value) { Value::from(minijinja::value::Tuple::from(items)) } else { Value::from(items) }
+        }
+        _ => value,
+    }
+}
+
+fn str_method(state: &mut State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {
     if let Some(result) = value.as_str().and_then(|s| super::pystr::call(s, method, args)) {
         return result;
     }
@@ -456,6 +544,12 @@ fn write_repr(out: &mut String, value: &Value, depth: usize, sort_dicts: bool) {
                     Err(_) => out.push_str(&value.to_string()),
                 }
             }
+        }
+        // Markup (a safe string: `|e`, `|safe`) reprs as markupsafe's class does.
+        ValueKind::String if value.is_safe() => {
+            out.push_str("Markup(");
+            string_repr(out, value.as_str().unwrap_or_default());
+            out.push(')');
         }
         ValueKind::String => string_repr(out, value.as_str().unwrap_or_default()),
         // A macro (minijinja's own, or one the `varargs` rewrite wraps) as Jinja2's `Macro` reprs.

@@ -1,6 +1,6 @@
 //! Jinja2 3.1 builtin filters and tests that minijinja (with `minijinja-contrib`'s pycompat) lacks
 //! or does otherwise: `center`, `wordcount`, `truncate`, `wordwrap` (Python's `textwrap`), `urlencode`,
-//! `striptags`, the test `callable`, and
+//! `striptags`, the test `callable`, `first` / `last` (Undefined where nothing is there), and
 //! Jinja2's lenient `float` / `int` (Python's parsing, the default where Python raises), `items` of
 //! an undefined value, `default(..., boolean=True)`, `escape` / `e` / `forceescape` with
 //! markupsafe's entities (`&#34;`, `&#39;`; a safe string is left as it is, except by
@@ -17,7 +17,6 @@ use super::pystr::python_int;
 
 /// Adds the filters and tests to `env`.
 pub(crate) fn install(env: &mut Environment<'static>) {
-    env.add_filter("center", center);
     env.add_filter("wordcount", wordcount);
     env.add_filter("truncate", truncate);
     env.add_filter("wordwrap", wordwrap);
@@ -33,7 +32,64 @@ pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_filter("e", escape);
     env.add_filter("forceescape", forceescape);
     // Python's `str.capitalize` (titlecase first: `ß` is `Ss`), which Jinja2's filter is.
-    env.add_filter("capitalize", |value: Value| super::pystr::capitalize(&py_str(&value)));
+    env.add_filter("capitalize", |value: Value| keep_markup(&value, super::pystr::capitalize(&py_str(&value))));
+    env.add_filter("first", |value: Value| end_item(value, false));
+    env.add_filter("last", |value: Value| end_item(value, true));
+    // Python's `str.upper` / `lower` / `strip` of the value's `str` (Jinja2's `soft_str`).
+    env.add_filter("upper", |value: Value| keep_markup(&value, py_str(&value).to_uppercase()));
+    env.add_filter("lower", |value: Value| keep_markup(&value, py_str(&value).to_lowercase()));
+    env.add_filter("trim", |value: Value, chars: Option<Value>| -> Result<Value, Error> {
+        let text = py_str(&value);
+        let trimmed = match chars.filter(|c| !c.is_none()) {
+            None => text.trim_matches(super::pystr::is_py_whitespace).to_owned(),
+            Some(chars) => {
+                let chars = chars
+                    .as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| Error::new(ErrorKind::InvalidOperation, "trim: strip arg must be None or str"))?;
+                text.trim_matches(|c| chars.contains(c)).to_owned()
+            }
+        };
+        Ok(keep_markup(&value, trimmed))
+    });
+    env.add_filter("reverse", |value: Value| -> Result<Value, Error> {
+        if value.kind() == ValueKind::String {
+            return Ok(keep_markup(&value, value.as_str().unwrap_or_default().chars().rev().collect()));
+        }
+        minijinja::filters::reverse(&value)
+    });
+    env.add_filter("center", |value: Value, width: Option<Value>| -> Result<Value, Error> {
+        Ok(keep_markup(&value, center(value.clone(), width)?))
+    });
+}
+
+/// `text` as Markup when the filter's input was Markup (a safe string): Jinja2's filters that
+/// call a `str` method on `soft_str(value)` get markupsafe's Markup back.
+fn keep_markup(input: &Value, text: String) -> Value {
+    if input.is_safe() && input.kind() == ValueKind::String { Value::from_safe_string(text) } else { Value::from(text) }
+}
+
+/// Jinja2's `first` / `last`: the first (last) of what iterating gives (a string's characters, a
+/// mapping's keys), and Undefined where there is none: an empty value, or an undefined one (whose
+/// iteration is empty), not an error.
+fn end_item(value: Value, last: bool) -> Result<Value, Error> {
+    let item = match value.kind() {
+        ValueKind::Undefined => None,
+        ValueKind::String => {
+            let s = value.as_str().unwrap_or_default();
+            // `last` indexes (`reversed` reads `Markup.__getitem__`: Markup), `first` iterates (`str`).
+            let c = if last { s.chars().next_back() } else { s.chars().next() };
+            c.map(|c| if last { keep_markup(&value, c.to_string()) } else { Value::from(c) })
+        }
+        ValueKind::Seq | ValueKind::Map | ValueKind::Iterable | ValueKind::Plain => {
+            let mut items = value.try_iter()?;
+            if last { items.last() } else { items.next() }
+        }
+        kind => {
+            return Err(Error::new(ErrorKind::InvalidOperation, format!("'{kind}' object is not iterable")));
+        }
+    };
+    Ok(item.unwrap_or(Value::UNDEFINED))
 }
 
 /// markupsafe's `escape`: the value's Python `str`, with `& < > " '` as entities; the result is

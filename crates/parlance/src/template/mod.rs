@@ -262,17 +262,21 @@ impl ChatTemplate {
                         limit: depth::MAX_EXPRESSION_DEPTH as u64,
                     });
                 }
-                if let Some(control) = loop_controls::find_captured_loop_control(&rewritten) {
-                    return Err(TemplateError::Syntax {
-                        name: display_name(label, &name, count),
-                        line: control.line,
-                        message: format!(
-                            "`{{% {} %}}` inside a `{{% {} %}}` block body of a loop is not supported (the \
-                             engine would drop the rest of the output)",
-                            control.keyword, control.block
-                        ),
-                    });
-                }
+                // Loop controls and `for … else` as Jinja2 runs them (see there).
+                let rewritten = match loop_controls::rewrite(&rewritten) {
+                    Ok(again) => again.unwrap_or(rewritten),
+                    Err(control) => {
+                        return Err(TemplateError::Syntax {
+                            name: display_name(label, &name, count),
+                            line: control.line,
+                            message: format!(
+                                "`{{% {} %}}` inside a `{{% {} %}}` block body of a loop could not be placed (the \
+                                 engine would drop the rest of the output)",
+                                control.keyword, control.block
+                            ),
+                        });
+                    }
+                };
                 // Python's `%` and stepped slices, which minijinja's VM does otherwise (see there).
                 let rewrite = python_ops::rewrite(&rewritten, !lenient.markup_add);
                 markup_add |= rewrite.markup_add;
@@ -654,18 +658,71 @@ fn cut_at_continue_tag(mut rendered: String, final_text: &str) -> Result<String,
 
 /// `{% generation %}` / `{% endgeneration %}` (transformers' assistant-mask extension) become an
 /// always-true `if` block: same whitespace handling (both are block tags), same line numbers.
+/// Only tags are rewritten: the same text inside `{% raw %}`, a comment or a string literal is
+/// data and stays as written.
 fn rewrite_generation_tags(text: &str) -> String {
-    static TAG: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"\{%([-+]?)(\s*)(end)?generation(\s*)([-+]?)%\}").expect("valid regex")
-    });
+    static END_RAW: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\{%[-+]?\s*endraw\s*[-+]?%\}").expect("valid regex"));
     if !text.contains("generation") {
         return text.to_owned();
     }
-    TAG.replace_all(text, |caps: &regex::Captures<'_>| {
-        let body = if caps.get(3).is_some() { "endif" } else { "if true" };
-        format!("{{%{}{}{}{}{}%}}", &caps[1], &caps[2], body, &caps[4], &caps[5])
-    })
-    .into_owned()
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len() + 16);
+    let (mut copied, mut at) = (0, 0);
+    while let Some(found) = text[at..].find('{') {
+        let open = at + found;
+        let closer = match bytes.get(open + 1) {
+            Some(b'#') => "#}",
+            Some(b'{') => "}}",
+            Some(b'%') => "%}",
+            _ => {
+                at = open + 1;
+                continue;
+            }
+        };
+        let Some(end) = code_end(text, open + 2, closer) else { break };
+        if closer == "%}" {
+            let inner = text[open + 2..end - 2].trim_start_matches(['-', '+']).trim_end_matches(['-', '+']);
+            let keyword = inner.trim();
+            if keyword == "raw" {
+                at = END_RAW.find(&text[end..]).map_or(text.len(), |m| end + m.end());
+                continue;
+            }
+            if keyword == "generation" || keyword == "endgeneration" {
+                let word = open + 2 + text[open + 2..end].find(keyword).unwrap_or(0);
+                out.push_str(&text[copied..word]);
+                out.push_str(if keyword == "generation" { "if true" } else { "endif" });
+                copied = word + keyword.len();
+            }
+        }
+        at = end;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// Where the tag, expression or comment whose code starts at `from` ends (after `closer`); string
+/// literals in code are skipped (a comment has none). `None` when it never ends.
+fn code_end(text: &str, from: usize, closer: &str) -> Option<usize> {
+    if closer == "#}" {
+        return text[from..].find(closer).map(|i| from + i + 2);
+    }
+    let bytes = text.as_bytes();
+    let mut i = from;
+    while i < bytes.len() {
+        match bytes[i] {
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != q {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            _ if text[i..].starts_with(closer) => return Some(i + 2),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 fn display_name(label: &str, name: &str, count: usize) -> String {
@@ -724,6 +781,19 @@ mod tests {
         assert_eq!(
             rewrite_generation_tags("a{% generation %}b{%- endgeneration -%}c"),
             "a{% if true %}b{%- endif -%}c"
+        );
+        // Data stays data: a raw block, a comment, a string literal.
+        for data in [
+            "{% raw %}{% generation %}{% endraw %}",
+            "{# {% generation %} #}",
+            "{{ '{% generation %}' }}",
+            "{% set x = \"{% endgeneration %}\" %}",
+        ] {
+            assert_eq!(rewrite_generation_tags(data), data);
+        }
+        assert_eq!(
+            rewrite_generation_tags("{% raw %}{% generation %}{%- endraw %}{%+ generation %}"),
+            "{% raw %}{% generation %}{%- endraw %}{%+ if true %}"
         );
     }
 

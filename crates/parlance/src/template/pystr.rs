@@ -2,7 +2,8 @@
 //! or does them differently: `partition` / `rpartition` (tuples), `ljust` / `rjust` / `center` with
 //! a fill character, `swapcase`, `casefold`, `istitle`, `expandtabs`, `translate`, `title` and `capitalize` with
 //! Python's cased-character rules, and `find` / `rfind` / `index` / `rindex` / `startswith` /
-//! `endswith` with Python's `start` / `end` slice arguments. Indices count code points, as Python's.
+//! `endswith` with Python's `start` / `end` slice arguments, `split` with its whitespace rule, `islower` /
+//! `isupper` with titlecase letters. Indices count code points, as Python's.
 //! Checked against Python itself in `tests/data/jinja2_filters.json`.
 
 use minijinja::value::{Tuple, Value, ValueKind};
@@ -140,7 +141,71 @@ fn titlecase(c: char, out: &mut String) {
 
 /// Python's "cased" characters (Lu, Ll, Lt).
 fn is_cased(c: char) -> bool {
-    c.is_uppercase() || c.is_lowercase() || matches!(c, 'ǅ' | 'ǈ' | 'ǋ' | 'ǲ')
+    c.is_uppercase() || c.is_lowercase() || is_titlecase(c)
+}
+
+/// Unicode's titlecase letters (Lt): cased, yet neither upper nor lower case.
+fn is_titlecase(c: char) -> bool {
+    matches!(c, 'ǅ' | 'ǈ' | 'ǋ' | 'ǲ' | '\u{1F88}'..='\u{1F8F}' | '\u{1F98}'..='\u{1F9F}' | '\u{1FA8}'..='\u{1FAF}')
+        || matches!(c, '\u{1FBC}' | '\u{1FCC}' | '\u{1FFC}')
+}
+
+/// Python's `islower` (`upper == false`) and `isupper`: at least one cased character, and every
+/// cased one in that case (a titlecase letter is in neither).
+fn is_all_case(s: &str, upper: bool) -> bool {
+    let mut cased = false;
+    for c in s.chars() {
+        let (this, other) =
+            if upper { (c.is_uppercase(), c.is_lowercase()) } else { (c.is_lowercase(), c.is_uppercase()) };
+        if other || is_titlecase(c) {
+            return false;
+        }
+        cased |= this;
+    }
+    cased
+}
+
+/// Python's `str.split(sep=None, maxsplit=-1)`: without a separator, runs of whitespace split and
+/// whitespace at either end makes no empty part (`' '.split(None, 1)` is `[]`).
+fn split(s: &str, args: &[Value]) -> Result<Value, Error> {
+    let sep = str_arg("split", args, 0)?;
+    let maxsplit = match args.get(1) {
+        Some(v) => int_arg("split", v)?,
+        None => -1,
+    };
+    let mut limit = if maxsplit < 0 { usize::MAX } else { maxsplit as usize };
+    let mut parts: Vec<Value> = Vec::new();
+    match sep.as_deref() {
+        Some("") => return Err(value_error("str.split: empty separator")),
+        Some(sep) => {
+            let mut rest = s;
+            while limit > 0 {
+                let Some(at) = rest.find(sep) else { break };
+                parts.push(Value::from(&rest[..at]));
+                rest = &rest[at + sep.len()..];
+                limit -= 1;
+            }
+            parts.push(Value::from(rest));
+        }
+        None => {
+            let mut rest = s;
+            while limit > 0 {
+                rest = rest.trim_start_matches(is_py_whitespace);
+                if rest.is_empty() {
+                    break;
+                }
+                let end = rest.find(is_py_whitespace).unwrap_or(rest.len());
+                parts.push(Value::from(&rest[..end]));
+                rest = &rest[end..];
+                limit -= 1;
+            }
+            let rest = rest.trim_start_matches(is_py_whitespace);
+            if !rest.is_empty() {
+                parts.push(Value::from(rest));
+            }
+        }
+    }
+    Ok(Value::from(parts))
 }
 
 /// The result of `s.method(*args)`, or `None` when this module does not handle `method`.
@@ -151,6 +216,9 @@ pub(crate) fn call(s: &str, method: &str, args: &[Value]) -> Option<Result<Value
         "swapcase" => Ok(Value::from(swapcase(s))),
         "casefold" => Ok(Value::from(casefold(s))),
         "istitle" => Ok(Value::from(istitle(s))),
+        "islower" => Ok(Value::from(is_all_case(s, false))),
+        "isupper" => Ok(Value::from(is_all_case(s, true))),
+        "split" => split(s, args),
         "expandtabs" => expandtabs(s, args),
         "translate" => translate(s, args),
         "title" => Ok(Value::from(title(s))),
@@ -212,7 +280,7 @@ fn swapcase(s: &str) -> String {
 fn istitle(s: &str) -> bool {
     let (mut cased, mut previous_cased) = (false, false);
     for c in s.chars() {
-        if c.is_uppercase() || matches!(c, 'ǅ' | 'ǈ' | 'ǋ' | 'ǲ') {
+        if c.is_uppercase() || is_titlecase(c) {
             if previous_cased {
                 return false;
             }

@@ -5,7 +5,9 @@
 //!   (`'%s-%d' % ('a', 3)`, `'%(k)s' % {'k': 1}`, flags, width, precision), Python's modulo for
 //!   numbers (the sign of the divisor), Python's errors otherwise.
 //! - `x[a:b:c]` with a step becomes `__plnc_slice(x, a, b, c)`: Python's slice (minijinja 3.0.5
-//!   ignores an explicit stop of 0 with a negative step, and panics slicing an empty value so).
+//!   ignores an explicit stop of 0 with a negative step, and panics slicing an empty value so); in
+//!   templates that make Markup, every slice (a slice of Markup is Markup, and `%` on Markup
+//!   escapes its arguments).
 //! - `for a, b in X` and `set a, b = X` unpack strings as Python does (`'xy'` is `x`, `y`; minijinja
 //!   unpacks only sequences): `X` becomes `__plnc_unpackable(X)` / `__plnc_unpack(X)`.
 //! - `for c in X` over a string knows its length (`loop.length`, `loop.last`; minijinja iterates a
@@ -33,6 +35,7 @@ use minijinja::value::{Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind};
 
 use super::environment::{is_tuple, py_repr, py_str};
+use super::jinja2_filters::markup_escape;
 
 /// A node to rewrite, by byte offsets into the source.
 #[derive(Debug)]
@@ -46,7 +49,9 @@ enum Node {
     /// A filter that makes Markup (`safe`, `escape`): found while walking, taken out after it.
     MakesMarkup { at: usize },
     /// `x[a:b:c]`: the whole text, the `[`, the colons and the `]`.
-    Slice { start: usize, end: usize, open: usize, colons: [usize; 2] },
+    /// `stepped: false` for `x[a:b]`, which only templates that make Markup need (a slice of
+    /// Markup is Markup; minijinja's own slice gives a plain string); its second "colon" is the `]`.
+    Slice { start: usize, end: usize, open: usize, colons: [usize; 2], stepped: bool },
     /// An expression passed through a function: the iterable of `for a, b in X`
     /// (`__plnc_unpackable`), of `for c in X` (`__plnc_iterable`), or the value of
     /// `set a, b = X` (`__plnc_unpack`).
@@ -108,6 +113,7 @@ pub(crate) fn rewrite(text: &str, escape_markup: bool) -> Rewritten {
     nodes.retain(|n| match n {
         Node::MakesMarkup { .. } | Node::Reads { .. } => false,
         Node::Op { function, .. } => (markup && escape_markup) || *function != "__plnc_add",
+        Node::Slice { stepped, .. } => *stepped || markup,
         _ => true,
     });
     if nodes.is_empty() {
@@ -170,6 +176,9 @@ fn emit(text: &str, start: usize, end: usize, nodes: &[Node]) -> String {
             }
             Node::Slice { open, colons, .. } => {
                 let part = |a: usize, b: usize| {
+                    if a >= b {
+                        return "none".to_owned();
+                    }
                     let t = inner(a, b);
                     if t.trim().is_empty() { "none".to_owned() } else { t }
                 };
@@ -207,14 +216,14 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
         Stmt::EmitExpr(x) => e!(&x.expr),
         Stmt::EmitRaw(_) | Stmt::Continue(_) | Stmt::Break(_) => {}
         Stmt::ForLoop(l) => {
-            unpacked(&l.target, &l.iter, "__plnc_unpackable", nodes);
+            unpacked(&l.target, &l.iter, "__plnc_unpackable", text, nodes);
             // A loop over what may be a string (not a literal container or `range`).
             let container = matches!(&l.iter, Expr::List(_) | Expr::Tuple(_) | Expr::Map(_))
                 || matches!(&l.iter, Expr::Call(c) if matches!(&c.expr, Expr::Var(v) if v.id == "range"));
             if !matches!(l.target, Expr::List(_)) && !container {
                 nodes.push(Node::Wrap {
-                    start: start_of(&l.iter),
-                    end: end_of(&l.iter),
+                    start: range_of(text, &l.iter).0,
+                    end: range_of(text, &l.iter).1,
                     function: "__plnc_iterable",
                     shape: None,
                 });
@@ -240,7 +249,7 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
             stmts(&w.body, text, nodes);
         }
         Stmt::Set(x) => {
-            unpacked(&x.target, &x.expr, "__plnc_unpack", nodes);
+            unpacked(&x.target, &x.expr, "__plnc_unpack", text, nodes);
             e!(&x.target);
             e!(&x.expr);
         }
@@ -339,7 +348,7 @@ fn closing_delimiter(text: &str, tag_end: usize) -> &str {
 }
 
 /// Where the tag whose code starts at `from` ends (after its `%}`), skipping string literals.
-fn tag_end(text: &str, from: usize) -> Option<usize> {
+pub(super) fn tag_end(text: &str, from: usize) -> Option<usize> {
     let bytes = text.as_bytes();
     let mut i = from;
     while i + 1 < bytes.len() {
@@ -399,9 +408,10 @@ fn catchall(m: &Spanned<Macro<'_>>, reads: [bool; 2], text: &str, nodes: &mut Ve
 
 /// Where `target` unpacks (`a, b`), `value` is passed through `function` (pushed before the nodes
 /// inside `value`, so that the wrap comes first among nodes of the same range).
-fn unpacked(target: &Expr<'_>, value: &Expr<'_>, function: &'static str, nodes: &mut Vec<Node>) {
+fn unpacked(target: &Expr<'_>, value: &Expr<'_>, function: &'static str, text: &str, nodes: &mut Vec<Node>) {
     if matches!(target, Expr::List(_)) {
-        nodes.push(Node::Wrap { start: start_of(value), end: end_of(value), function, shape: Some(shape(target)) });
+        let (start, end) = range_of(text, value);
+        nodes.push(Node::Wrap { start, end, function, shape: Some(shape(target)) });
     }
 }
 
@@ -444,12 +454,11 @@ fn expr(x: &Expr<'_>, text: &str, nodes: &mut Vec<Node>) {
             for part in [&s.start, &s.stop, &s.step].into_iter().flatten() {
                 expr(part, text, nodes);
             }
-            if s.step.is_some() {
-                let span = s.span();
-                let (start, end) = ((span.start_offset as usize).min(start_of(&s.expr)), span.end_offset as usize);
-                if let Some((open, colons)) = slice_delimiters(text, start, end) {
-                    nodes.push(Node::Slice { start, end, open, colons });
-                }
+            let span = s.span();
+            let (start, end) =
+                balanced(text, (span.start_offset as usize).min(start_of(&s.expr)), span.end_offset as usize);
+            if let Some((open, colons)) = slice_delimiters(text, start, end) {
+                nodes.push(Node::Slice { start, end, open, colons, stepped: s.step.is_some() });
             }
         }
         Expr::UnaryOp(u) => expr(&u.expr, text, nodes),
@@ -462,7 +471,8 @@ fn expr(x: &Expr<'_>, text: &str, nodes: &mut Vec<Node>) {
                 _ => return,
             };
             let span = b.span();
-            let (start, end) = ((span.start_offset as usize).min(start_of(&b.left)), span.end_offset as usize);
+            let (start, end) =
+                balanced(text, (span.start_offset as usize).min(start_of(&b.left)), span.end_offset as usize);
             let (left_end, right_start) = (end_of(&b.left), start_of(&b.right));
             // Between the operands there is only whitespace, parentheses and the operator.
             let at = text.get(left_end..right_start).and_then(|between| between.find(op));
@@ -498,7 +508,7 @@ fn expr(x: &Expr<'_>, text: &str, nodes: &mut Vec<Node>) {
                 && let Expr::GetAttr(g) = &t.expr
                 && python_method(g.name)
             {
-                let (start, end) = (start_of(&t.expr), end_of(&t.expr));
+                let (start, end) = range_of(text, &t.expr);
                 let dot = text.get(end_of(&g.expr)..end).and_then(|between| between.rfind('.'));
                 if let Some(dot) = dot {
                     nodes.push(Node::Attr { start, end, dot: end_of(&g.expr) + dot, name: g.name.to_owned() });
@@ -543,7 +553,7 @@ fn span_of(x: &Expr<'_>) -> minijinja::machinery::Span {
 }
 
 /// Where an operand's text ends (its own span's end: every node's span ends where its text does).
-fn end_of(x: &Expr<'_>) -> usize {
+pub(super) fn end_of(x: &Expr<'_>) -> usize {
     let own = span_of(x).end_offset as usize;
     match x {
         Expr::Tuple(t) => t.items.last().map_or(own, |last| end_of(last).max(own)),
@@ -553,7 +563,7 @@ fn end_of(x: &Expr<'_>) -> usize {
 
 /// Where an operand's text starts: the leftmost start among it and its leading operands (a filter
 /// or attribute node's span starts at its name, after the value it applies to).
-fn start_of(x: &Expr<'_>) -> usize {
+pub(super) fn start_of(x: &Expr<'_>) -> usize {
     let own = span_of(x).start_offset as usize;
     let inner = match x {
         Expr::Filter(f) => f.expr.as_ref().map(start_of),
@@ -571,8 +581,53 @@ fn start_of(x: &Expr<'_>) -> usize {
     inner.map_or(own, |i| i.min(own))
 }
 
-/// The `[` and the two colons of the slice spanning `start..end` (which ends with its `]`): the
-/// bracket that the final one closes, found by a forward scan that skips string literals.
+/// The text of `x` with the parentheses around its parts that its nodes' spans leave out:
+/// `((a or b)|f)|g` has a filter span from `a` (its innermost operand) to `g`, which would cut
+/// the text inside a parenthesis.
+fn range_of(text: &str, x: &Expr<'_>) -> (usize, usize) {
+    balanced(text, start_of(x), end_of(x))
+}
+
+/// `start..end` widened over the `(` before it and the `)` after it (whitespace between allowed)
+/// until its parentheses match; as it was if the text around has no such parentheses.
+fn balanced(text: &str, start: usize, end: usize) -> (usize, usize) {
+    let bytes = text.as_bytes();
+    let (mut open, mut unopened) = (0usize, 0usize);
+    let mut i = start;
+    while i < end.min(bytes.len()) {
+        match bytes[i] {
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < end && bytes[i] != q {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'(' => open += 1,
+            b')' if open > 0 => open -= 1,
+            b')' => unopened += 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    let (mut s, mut e) = (start, end);
+    for _ in 0..unopened {
+        let Some(p) = text[..s].trim_end().strip_suffix('(').map(str::len) else { return (start, end) };
+        s = p;
+    }
+    for _ in 0..open {
+        let rest = &text[e..];
+        let trimmed = rest.trim_start();
+        if !trimmed.starts_with(')') {
+            return (start, end);
+        }
+        e += rest.len() - trimmed.len() + 1;
+    }
+    (s, e)
+}
+
+/// The `[` and the two colons of the slice spanning `start..end` (which ends with its `]`; a slice
+/// without a step: its colon and the `]`): the bracket that the final one closes, found by a
+/// forward scan that skips string literals.
 fn slice_delimiters(text: &str, start: usize, end: usize) -> Option<(usize, [usize; 2])> {
     let bytes = text.as_bytes();
     if bytes.get(end.checked_sub(1)?) != Some(&b']') {
@@ -620,7 +675,11 @@ fn slice_delimiters(text: &str, start: usize, end: usize) -> Option<(usize, [usi
         }
         i += 1;
     }
-    (colons.len() == 2).then(|| (open, [colons[0], colons[1]]))
+    match colons[..] {
+        [first, second] => Some((open, [first, second])),
+        [only] => Some((open, [only, end - 1])),
+        _ => None,
+    }
 }
 
 /// The source of string literals (one, or several side by side, which Jinja2 joins), written
@@ -1007,7 +1066,10 @@ fn py_int(v: &Value) -> Option<i128> {
 /// Python's `a % b`.
 fn modulo(a: Value, b: Value) -> Result<Value, Error> {
     if a.kind() == ValueKind::String {
-        return printf(a.as_str().unwrap_or_default(), &b).map(Value::from);
+        // markupsafe's `Markup % args`: the arguments escaped, the result Markup.
+        let markup = a.is_safe();
+        let text = printf(a.as_str().unwrap_or_default(), &b, markup)?;
+        return Ok(if markup { Value::from_safe_string(text) } else { Value::from(text) });
     }
     let number = |v: &Value| matches!(v.kind(), ValueKind::Number | ValueKind::Bool);
     if !number(&a) || !number(&b) {
@@ -1047,7 +1109,7 @@ struct Spec {
 }
 
 /// Python's `str % args`.
-fn printf(format: &str, args: &Value) -> Result<String, Error> {
+fn printf(format: &str, args: &Value, escape: bool) -> Result<String, Error> {
     let is_tuple = is_tuple(args);
     let positional: Vec<Value> = if is_tuple { args.try_iter()?.collect() } else { vec![args.clone()] };
     let mapping = args.kind() == ValueKind::Map;
@@ -1142,7 +1204,7 @@ fn printf(format: &str, args: &Value) -> Result<String, Error> {
                 v
             }
         };
-        out.push_str(&convert(&spec, &value)?);
+        out.push_str(&convert(&spec, &value, escape)?);
     }
     if !mapping && next < positional.len() {
         return Err(invalid("not all arguments converted during string formatting"));
@@ -1150,7 +1212,7 @@ fn printf(format: &str, args: &Value) -> Result<String, Error> {
     Ok(out)
 }
 
-fn convert(spec: &Spec, value: &Value) -> Result<String, Error> {
+fn convert(spec: &Spec, value: &Value, escape: bool) -> Result<String, Error> {
     let number = |what: &str| -> Result<f64, Error> {
         match value.kind() {
             ValueKind::Number => Ok(f64::try_from(value.clone()).unwrap_or(0.0)),
@@ -1182,7 +1244,11 @@ fn convert(spec: &Spec, value: &Value) -> Result<String, Error> {
         }
     };
     let (prefix, body, numeric) = match spec.kind {
+        's' if escape && !value.is_safe() => {
+            (String::new(), truncate(markup_escape(&py_str(value)), spec.precision), false)
+        }
         's' => (String::new(), truncate(py_str(value), spec.precision), false),
+        'r' | 'a' if escape => (String::new(), truncate(markup_escape(&py_repr(value)), spec.precision), false),
         'r' | 'a' => (String::new(), truncate(py_repr(value), spec.precision), false),
         'c' => {
             let c = match value.kind() {
@@ -1334,7 +1400,9 @@ fn slice(value: Value, start: Value, stop: Value, step: Value) -> Result<Value, 
     match value.kind() {
         ValueKind::String => {
             let chars: Vec<char> = value.as_str().unwrap_or_default().chars().collect();
-            Ok(Value::from(positions(chars.len()).into_iter().map(|i| chars[i]).collect::<String>()))
+            let sliced = positions(chars.len()).into_iter().map(|i| chars[i]).collect::<String>();
+            // markupsafe's `Markup.__getitem__`: a slice of Markup is Markup.
+            Ok(if value.is_safe() { Value::from_safe_string(sliced) } else { Value::from(sliced) })
         }
         ValueKind::Seq | ValueKind::Iterable => {
             let items: Vec<Value> = value.try_iter()?.collect();
@@ -1397,7 +1465,7 @@ mod tests {
 
     #[test]
     fn printf_matches_python() {
-        let fmt = |f: &str, v: Value| printf(f, &v).map_err(|e| e.to_string());
+        let fmt = |f: &str, v: Value| printf(f, &v, false).map_err(|e| e.to_string());
         let tuple = |items: Vec<Value>| Value::from_object(minijinja::value::Tuple::from(items));
         assert_eq!(fmt("%s-%d", tuple(vec![Value::from("a"), Value::from(3)])).unwrap(), "a-3");
         assert_eq!(
