@@ -128,6 +128,14 @@ class Writer:
             if choice == 8:
                 return f"({self.pick(repr('%s|%s'), repr('%d'), repr('%5.2f'), repr('%r'), repr('%-4s|'))} % {self.pick('(' + base + ', ' + base + ')', '3', '2.5', base, '(1, 2)')})"
             if choice == 9:
+                if self.rng.random() < 0.3:
+                    spec = self.pick("'{:>6}|{!r}'", "'{0}-{1}-{0}'", "'{:^7.2}|{:*<4}'", "'{!s:>5}{}'", "'{:d}{}'")
+                    return f"{spec}.format({base}, {self.pick(base, '3', '2.5', 'none', '[1]')})"
+                if self.rng.random() < 0.3:
+                    return self.pick(f"({self.int_expr(var)}|filesizeformat)", f"({self.int_expr(var)}|filesizeformat(true))",
+                                     "({'b': 1, 'a': 2, 'C': 3}|dictsort(true)|string)", f"({{'k': {base}}}|xmlattr)",
+                                     f"({base}|replace('l', 'L', 1))", f"({base}|replace('', '.', 2))",
+                                     "({'b': 1, 'a': 2}|dictsort(by='value', reverse=true)|string)")
                 return f"({self.list_expr(var)}|join({self.pick(repr(', '), repr(''), repr('|'))}))"
             if choice == 10:
                 return f"({self.any_expr(var)}|{self.pick('string', 'tojson', 'pprint', 'e', 'tojson(indent=2)')})"
@@ -158,7 +166,9 @@ class Writer:
             "casefold()", "isdigit()|string", "isalpha()|string", "isspace()|string", "istitle()|string",
             "isupper()|string", "islower()|string", "isalnum()|string", "format('F')", "expandtabs(4)",
             "removeprefix('He')", "removesuffix('ld')", "encode is defined|string", "index('l')|string",
-            "split(None, 1)|join('/')", "lstrip('H')",
+            "split(None, 1)|join('/')", "lstrip('H')", "format(1, 'é')", "isdecimal()|string", "isnumeric()|string",
+            "isidentifier()|string", "isprintable()|string", "count('l', 1)|string", "split(maxsplit=1)|join('/')",
+            "format_map({'k': 1})", "count('')|string",
         )
 
     def slice_expr(self) -> str:
@@ -195,6 +205,7 @@ class Writer:
                 "[1, 2, 3]|select('odd')|list", "[1, 2, 3]|reject('even')|list", "'abc'|list",
                 "messages|groupby('role')|map('first')|list", "[{'n': 2}, {'n': 1}]|sort(attribute='n')|map(attribute='n')|list",
                 "[1, 2] + [3]", "[0] * 3", "{'k': 'v', 'a': 1}|items|map('first')|list",
+                "{'b': 1, 'a': 2, 'C': 3}|dictsort(true)|map('first')|list", "[[1, 2, 1].index(2), [1, 2, 1].count(1)]",
             )
         finally:
             self.depth -= 1
@@ -226,6 +237,7 @@ class Writer:
             self.str_expr(var), self.int_expr(var), self.list_expr(var), "messages[0]", "{'a': 1, 'b': [true, none]}",
             "tools", "none", "1.5", "2.0", "1e3", "[1.0, 'x', none, true]", "('t', 1)", "messages[-1].tool_calls",
             "(messages|last).content", "{'k': '\u00a0x\u2028'}", "['\\n', '\\x07']", "undefined_name",
+            "namespace(a=1, b='x')", "{'b': 2, 'a': 1}|dictsort", "messages|last|attr('role')",
         )
 
     # -- statements -------------------------------------------------------------------------------
@@ -240,14 +252,14 @@ class Writer:
         return self.pick("", "", "-") if self.rng.random() < 0.4 else ""
 
     def tag(self, body: str) -> str:
-        return f"{{%{self.pick('', '', '-')} {body} {self.pick('', '', '-')}%}}"
+        return f"{{%{self.pick('', '', '', '-', '+')} {body} {self.pick('', '', '', '-', '+')}%}}"
 
     def text(self) -> str:
         return self.pick("\n", "<|im_start|>", "<|im_end|>\n", " ", "[INST] ", " [/INST]", "\n\n", "<think>\n",
                          "</think>\n\n", "{", "}", "# ", "-", "\t")
 
     def statement(self, var: str | None = None, in_loop: bool = False) -> str:
-        k = self.rng.randrange(16 if self.depth < 2 else 4)
+        k = self.rng.randrange(20 if self.depth < 2 else 4)
         if k == 0:
             return self.output(var)
         if k == 1:
@@ -295,9 +307,25 @@ class Writer:
             if k == 12:
                 return self.tag("raw") + self.pick("{{ x }}", "{% if %}", " a\n", "{#c#}") + self.tag("endraw")
             if k == 13:
-                return self.tag(f"set blk{self.rng.randrange(2)}") + self.statement(var, False) + self.tag("endset") + "[{{ blk0 | default('') }}]"
+                return self.tag(f"set blk{self.rng.randrange(2)}") + self.statement(var, in_loop) + self.tag("endset") + "[{{ blk0 | default('') }}]"
             if k == 14:
-                return self.tag(f"filter {self.pick('upper', 'trim', 'replace(' + repr('a') + ', ' + repr('b') + ')', 'indent(2)', 'center(20)')}") + self.statement(var, False) + self.tag("endfilter")
+                return self.tag(f"filter {self.pick('upper', 'trim', 'replace(' + repr('a') + ', ' + repr('b') + ')', 'indent(2)', 'center(20)')}") + self.statement(var, in_loop) + self.tag("endfilter")
+            if k == 16:
+                return (self.tag(f"with w = {self.any_expr(var)}") + self.statement(var, in_loop) + "{{ w }}"
+                        + self.tag("endwith"))
+            if k == 17:
+                return (self.tag(f"autoescape {self.pick('true', 'false')}") + self.statement(var, in_loop)
+                        + "{{ '<&>' }}" + self.tag("endautoescape"))
+            if k == 18:
+                control = self.pick("continue", "break")
+                return (self.tag(f"for x in {self.pick('[1, 2, 3]', 'messages', repr('ab'), '[]')}")
+                        + self.tag(f"if {self.bool_expr('x')}") + self.tag(control) + self.tag("endif")
+                        + self.statement("x", True) + self.tag("else") + self.tag(f"set q = {self.str_expr()}")
+                        + "{{ q }}" + self.tag("endfor") + "[{{ q | default('') }}]")
+            if k == 19:
+                return (self.tag("set cyc = cycler('a', 'b')") + self.tag("set jn = joiner(' | ')")
+                        + self.tag("for m in messages") + "{{ jn() }}{{ cyc.next() }}{{ m.role }}" + self.statement("m", True)
+                        + self.tag("endfor") + "{{ cyc.current }}")
             return "{# comment #}" + self.pick("\n", "", " ") + self.output(var)
         finally:
             self.depth -= 1

@@ -383,6 +383,20 @@ fn as_markup(value: Value) -> Value {
 }
 
 fn str_method(state: &mut State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {
+    // A list's `index` / `count` (the sandbox allows both; they compare with `==`).
+    if value.kind() == ValueKind::Seq && matches!(method, "index" | "count") {
+        let [needle] = args else {
+            return Err(Error::new(ErrorKind::InvalidOperation, format!("list.{method}: takes exactly one argument")));
+        };
+        let mut hits = value.try_iter()?.enumerate().filter(|(_, item)| item == needle);
+        return if method == "count" {
+            Ok(Value::from(hits.count()))
+        } else {
+            hits.next()
+                .map(|(i, _)| Value::from(i))
+                .ok_or_else(|| Error::new(ErrorKind::InvalidOperation, format!("{} is not in list", py_repr(needle))))
+        };
+    }
     if let Some(result) = value.as_str().and_then(|s| super::pystr::call(s, method, args)) {
         return result;
     }
@@ -566,6 +580,16 @@ fn write_repr(out: &mut String, value: &Value, depth: usize, sort_dicts: bool) {
                 }
                 _ => out.push_str("<Macro anonymous>"),
             }
+        }
+        // Jinja2's `Namespace` reprs as `<Namespace {…}>`.
+        ValueKind::Map if value.as_object().is_some_and(|o| o.type_name().contains("Namespace")) => {
+            out.push_str("<Namespace ");
+            let plain: indexmap::IndexMap<Value, Value> = value
+                .try_iter()
+                .map(|keys| keys.filter_map(|k| value.get_item(&k).ok().map(|v| (k, v))).collect())
+                .unwrap_or_default();
+            write_repr(out, &Value::from_pairs(plain), depth + 1, sort_dicts);
+            out.push('>');
         }
         ValueKind::Seq => {
             let is_tuple = is_tuple(value);

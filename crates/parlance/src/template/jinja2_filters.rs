@@ -12,7 +12,7 @@
 use minijinja::value::{Kwargs, Rest, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind};
 
-use super::environment::py_str;
+use super::environment::{py_repr, py_str};
 use super::pystr::python_int;
 
 /// Adds the filters and tests to `env`.
@@ -61,6 +61,238 @@ pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_filter("center", |value: Value, width: Option<Value>| -> Result<Value, Error> {
         Ok(keep_markup(&value, center(value.clone(), width)?))
     });
+    env.add_filter("replace", replace);
+    env.add_filter("dictsort", dictsort);
+    env.add_filter("attr", attr);
+    env.add_filter("filesizeformat", filesizeformat);
+    env.add_filter("xmlattr", xmlattr);
+    env.add_function("cycler", cycler);
+    env.add_function("joiner", minijinja_contrib::globals::joiner);
+}
+
+/// Jinja2's `replace` without autoescape: `str(s).replace(str(old), str(new), count)` (an empty
+/// `old` goes between every character).
+fn replace(value: Value, old: Value, new: Value, count: Option<Value>) -> Result<String, Error> {
+    let (text, old, new) = (py_str(&value), py_str(&old), py_str(&new));
+    let count = match count.filter(|c| !c.is_none()) {
+        Some(c) => python_int(&c, "replace() count")?,
+        None => -1,
+    };
+    let limit = usize::try_from(count).unwrap_or(usize::MAX);
+    if old.is_empty() {
+        let mut out = String::with_capacity(text.len() + new.len() * (text.chars().count() + 1));
+        let mut done = 0;
+        for c in text.chars() {
+            if done < limit {
+                out.push_str(&new);
+                done += 1;
+            }
+            out.push(c);
+        }
+        if done < limit {
+            out.push_str(&new);
+        }
+        return Ok(out);
+    }
+    Ok(if limit == usize::MAX { text.replace(&old, &new) } else { text.replacen(&old, &new, limit) })
+}
+
+/// Python's `<` for sort keys: strings by code point, numbers by value; other pairs as Python
+/// refuses them.
+fn py_less(a: &Value, b: &Value) -> Result<std::cmp::Ordering, Error> {
+    let number = |v: &Value| matches!(v.kind(), ValueKind::Number | ValueKind::Bool);
+    match (a.kind(), b.kind()) {
+        (ValueKind::String, ValueKind::String) => Ok(a.as_str().cmp(&b.as_str())),
+        _ if number(a) && number(b) => Ok(a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal)),
+        (ValueKind::Seq, ValueKind::Seq) => {
+            let (x, y): (Vec<Value>, Vec<Value>) = (a.try_iter()?.collect(), b.try_iter()?.collect());
+            for (p, q) in x.iter().zip(&y) {
+                let o = py_less(p, q)?;
+                if o != std::cmp::Ordering::Equal {
+                    return Ok(o);
+                }
+            }
+            Ok(x.len().cmp(&y.len()))
+        }
+        (x, y) => Err(Error::new(ErrorKind::InvalidOperation, format!("'<' not supported between {x} and {y}"))),
+    }
+}
+
+/// Jinja2's `dictsort(value, case_sensitive=False, by='key', reverse=False)`: the items as pairs,
+/// sorted stably by key or value (strings lowercased unless case-sensitive).
+fn dictsort(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let [case_sensitive, by, reverse] =
+        python_arguments("dictsort", ["case_sensitive", "by", "reverse"], &args, &kwargs)?;
+    let case_sensitive = case_sensitive.is_some_and(|v| v.is_true());
+    let reverse = reverse.is_some_and(|v| v.is_true());
+    let position = match by.as_ref().and_then(Value::as_str).unwrap_or("key") {
+        "key" => 0,
+        "value" => 1,
+        _ => {
+            return Err(Error::new(ErrorKind::InvalidOperation, "You can only sort by either \"key\" or \"value\""));
+        }
+    };
+    if value.kind() != ValueKind::Map {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("dictsort: '{}' object has no attribute 'items'", value.kind()),
+        ));
+    }
+    let mut pairs: Vec<(Value, Value)> = Vec::new();
+    for key in value.try_iter()? {
+        let item = value.get_item(&key)?;
+        pairs.push((key, item));
+    }
+    let sort_key = |pair: &(Value, Value)| -> Value {
+        let v = if position == 0 { pair.0.clone() } else { pair.1.clone() };
+        match v.as_str() {
+            Some(s) if !case_sensitive && v.kind() == ValueKind::String => Value::from(s.to_lowercase()),
+            _ => v,
+        }
+    };
+    let keys: Vec<Value> = pairs.iter().map(sort_key).collect();
+    let mut order: Vec<usize> = (0..pairs.len()).collect();
+    let mut failure = None;
+    // Python's `sorted(reverse=True)` keeps equal items in their order too.
+    order.sort_by(|&i, &j| {
+        let o = py_less(&keys[i], &keys[j]).unwrap_or_else(|e| {
+            failure.get_or_insert(e);
+            std::cmp::Ordering::Equal
+        });
+        if reverse { o.reverse() } else { o }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(Value::from(
+        order
+            .into_iter()
+            .map(|i| Value::from(minijinja::value::Tuple::from(vec![pairs[i].0.clone(), pairs[i].1.clone()])))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// Jinja2's `attr`: Python's `getattr` only, never an item (a dict's keys are not its
+/// attributes); a namespace's attributes are.
+fn attr(value: Value, name: String) -> Value {
+    let namespace = value.as_object().is_some_and(|o| o.type_name().contains("Namespace"));
+    if namespace {
+        return value.get_attr(&name).unwrap_or(Value::UNDEFINED);
+    }
+    match value.kind() {
+        ValueKind::String | ValueKind::Seq | ValueKind::Map => {
+            let method = super::python_ops::method_value(value, name);
+            if method.is_undefined() { Value::UNDEFINED } else { method }
+        }
+        _ => Value::UNDEFINED,
+    }
+}
+
+/// Jinja2's `filesizeformat(value, binary=False)`.
+fn filesizeformat(value: Value, binary: Option<bool>) -> Result<String, Error> {
+    let bytes = match value.kind() {
+        ValueKind::Number | ValueKind::Bool => {
+            f64::try_from(value.clone()).unwrap_or(if value.is_true() { 1.0 } else { 0.0 })
+        }
+        ValueKind::String => value.as_str().unwrap_or_default().trim().parse::<f64>().map_err(|_| {
+            Error::new(ErrorKind::InvalidOperation, format!("could not convert string to float: {}", py_repr(&value)))
+        })?,
+        kind => {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!("float() argument must be a string or a real number, not '{kind}'"),
+            ));
+        }
+    };
+    let binary = binary.unwrap_or(false);
+    let base: f64 = if binary { 1024.0 } else { 1000.0 };
+    let prefixes: [&str; 8] = if binary {
+        ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"]
+    } else {
+        ["kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"]
+    };
+    if bytes == 1.0 {
+        return Ok("1 Byte".to_owned());
+    }
+    if bytes < base {
+        return Ok(format!("{} Bytes", bytes.trunc() as i64));
+    }
+    let mut unit = base;
+    for prefix in prefixes {
+        unit *= base;
+        if bytes < unit {
+            return Ok(format!("{:.1} {prefix}", base * bytes / unit));
+        }
+    }
+    Ok(format!("{:.1} {}", base * bytes / unit, prefixes[7]))
+}
+
+/// Jinja2's `xmlattr(d, autospace=True)`: `key="value"` pairs (values escaped; None and undefined
+/// left out), a key with whitespace, `/`, `>` or `=` refused.
+fn xmlattr(value: Value, autospace: Option<bool>) -> Result<String, Error> {
+    let mut items = Vec::new();
+    for key in value.try_iter()? {
+        let item = value.get_item(&key)?;
+        if item.is_none() || item.is_undefined() {
+            continue;
+        }
+        let key = py_str(&key);
+        if key.chars().any(|c| c.is_whitespace() || matches!(c, '/' | '>' | '=')) {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!("Invalid character in attribute name: {key:?}"),
+            ));
+        }
+        items.push(format!("{}=\"{}\"", markup_escape(&key), markup_escape(&py_str(&item))));
+    }
+    let joined = items.join(" ");
+    Ok(if autospace.unwrap_or(true) && !joined.is_empty() { format!(" {joined}") } else { joined })
+}
+
+/// Jinja2's `cycler(*items)`: `next()` gives the current item and moves on, `current` reads it,
+/// `reset()` goes back to the first.
+fn cycler(items: Rest<Value>) -> Result<Value, Error> {
+    #[derive(Debug)]
+    struct Cycler {
+        items: Vec<Value>,
+        at: std::sync::atomic::AtomicUsize,
+    }
+    impl minijinja::value::Object for Cycler {
+        fn repr(self: &std::sync::Arc<Self>) -> minijinja::value::ObjectRepr {
+            minijinja::value::ObjectRepr::Plain
+        }
+        fn get_value(self: &std::sync::Arc<Self>, key: &Value) -> Option<Value> {
+            (key.as_str() == Some("current"))
+                .then(|| self.items[self.at.load(std::sync::atomic::Ordering::Relaxed)].clone())
+        }
+        fn call_method(
+            self: &std::sync::Arc<Self>,
+            _state: &mut minijinja::State<'_, '_>,
+            method: &str,
+            args: &[Value],
+        ) -> Result<Value, Error> {
+            use std::sync::atomic::Ordering::Relaxed;
+            if !args.is_empty() {
+                return Err(Error::new(ErrorKind::TooManyArguments, format!("cycler.{method} takes no arguments")));
+            }
+            match method {
+                "next" => {
+                    let at = self.at.load(Relaxed);
+                    self.at.store((at + 1) % self.items.len(), Relaxed);
+                    Ok(self.items[at].clone())
+                }
+                "reset" => {
+                    self.at.store(0, Relaxed);
+                    Ok(Value::from(()))
+                }
+                _ => Err(Error::from(ErrorKind::UnknownMethod)),
+            }
+        }
+    }
+    if items.is_empty() {
+        return Err(Error::new(ErrorKind::InvalidOperation, "at least one item has to be provided"));
+    }
+    Ok(Value::from_object(Cycler { items: items.0, at: std::sync::atomic::AtomicUsize::new(0) }))
 }
 
 /// `text` as Markup when the filter's input was Markup (a safe string): Jinja2's filters that

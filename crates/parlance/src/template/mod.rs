@@ -14,6 +14,7 @@
 //! depth, output size and, where the allocator guard is installed, memory; see [`memory`]).
 
 mod casefold_table;
+mod char_classes;
 mod depth;
 mod environment;
 mod error;
@@ -21,6 +22,7 @@ mod jinja2_filters;
 mod loop_controls;
 pub mod memory;
 mod pprint;
+mod pyformat;
 mod pyjson;
 mod pystr;
 mod python_ops;

@@ -3,7 +3,8 @@
 //! a fill character, `swapcase`, `casefold`, `istitle`, `expandtabs`, `translate`, `title` and `capitalize` with
 //! Python's cased-character rules, and `find` / `rfind` / `index` / `rindex` / `startswith` /
 //! `endswith` with Python's `start` / `end` slice arguments, `split` with its whitespace rule, `islower` /
-//! `isupper` with titlecase letters. Indices count code points, as Python's.
+//! `isupper` with titlecase letters, `count` with a slice, and `isdecimal` / `isdigit` / `isnumeric` / `isalpha` /
+//! `isalnum` / `isprintable` / `isidentifier` from Python's own character tables (`char_classes`). Indices count code points, as Python's.
 //! Checked against Python itself in `tests/data/jinja2_filters.json`.
 
 use minijinja::value::{Tuple, Value, ValueKind};
@@ -208,9 +209,57 @@ fn split(s: &str, args: &[Value]) -> Result<Value, Error> {
     Ok(Value::from(parts))
 }
 
+/// Whether `c` is in one of `super::char_classes`' sorted range tables.
+fn in_class(table: &[(char, char)], c: char) -> bool {
+    let i = table.partition_point(|&(_, hi)| hi < c);
+    table.get(i).is_some_and(|&(lo, _)| lo <= c)
+}
+
+/// A predicate over every character (`empty`: its value for the empty string).
+fn all_chars(s: &str, empty: bool, each: impl Fn(char) -> bool) -> Value {
+    Value::from(if s.is_empty() { empty } else { s.chars().all(each) })
+}
+
+/// `args` with keywords (minijinja passes them last) put where Python's positional parameters
+/// `names` are; `None` when a keyword is not one of them.
+fn keyword_args(args: &[Value], names: &[&str]) -> Result<Vec<Value>, Error> {
+    let Some((last, rest)) = args.split_last().filter(|(last, _)| last.is_kwargs()) else {
+        return Ok(args.to_vec());
+    };
+    let mut out: Vec<Option<Value>> = rest.iter().cloned().map(Some).collect();
+    for key in last.try_iter()? {
+        let name = key.as_str().unwrap_or_default();
+        let at = names.iter().position(|n| *n == name).ok_or_else(|| {
+            Error::new(ErrorKind::TooManyArguments, format!("'{name}' is an invalid keyword argument"))
+        })?;
+        if out.len() <= at {
+            out.resize(at + 1, None);
+        }
+        if out[at].is_some() {
+            return Err(value_error(format!("argument for {name} given by name and position")));
+        }
+        out[at] = Some(last.get_item(&key)?);
+    }
+    // A keyword after a gap fills the gap with the parameter's default: `None` reads as absent.
+    Ok(out.into_iter().map(|v| v.unwrap_or(Value::from(()))).collect())
+}
+
 /// The result of `s.method(*args)`, or `None` when this module does not handle `method`.
 pub(crate) fn call(s: &str, method: &str, args: &[Value]) -> Option<Result<Value, Error>> {
+    use super::char_classes as class;
     Some(match method {
+        "isdecimal" => Ok(all_chars(s, false, |c| in_class(class::DECIMAL, c))),
+        "isdigit" => Ok(all_chars(s, false, |c| in_class(class::DIGIT, c))),
+        "isnumeric" => Ok(all_chars(s, false, |c| in_class(class::NUMERIC, c))),
+        "isalpha" => Ok(all_chars(s, false, |c| in_class(class::ALPHA, c))),
+        "isalnum" => Ok(all_chars(s, false, |c| in_class(class::ALPHA, c) || in_class(class::NUMERIC, c))),
+        "isprintable" => Ok(all_chars(s, true, |c| !in_class(class::NOT_PRINTABLE, c))),
+        "isidentifier" => Ok(Value::from(
+            s.chars().next().is_some_and(|c| in_class(class::ID_START, c))
+                && s.chars().skip(1).all(|c| in_class(class::ID_CONTINUE, c)),
+        )),
+        "count" => count(s, args),
+        "split" => keyword_args(args, &["sep", "maxsplit"]).and_then(|a| split(s, &a)),
         "partition" | "rpartition" => partition(s, method, args),
         "ljust" | "rjust" | "center" => justify(s, method, args),
         "swapcase" => Ok(Value::from(swapcase(s))),
@@ -218,7 +267,8 @@ pub(crate) fn call(s: &str, method: &str, args: &[Value]) -> Option<Result<Value
         "istitle" => Ok(Value::from(istitle(s))),
         "islower" => Ok(Value::from(is_all_case(s, false))),
         "isupper" => Ok(Value::from(is_all_case(s, true))),
-        "split" => split(s, args),
+        "format" => super::pyformat::format(s, args),
+        "format_map" => super::pyformat::format_map(s, args),
         "expandtabs" => expandtabs(s, args),
         "translate" => translate(s, args),
         "title" => Ok(Value::from(title(s))),
@@ -227,6 +277,20 @@ pub(crate) fn call(s: &str, method: &str, args: &[Value]) -> Option<Result<Value
         "startswith" | "endswith" => affix(s, method, args),
         _ => return None,
     })
+}
+
+/// Python's `str.count(sub, start, end)`: non-overlapping, in the slice; an empty `sub` counts the
+/// slice's gaps.
+fn count(s: &str, args: &[Value]) -> Result<Value, Error> {
+    let sub = str_arg("count", args, 0)?.ok_or_else(|| value_error("str.count: takes at least 1 argument"))?;
+    let len = s.chars().count();
+    let (start, end) = slice_bounds("count", args, 1, len)?;
+    if start > end {
+        return Ok(Value::from(0));
+    }
+    let window = &s[byte_at(s, start)..byte_at(s, end)];
+    let n = if sub.is_empty() { window.chars().count() + 1 } else { window.matches(sub.as_str()).count() };
+    Ok(Value::from(n))
 }
 
 fn partition(s: &str, method: &str, args: &[Value]) -> Result<Value, Error> {

@@ -1002,6 +1002,16 @@ fn python_method(name: &str) -> bool {
 /// value) when the value's type has it, which Jinja2 prefers to a key of that name; else the
 /// attribute or key as minijinja reads it.
 fn attr(value: Value, name: String) -> Value {
+    let method = method_value(value.clone(), name.clone());
+    if !method.is_undefined() {
+        return method;
+    }
+    value.get_attr(&name).unwrap_or_default()
+}
+
+/// A Python method read as a value (`'x'.upper`, `attr('upper')`): a function that says it is
+/// called only as `.name(…)` here; Undefined when the value has no such method.
+pub(super) fn method_value(value: Value, name: String) -> Value {
     let methods = match value.kind() {
         ValueKind::String => STR_METHODS,
         ValueKind::Seq => LIST_METHODS,
@@ -1013,7 +1023,7 @@ fn attr(value: Value, name: String) -> Value {
             Err(invalid(format!("a method read as a value (`.{name}`) is called only as `.{name}(…)` here")))
         });
     }
-    value.get_attr(&name).unwrap_or_default()
+    Value::UNDEFINED
 }
 
 /// Python's `a + b`, Markup's included: a safe string plus a string escapes the string
@@ -1053,7 +1063,7 @@ fn add(a: Value, b: Value) -> Result<Value, Error> {
 }
 
 /// A Python `int` (a bool counts as one), `None` for other values.
-fn py_int(v: &Value) -> Option<i128> {
+pub(super) fn py_int(v: &Value) -> Option<i128> {
     if v.kind() == ValueKind::Bool {
         Some(i128::from(v.is_true()))
     } else if v.is_integer() {
@@ -1319,7 +1329,7 @@ fn truncate(text: String, precision: Option<usize>) -> String {
 
 /// A non-negative float as `%f`, `%e` or `%g` write it (Python's exponent: a sign and at least two
 /// digits).
-fn float_text(x: f64, kind: char, precision: usize, alternate: bool) -> String {
+pub(super) fn float_text(x: f64, kind: char, precision: usize, alternate: bool) -> String {
     if x.is_nan() {
         return if kind.is_uppercase() { "NAN" } else { "nan" }.to_owned();
     }
