@@ -69,7 +69,12 @@ pub(crate) fn hf_environment(limits: &RenderLimits) -> Environment<'static> {
     env.add_function("raise_exception", raise_exception);
     env.add_function("dict", dict);
     env.add_filter("tojson", tojson);
-    env.add_filter("indent", indent);
+    // Markup in, Markup out (Jinja2's `do_indent` keeps it).
+    env.add_filter("indent", |value: Value, args: Rest<Value>, kwargs: Kwargs| -> Result<Value, Error> {
+        let markup = value.is_safe() && value.kind() == ValueKind::String;
+        let text = indent(value, args, kwargs)?;
+        Ok(if markup { Value::from_safe_string(text) } else { Value::from(text) })
+    });
     env.add_filter("length", length);
     env.add_filter("count", length);
     // `soft_str`: Markup stays Markup.

@@ -61,11 +61,30 @@ pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_filter("center", |value: Value, width: Option<Value>| -> Result<Value, Error> {
         Ok(keep_markup(&value, center(value.clone(), width)?))
     });
-    env.add_filter("replace", replace);
+    env.add_filter(
+        "replace",
+        |state: &minijinja::State<'_, '_>, value: Value, old: Value, new: Value, count: Option<Value>| {
+            // Under `{% autoescape true %}` Markup's `replace` (the replacement escaped), Markup back.
+            if autoescaping(state) && value.is_safe() {
+                let new = if new.is_safe() { new } else { Value::from(markup_escape(&py_str(&new))) };
+                return replace(value, old, new, count).map(Value::from_safe_string);
+            }
+            replace(value, old, new, count).map(Value::from)
+        },
+    );
+    // Jinja2's `lower` / `upper` tests: `str(value).islower()` (a dict's repr too).
+    env.add_test("lower", |value: Value| super::pystr::is_all_case(&py_str(&value), false));
+    env.add_test("upper", |value: Value| super::pystr::is_all_case(&py_str(&value), true));
     env.add_filter("dictsort", dictsort);
+    env.add_filter("sort", sort);
+    env.add_filter("min", |value: Value, args: Rest<Value>, kwargs: Kwargs| extreme(value, &args, &kwargs, false));
+    env.add_filter("max", |value: Value, args: Rest<Value>, kwargs: Kwargs| extreme(value, &args, &kwargs, true));
     env.add_filter("attr", attr);
     env.add_filter("filesizeformat", filesizeformat);
-    env.add_filter("xmlattr", xmlattr);
+    env.add_filter("xmlattr", |state: &minijinja::State<'_, '_>, value: Value, autospace: Option<bool>| {
+        let text = xmlattr(value, autospace)?;
+        Ok::<_, Error>(if autoescaping(state) { Value::from_safe_string(text) } else { Value::from(text) })
+    });
     env.add_function("cycler", cycler);
     env.add_function("joiner", minijinja_contrib::globals::joiner);
 }
@@ -116,6 +135,83 @@ fn py_less(a: &Value, b: &Value) -> Result<std::cmp::Ordering, Error> {
         }
         (x, y) => Err(Error::new(ErrorKind::InvalidOperation, format!("'<' not supported between {x} and {y}"))),
     }
+}
+
+/// Jinja2's key for `sort` / `min` / `max`: the item or the item at an attribute path (`a.b`,
+/// digits an index; several paths, comma-separated, a list of keys), strings lowercased (`str.lower`,
+/// not uppercased: `ß` sorts after `t`) unless case-sensitive.
+fn item_key(item: &Value, attribute: Option<&str>, case_sensitive: bool) -> Value {
+    let lower = |v: Value| match v.as_str() {
+        Some(s) if !case_sensitive && v.kind() == ValueKind::String => Value::from(s.to_lowercase()),
+        _ => v,
+    };
+    let at = |path: &str| {
+        path.split('.').fold(item.clone(), |v, part| {
+            let key = if part.bytes().all(|b| b.is_ascii_digit()) && !part.is_empty() {
+                part.parse::<i64>().map(Value::from).unwrap_or_else(|_| Value::from(part))
+            } else {
+                Value::from(part)
+            };
+            v.get_item(&key).unwrap_or(Value::UNDEFINED)
+        })
+    };
+    match attribute {
+        None => lower(item.clone()),
+        Some(paths) if paths.contains(',') => {
+            Value::from(paths.split(',').map(|p| lower(at(p.trim()))).collect::<Vec<_>>())
+        }
+        Some(path) => lower(at(path)),
+    }
+}
+
+/// Jinja2's `sort(value, reverse=False, case_sensitive=False, attribute=None)`: Python's stable sort.
+fn sort(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let [reverse, case_sensitive, attribute] =
+        python_arguments("sort", ["reverse", "case_sensitive", "attribute"], &args, &kwargs)?;
+    let attribute = attribute.filter(|a| !a.is_none()).map(|a| py_str(&a));
+    let items: Vec<Value> = value.try_iter()?.collect();
+    let keys: Vec<Value> = items
+        .iter()
+        .map(|i| item_key(i, attribute.as_deref(), case_sensitive.as_ref().is_some_and(Value::is_true)))
+        .collect();
+    let reverse = reverse.is_some_and(|v| v.is_true());
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    let mut failure = None;
+    order.sort_by(|&i, &j| {
+        let o = py_less(&keys[i], &keys[j]).unwrap_or_else(|e| {
+            failure.get_or_insert(e);
+            std::cmp::Ordering::Equal
+        });
+        if reverse { o.reverse() } else { o }
+    });
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(Value::from(order.into_iter().map(|i| items[i].clone()).collect::<Vec<_>>())),
+    }
+}
+
+/// Jinja2's `min` / `max(value, case_sensitive=False, attribute=None)`: the first least (greatest)
+/// item by the key; Undefined for an empty sequence.
+fn extreme(value: Value, args: &[Value], kwargs: &Kwargs, max: bool) -> Result<Value, Error> {
+    let [case_sensitive, attribute] =
+        python_arguments(if max { "max" } else { "min" }, ["case_sensitive", "attribute"], args, kwargs)?;
+    let attribute = attribute.filter(|a| !a.is_none()).map(|a| py_str(&a));
+    let case_sensitive = case_sensitive.is_some_and(|v| v.is_true());
+    let mut best: Option<(Value, Value)> = None;
+    for item in value.try_iter()? {
+        let key = item_key(&item, attribute.as_deref(), case_sensitive);
+        let better = match &best {
+            None => true,
+            Some((_, best_key)) => {
+                let o = py_less(&key, best_key)?;
+                if max { o == std::cmp::Ordering::Greater } else { o == std::cmp::Ordering::Less }
+            }
+        };
+        if better {
+            best = Some((item, key));
+        }
+    }
+    Ok(best.map_or(Value::UNDEFINED, |(item, _)| item))
 }
 
 /// Jinja2's `dictsort(value, case_sensitive=False, by='key', reverse=False)`: the items as pairs,
@@ -243,7 +339,8 @@ fn xmlattr(value: Value, autospace: Option<bool>) -> Result<String, Error> {
                 format!("Invalid character in attribute name: {key:?}"),
             ));
         }
-        items.push(format!("{}=\"{}\"", markup_escape(&key), markup_escape(&py_str(&item))));
+        let value = if item.is_safe() { py_str(&item) } else { markup_escape(&py_str(&item)) };
+        items.push(format!("{}=\"{value}\"", markup_escape(&key)));
     }
     let joined = items.join(" ");
     Ok(if autospace.unwrap_or(true) && !joined.is_empty() { format!(" {joined}") } else { joined })
@@ -293,6 +390,11 @@ fn cycler(items: Rest<Value>) -> Result<Value, Error> {
         return Err(Error::new(ErrorKind::InvalidOperation, "at least one item has to be provided"));
     }
     Ok(Value::from_object(Cycler { items: items.0, at: std::sync::atomic::AtomicUsize::new(0) }))
+}
+
+/// Whether the render is inside `{% autoescape true %}`, where Jinja2's filters return Markup.
+pub(crate) fn autoescaping(state: &minijinja::State<'_, '_>) -> bool {
+    !matches!(state.auto_escape(), minijinja::AutoEscape::None)
 }
 
 /// `text` as Markup when the filter's input was Markup (a safe string): Jinja2's filters that
@@ -626,7 +728,7 @@ fn python_arguments<const N: usize>(
 /// Jinja2's `truncate(s, length=255, killwords=False, end='...', leeway=None)` (leeway 5, the
 /// default policy): text at most `length + leeway` characters long is kept whole; longer text is
 /// cut to `length - len(end)` characters, at the last space unless `killwords`, then `end` added.
-fn truncate(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<String, Error> {
+fn truncate(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
     let [length, killwords, end, leeway] =
         python_arguments("truncate", ["length", "killwords", "end", "leeway"], &args, &kwargs)?;
     let length = length.map(|v| python_int(&v, "truncate() length")).transpose()?.unwrap_or(255);
@@ -640,18 +742,27 @@ fn truncate(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<String, E
     if leeway < 0 {
         return Err(type_error(format!("expected leeway >= 0, got {leeway}")));
     }
+    if value.kind() != ValueKind::String {
+        // Jinja2 measures what it is given: a short list or dict comes back as it is; a longer one,
+        // or a value without a length, is Python's error.
+        return match value.len() {
+            Some(n) if n as i64 <= length.saturating_add(leeway) => Ok(value),
+            Some(_) => Err(type_error("unhashable type: 'slice'".to_owned())),
+            None => Err(type_error(format!("object of type '{}' has no len()", value.kind()))),
+        };
+    }
     let text = py_str(&value);
     let chars: Vec<char> = text.chars().collect();
     if chars.len() as i64 <= length.saturating_add(leeway) {
-        return Ok(text);
+        return Ok(value);
     }
     let kept: String = chars[..(length - end_len) as usize].iter().collect();
     if killwords {
-        return Ok(kept + &end);
+        return Ok(Value::from(kept + &end));
     }
     // `rsplit(" ", 1)[0]`: up to the last space, or all of it when there is none.
     let cut = kept.rfind(' ').map_or(kept.as_str(), |at| &kept[..at]);
-    Ok(format!("{cut}{end}"))
+    Ok(Value::from(format!("{cut}{end}")))
 }
 
 /// Jinja2's `wordwrap(s, width=79, break_long_words=True, wrapstring=None, break_on_hyphens=True)`:

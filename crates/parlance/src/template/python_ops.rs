@@ -48,6 +48,8 @@ enum Node {
     Attr { start: usize, end: usize, dot: usize, name: String },
     /// A filter that makes Markup (`safe`, `escape`): found while walking, taken out after it.
     MakesMarkup { at: usize },
+    /// `a ~ b ~ c`: the whole text and each operator; becomes `function(a, b, c)`.
+    Chain { start: usize, end: usize, at: Vec<usize>, function: &'static str },
     /// `x[a:b:c]`: the whole text, the `[`, the colons and the `]`.
     /// `stepped: false` for `x[a:b]`, which only templates that make Markup need (a slice of
     /// Markup is Markup; minijinja's own slice gives a plain string); its second "colon" is the `]`.
@@ -69,6 +71,7 @@ impl Node {
     fn range(&self) -> (usize, usize) {
         match self {
             Node::Op { start, end, .. }
+            | Node::Chain { start, end, .. }
             | Node::Slice { start, end, .. }
             | Node::Wrap { start, end, .. }
             | Node::Literal { start, end, .. }
@@ -174,6 +177,18 @@ fn emit(text: &str, start: usize, end: usize, nodes: &[Node]) -> String {
                 out.push_str(&inner(op + 1, e));
                 out.push(')');
             }
+            Node::Chain { at: ops, function, .. } => {
+                out.push_str(function);
+                out.push('(');
+                let mut from = s;
+                for &op in ops {
+                    out.push_str(&inner(from, op));
+                    out.push(',');
+                    from = op + 1;
+                }
+                out.push_str(&inner(from, e));
+                out.push(')');
+            }
             Node::Slice { open, colons, .. } => {
                 let part = |a: usize, b: usize| {
                     if a >= b {
@@ -264,6 +279,8 @@ fn stmt(s: &Stmt<'_>, text: &str, nodes: &mut Vec<Node>) {
         Stmt::AutoEscape(x) => {
             e!(&x.enabled);
             stmts(&x.body, text, nodes);
+            // Jinja2's autoescape block is a scope of its own too.
+            scoped_body(x.span(), text, nodes);
         }
         Stmt::FilterBlock(x) => {
             e!(&x.filter);
@@ -462,6 +479,7 @@ fn expr(x: &Expr<'_>, text: &str, nodes: &mut Vec<Node>) {
             }
         }
         Expr::UnaryOp(u) => expr(&u.expr, text, nodes),
+        Expr::BinOp(b) if matches!(b.op, BinOpKind::Concat) => concat_chain(b, text, nodes),
         Expr::BinOp(b) => {
             expr(&b.left, text, nodes);
             expr(&b.right, text, nodes);
@@ -579,6 +597,69 @@ pub(super) fn start_of(x: &Expr<'_>) -> usize {
         _ => None,
     };
     inner.map_or(own, |i| i.min(own))
+}
+
+/// A chain `a ~ b ~ c` (left-nested `~`): one `__plnc_cat(a, b, c)`, which prints each operand with
+/// Python's `str` (a list or dict's repr escapes what minijinja's writes as it is), unless every
+/// operand is surely text already. One call for the chain, not one per operator: nesting stays as
+/// written.
+fn concat_chain(top: &Spanned<minijinja::machinery::ast::BinOp<'_>>, text: &str, nodes: &mut Vec<Node>) {
+    let mut operands: Vec<&Expr<'_>> = vec![&top.right];
+    let mut left = &top.left;
+    while let Expr::BinOp(inner) = left {
+        if !matches!(inner.op, BinOpKind::Concat) {
+            break;
+        }
+        operands.push(&inner.right);
+        left = &inner.left;
+    }
+    operands.push(left);
+    operands.reverse();
+    for operand in &operands {
+        expr(operand, text, nodes);
+    }
+    if operands.iter().all(|o| surely_text(o)) {
+        return;
+    }
+    let span = top.span();
+    let (start, end) =
+        balanced(text, (span.start_offset as usize).min(start_of(operands[0])), span.end_offset as usize);
+    let mut at = Vec::with_capacity(operands.len() - 1);
+    for pair in operands.windows(2) {
+        let (left_end, right_start) = (end_of(pair[0]), start_of(pair[1]));
+        match text.get(left_end..right_start).and_then(|between| between.find('~')) {
+            Some(p) if start <= left_end && right_start <= end => at.push(left_end + p),
+            _ => return,
+        }
+    }
+    nodes.push(Node::Chain { start, end, at, function: "__plnc_cat" });
+}
+
+/// Whether `x` is text whatever the data: a string literal, a `~`, or a filter that returns text.
+fn surely_text(x: &Expr<'_>) -> bool {
+    match x {
+        Expr::Const(c) => c.value.kind() == ValueKind::String,
+        Expr::BinOp(b) => matches!(b.op, BinOpKind::Concat),
+        Expr::Filter(f) => matches!(
+            f.name,
+            "string"
+                | "trim"
+                | "upper"
+                | "lower"
+                | "title"
+                | "capitalize"
+                | "replace"
+                | "join"
+                | "tojson"
+                | "indent"
+                | "format"
+                | "center"
+                | "striptags"
+                | "urlencode"
+                | "wordwrap"
+        ),
+        _ => false,
+    }
 }
 
 /// The text of `x` with the parentheses around its parts that its nodes' spans leave out:
@@ -796,6 +877,16 @@ fn python_unescape(body: &str) -> Option<String> {
 pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_function("__plnc_mod", modulo);
     env.add_function("__plnc_add", add);
+    env.add_function("__plnc_cat", |parts: minijinja::value::Rest<Value>| {
+        let mut out = String::new();
+        for v in parts.iter() {
+            match v.as_str() {
+                Some(s) if v.kind() == ValueKind::String => out.push_str(s),
+                _ => out.push_str(&py_str(v)),
+            }
+        }
+        Value::from(out)
+    });
     env.add_function("__plnc_attr", attr);
     env.add_function("__plnc_slice", slice);
     env.add_function("__plnc_unpack", |value: Value, shape: String| unpack(value, &shape));
@@ -1454,6 +1545,10 @@ mod tests {
             rw("{% for a, b in x[::-1] %}{% endfor %}").as_deref(),
             Some("{% for a, b in __plnc_unpackable((__plnc_slice(x, none, none, -1)), '(..)') %}{% endfor %}")
         );
+        // A `~` chain is one call; text with text is left to minijinja.
+        assert_eq!(rw("{{ a ~ 'b' ~ c }}").as_deref(), Some("{{ __plnc_cat(a , 'b' , c) }}"));
+        assert_eq!(rw("{{ x ~ ('y' ~ z) }}").as_deref(), Some("{{ __plnc_cat(x , (__plnc_cat('y' , z))) }}"));
+        assert_eq!(rw("{{ 'a' ~ 'b' ~ (x|string) }}"), None);
         // Line breaks stay where they were.
         let t = "{{ a\n%\nb }}";
         assert_eq!(rw(t).map(|r| r.matches('\n').count()), Some(2));

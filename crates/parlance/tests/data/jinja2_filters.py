@@ -163,6 +163,17 @@ CASES = [
     "{{ 'abcb'.count('b', 2) }}|{{ 'abc'.count('b', 0, 1) }}|{{ 'abc'.count('') }}|{{ 'a b c'.split(maxsplit=1) }}|{{ 'a,b'.split(sep=',') }}|{{ 'a,b,c'.split(',', maxsplit=1) }}",
     "{{ [1, 2, 1].index(2) }}|{{ [1, 2, 1].count(1) }}|{{ [1, 2].index(1.0) }}", "{{ [1].index(5) }}",
     "{% set ns = namespace(a=1, b='x') %}{{ ns }}|{{ [ns] }}",
+    # The lower/upper tests read str(value); splitlines' boundaries; an autoescape block is a scope and
+    # its filters keep Markup; truncate returns a short list or dict as it is; `~` prints with str().
+    "{{ {'role': 'system'} is lower }}|{{ ['A'] is upper }}|{{ 3 is lower }}|{{ none is upper }}",
+    "{{ 'a\u2028b\x1cc\r\nd\x85e'.splitlines() }}|{{ 'a\nb\r\n'.splitlines(true) }}|{{ 'x\n'.splitlines(keepends=true) }}",
+    "{% autoescape true %}{% set blk = 'x' %}{{ blk }}{% endautoescape %}[{{ blk }}]",
+    "{% autoescape true %}{% filter replace('a', 'b') %}<|im_start|>{{ 'a<' }}{% endfilter %}{% filter indent(2) %}\n{{ [1, 'x'] }}{% endfilter %}{{ {'k': '<'}|xmlattr }}{% endautoescape %}",
+    "{{ {'role': 'system', 'content': ''}|truncate(9, True, '..', 0) }}|{{ [1, 2]|truncate(5) }}", "{{ 5|truncate }}",
+    "{{ {'k': '\u00a0x\u2028'} ~ 'z' }}|{{ 'x' ~ ['a', none, true, 1.5] }}|{{ ('a'|e) ~ '<' }}|{{ none ~ 1 }}",
+    "{{ ['t', 'ß', 'T']|sort }}|{{ ['t', 'ß']|max }}|{{ ['ß', 'SS', 'ss']|unique|list }}|{{ ['b', 'A', 'a']|sort }}|{{ [{'n': 'B'}, {'n': 'a'}]|sort(attribute='n')|map(attribute='n')|list }}|{{ ['b', 'A']|min }}|{{ []|max }}|{{ [2, 1.5]|max }}|{{ [{'a': {'b': 2}}, {'a': {'b': 1}}]|min(attribute='a.b') }}",
+    "{{ [[2, 'b'], [1, 'a'], [1, 'A']]|sort(attribute='0,1') }}|{{ ['b', 'A', 'a']|sort(reverse=true, case_sensitive=true) }}|{{ 'Hello'|max }}|{{ [1, 'a']|max }}",
+    "{{ {'k': 'a'|e, 'j': '<'}|xmlattr }}",
     # wordwrap: Python's textwrap (hyphens, em-dashes, long words, whitespace at line ends).
     "{{ 'The quick brown fox jumps over the lazy dog'|wordwrap(10) }}|",
     "{{ 'a well-known state-of-the-art anti-inflammatory x-ray re-do e-mail'|wordwrap(12) }}|",
