@@ -148,18 +148,26 @@ fn dict(args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
 }
 
 /// `json.dumps(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False)`.
-fn tojson(value: Value, kwargs: Kwargs) -> Result<Value, Error> {
+fn tojson(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    // transformers' own filter: `tojson(x, ensure_ascii=False, indent=None, separators=None,
+    // sort_keys=False)`, positionally too.
+    let [ensure_ascii, indent, separators, sort_keys] = super::jinja2_filters::python_arguments(
+        "tojson",
+        ["ensure_ascii", "indent", "separators", "sort_keys"],
+        &args,
+        &kwargs,
+    )?;
     let mut options = DumpOptions::default();
-    if let Some(ensure_ascii) = kwargs.get::<Option<bool>>("ensure_ascii")? {
-        options.ensure_ascii = ensure_ascii;
+    if let Some(ensure_ascii) = ensure_ascii {
+        options.ensure_ascii = ensure_ascii.is_true();
     }
-    if let Some(indent) = kwargs.get::<Option<Value>>("indent")? {
+    if let Some(indent) = indent {
         options.indent = match indent.kind() {
             ValueKind::None => None,
             ValueKind::String => Some(indent.as_str().unwrap_or_default().to_owned()),
-            ValueKind::Number => {
-                let width = i64::try_from(indent)?;
-                Some(" ".repeat(width.clamp(0, 1024) as usize))
+            ValueKind::Number | ValueKind::Bool => {
+                let width = super::pystr::python_int(&indent, "tojson indent")?;
+                Some(" ".repeat(super::pystr::pad_width(width, "tojson indent")?.max(0) as usize))
             }
             kind => {
                 return Err(Error::new(
@@ -169,9 +177,7 @@ fn tojson(value: Value, kwargs: Kwargs) -> Result<Value, Error> {
             }
         };
     }
-    if let Some(separators) = kwargs.get::<Option<Value>>("separators")?
-        && !separators.is_none()
-    {
+    if let Some(separators) = separators.filter(|s| !s.is_none()) {
         let parts: Vec<Value> = separators.try_iter()?.collect();
         match parts.as_slice() {
             [item, key] => options.separators = Some((py_str(item), py_str(key))),
@@ -183,10 +189,9 @@ fn tojson(value: Value, kwargs: Kwargs) -> Result<Value, Error> {
             }
         }
     }
-    if let Some(sort_keys) = kwargs.get::<Option<bool>>("sort_keys")? {
-        options.sort_keys = sort_keys;
+    if let Some(sort_keys) = sort_keys {
+        options.sort_keys = sort_keys.is_true();
     }
-    kwargs.assert_all_used()?;
     pyjson::dumps(&value, &options).map(Value::from)
 }
 
@@ -208,7 +213,7 @@ fn indent(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<String, Err
     let indention = match width {
         None => "    ".to_owned(),
         Some(w) if w.kind() == ValueKind::String => w.as_str().unwrap_or_default().to_owned(),
-        Some(w) => " ".repeat(i64::try_from(w)?.clamp(0, 1024) as usize),
+        Some(w) => " ".repeat(super::pystr::pad_width(i64::try_from(w)?, "indent")?.max(0) as usize),
     };
     let mut s = py_str(&value);
     s.push('\n');
@@ -449,7 +454,7 @@ fn str_method(state: &mut State, value: &Value, method: &str, args: &[Value]) ->
                 if width <= len {
                     return Ok(Value::from(s));
                 }
-                let pad = "0".repeat((width - len).min(1 << 20) as usize);
+                let pad = "0".repeat((super::pystr::pad_width(width, "str.zfill")? - len) as usize);
                 let (sign, rest) = match s.chars().next() {
                     Some(c @ ('+' | '-')) => (c.to_string(), &s[1..]),
                     _ => (String::new(), s),

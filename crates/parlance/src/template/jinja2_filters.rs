@@ -76,6 +76,18 @@ pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_test("lower", |value: Value| super::pystr::is_all_case(&py_str(&value), false));
     env.add_test("upper", |value: Value| super::pystr::is_all_case(&py_str(&value), true));
     env.add_filter("dictsort", dictsort);
+    // Python's `abs`: a boolean is the integer it is.
+    env.add_filter("abs", |value: Value| -> Result<Value, Error> {
+        match value.kind() {
+            ValueKind::Bool => Ok(Value::from(i64::from(value.is_true()))),
+            ValueKind::Number if value.is_integer() => match super::python_ops::py_int(&value) {
+                Some(n) => Ok(i64::try_from(n.abs()).map(Value::from).unwrap_or_else(|_| Value::from(n.abs()))),
+                None => Err(Error::new(ErrorKind::InvalidOperation, "abs: integer out of range")),
+            },
+            ValueKind::Number => Ok(Value::from(f64::try_from(value)?.abs())),
+            kind => Err(Error::new(ErrorKind::InvalidOperation, format!("bad operand type for abs(): '{kind}'"))),
+        }
+    });
     env.add_filter("sort", sort);
     env.add_filter("min", |value: Value, args: Rest<Value>, kwargs: Kwargs| extreme(value, &args, &kwargs, false));
     env.add_filter("max", |value: Value, args: Rest<Value>, kwargs: Kwargs| extreme(value, &args, &kwargs, true));
@@ -671,6 +683,7 @@ fn type_error(message: String) -> Error {
 fn center(value: Value, width: Option<Value>) -> Result<String, Error> {
     let text = py_str(&value);
     let width = width.map(|w| python_int(&w, "center() width")).transpose()?.unwrap_or(80);
+    let width = super::pystr::pad_width(width, "center")?;
     let len = text.chars().count() as i64;
     if width <= len {
         return Ok(text);
@@ -703,7 +716,7 @@ fn wordcount(value: Value) -> usize {
 
 /// The arguments after the filtered value of a Python function `name(value, NAMES...)`, passed by
 /// position or by keyword (each at most once): `None` where not given.
-fn python_arguments<const N: usize>(
+pub(crate) fn python_arguments<const N: usize>(
     name: &str,
     names: [&str; N],
     args: &[Value],

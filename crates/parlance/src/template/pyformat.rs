@@ -256,10 +256,9 @@ fn parse_spec(spec: &str) -> Result<Spec, Error> {
             return Ok(None);
         }
         let text: String = chars[start..*i].iter().collect();
-        // Widths past this are no template's; Python itself gives up around sys.maxsize.
-        match text.parse::<usize>() {
-            Ok(n) if n <= 1 << 20 => Ok(Some(n)),
-            _ => Err(value_error("Too many decimal digits in format string")),
+        match text.parse::<i64>() {
+            Ok(n) => super::pystr::pad_width(n, "format").map(|n| Some(n as usize)),
+            Err(_) => Err(value_error("Too many decimal digits in format string")),
         }
     };
     s.width = digits(&mut i)?.unwrap_or(0);

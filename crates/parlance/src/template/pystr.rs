@@ -10,6 +10,19 @@
 use minijinja::value::{Tuple, Value, ValueKind};
 use minijinja::{Error, ErrorKind};
 
+/// The widest padding a template may ask for (`ljust`, `center`, `zfill`, `indent`, `tojson`'s
+/// indent, a format spec's width): past it a render is refused with a limit error, never given a
+/// narrower text than Python's.
+pub(crate) const MAX_PAD: i64 = 1 << 20;
+
+/// A padding width, refused past [`MAX_PAD`].
+pub(crate) fn pad_width(width: i64, what: &str) -> Result<i64, Error> {
+    if width > MAX_PAD {
+        return Err(value_error(format!("{what}: a width of {width} is past parlance's limit of {MAX_PAD}")));
+    }
+    Ok(width)
+}
+
 fn value_error(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidOperation, message.into())
 }
@@ -335,6 +348,7 @@ fn partition(s: &str, method: &str, args: &[Value]) -> Result<Value, Error> {
 
 fn justify(s: &str, method: &str, args: &[Value]) -> Result<Value, Error> {
     let width = int_arg(method, args.first().ok_or_else(|| value_error(format!("str.{method}: width is required")))?)?;
+    let width = pad_width(width, &format!("str.{method}"))?;
     let fill = fill_char(method, args)?;
     let len = s.chars().count() as i64;
     if width <= len {

@@ -48,8 +48,9 @@ enum Node {
     Attr { start: usize, end: usize, dot: usize, name: String },
     /// A filter that makes Markup (`safe`, `escape`): found while walking, taken out after it.
     MakesMarkup { at: usize },
-    /// `a ~ b ~ c`: the whole text and each operator; becomes `function(a, b, c)`.
-    Chain { start: usize, end: usize, at: Vec<usize>, function: &'static str },
+    /// `a ~ b ~ c`: the whole text and each operand's; becomes `function(a, b, c)` (the line breaks
+    /// between operands kept).
+    Chain { start: usize, end: usize, parts: Vec<(usize, usize)>, function: &'static str },
     /// `x[a:b:c]`: the whole text, the `[`, the colons and the `]`.
     /// `stepped: false` for `x[a:b]`, which only templates that make Markup need (a slice of
     /// Markup is Markup; minijinja's own slice gives a plain string); its second "colon" is the `]`.
@@ -177,16 +178,20 @@ fn emit(text: &str, start: usize, end: usize, nodes: &[Node]) -> String {
                 out.push_str(&inner(op + 1, e));
                 out.push(')');
             }
-            Node::Chain { at: ops, function, .. } => {
+            Node::Chain { parts, function, .. } => {
+                let breaks = |a: usize, b: usize| "\n".repeat(text[a..b].matches('\n').count());
                 out.push_str(function);
                 out.push('(');
                 let mut from = s;
-                for &op in ops {
-                    out.push_str(&inner(from, op));
-                    out.push(',');
-                    from = op + 1;
+                for (i, &(a, b)) in parts.iter().enumerate() {
+                    out.push_str(&breaks(from, a));
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    out.push_str(&inner(a, b));
+                    from = b;
                 }
-                out.push_str(&inner(from, e));
+                out.push_str(&breaks(from, e));
                 out.push(')');
             }
             Node::Slice { open, colons, .. } => {
@@ -624,15 +629,18 @@ fn concat_chain(top: &Spanned<minijinja::machinery::ast::BinOp<'_>>, text: &str,
     let span = top.span();
     let (start, end) =
         balanced(text, (span.start_offset as usize).min(start_of(operands[0])), span.end_offset as usize);
-    let mut at = Vec::with_capacity(operands.len() - 1);
-    for pair in operands.windows(2) {
-        let (left_end, right_start) = (end_of(pair[0]), start_of(pair[1]));
-        match text.get(left_end..right_start).and_then(|between| between.find('~')) {
-            Some(p) if start <= left_end && right_start <= end => at.push(left_end + p),
-            _ => return,
+    // Each operand's own text (parentheses that grouped a `~` inside the chain fall away with it).
+    let mut parts = Vec::with_capacity(operands.len());
+    let mut at = start;
+    for operand in &operands {
+        let (a, b) = range_of(text, operand);
+        if a < at || b > end {
+            return;
         }
+        parts.push((a, b));
+        at = b;
     }
-    nodes.push(Node::Chain { start, end, at, function: "__plnc_cat" });
+    nodes.push(Node::Chain { start, end, parts, function: "__plnc_cat" });
 }
 
 /// Whether `x` is text whatever the data: a string literal, a `~`, or a filter that returns text.
@@ -1546,8 +1554,10 @@ mod tests {
             Some("{% for a, b in __plnc_unpackable((__plnc_slice(x, none, none, -1)), '(..)') %}{% endfor %}")
         );
         // A `~` chain is one call; text with text is left to minijinja.
-        assert_eq!(rw("{{ a ~ 'b' ~ c }}").as_deref(), Some("{{ __plnc_cat(a , 'b' , c) }}"));
-        assert_eq!(rw("{{ x ~ ('y' ~ z) }}").as_deref(), Some("{{ __plnc_cat(x , (__plnc_cat('y' , z))) }}"));
+        assert_eq!(rw("{{ a ~ 'b' ~ c }}").as_deref(), Some("{{ __plnc_cat(a, 'b', c) }}"));
+        assert_eq!(rw("{{ x ~ ('y' ~ z) }}").as_deref(), Some("{{ __plnc_cat(x, __plnc_cat('y', z)) }}"));
+        assert_eq!(rw("{{ ((a ~ b) ~ c) }}").as_deref(), Some("{{ (__plnc_cat(a, b, c)) }}"));
+        assert_eq!(rw("{{ a ~\n b }}").as_deref(), Some("{{ __plnc_cat(a\n, b) }}"));
         assert_eq!(rw("{{ 'a' ~ 'b' ~ (x|string) }}"), None);
         // Line breaks stay where they were.
         let t = "{{ a\n%\nb }}";

@@ -174,6 +174,8 @@ CASES = [
     "{{ ['t', 'ß', 'T']|sort }}|{{ ['t', 'ß']|max }}|{{ ['ß', 'SS', 'ss']|unique|list }}|{{ ['b', 'A', 'a']|sort }}|{{ [{'n': 'B'}, {'n': 'a'}]|sort(attribute='n')|map(attribute='n')|list }}|{{ ['b', 'A']|min }}|{{ []|max }}|{{ [2, 1.5]|max }}|{{ [{'a': {'b': 2}}, {'a': {'b': 1}}]|min(attribute='a.b') }}",
     "{{ [[2, 'b'], [1, 'a'], [1, 'A']]|sort(attribute='0,1') }}|{{ ['b', 'A', 'a']|sort(reverse=true, case_sensitive=true) }}|{{ 'Hello'|max }}|{{ [1, 'a']|max }}",
     "{{ {'k': 'a'|e, 'j': '<'}|xmlattr }}",
+    "{% set b = '<s>' %}{{ ((b ~ b) ~ 'v') }}|{{ (b ~ (b ~ [1])) }}|{% for x in ((b ~ 'v') ~ b) %}{{ x }}{% endfor %}|{{ b ~ 1 ~ none ~ 1.5 }}",
+    "{{ true|abs }}|{{ -3|abs }}|{{ -2.5|abs }}|{{ false|abs }}", "{{ 'x'|abs }}",
     # wordwrap: Python's textwrap (hyphens, em-dashes, long words, whitespace at line ends).
     "{{ 'The quick brown fox jumps over the lazy dog'|wordwrap(10) }}|",
     "{{ 'a well-known state-of-the-art anti-inflammatory x-ray re-do e-mail'|wordwrap(12) }}|",
