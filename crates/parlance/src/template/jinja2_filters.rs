@@ -98,6 +98,14 @@ pub(crate) fn install(env: &mut Environment<'static>) {
         Ok::<_, Error>(if autoescaping(state) { Value::from_safe_string(text) } else { Value::from(text) })
     });
     env.add_function("cycler", cycler);
+    // minijinja's own filters and tests that Jinja2 has not: a template using one fails in
+    // transformers, so it fails here too (the sandbox's `str.split` method is another thing).
+    for name in ["split", "lines", "bool", "chain", "zip"] {
+        env.remove_filter(name);
+    }
+    for name in ["safe", "int", "startingwith", "endingwith", "containing"] {
+        env.remove_test(name);
+    }
     env.add_function("joiner", minijinja_contrib::globals::joiner);
 }
 

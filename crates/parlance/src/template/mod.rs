@@ -248,6 +248,15 @@ impl ChatTemplate {
             let count = templates.len();
             for (name, text) in templates {
                 let rewritten = python_ops::normalize_newlines(rewrite_generation_tags(&text));
+                if let Some(line) = raw_opened_with_plus(&rewritten) {
+                    return Err(TemplateError::Syntax {
+                        name: display_name(label, &name, count),
+                        line,
+                        message: "Encountered unknown tag 'raw' (Jinja2 closes a raw block's opening tag only with \
+                                  `%}` or `-%}`)"
+                            .to_owned(),
+                    });
+                }
                 if let Some(line) = depth::find_long_line(&rewritten) {
                     return Err(TemplateError::Limit {
                         name: display_name(label, &name, count),
@@ -663,14 +672,51 @@ fn cut_at_continue_tag(mut rendered: String, final_text: &str) -> Result<String,
 /// Only tags are rewritten: the same text inside `{% raw %}`, a comment or a string literal is
 /// data and stays as written.
 fn rewrite_generation_tags(text: &str) -> String {
-    static END_RAW: std::sync::LazyLock<regex::Regex> =
-        std::sync::LazyLock::new(|| regex::Regex::new(r"\{%[-+]?\s*endraw\s*[-+]?%\}").expect("valid regex"));
     if !text.contains("generation") {
         return text.to_owned();
     }
-    let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len() + 16);
-    let (mut copied, mut at) = (0, 0);
+    let mut copied = 0;
+    for tag in block_tags(text) {
+        if tag.keyword == "generation" || tag.keyword == "endgeneration" {
+            out.push_str(&text[copied..tag.keyword_at]);
+            out.push_str(if tag.keyword == "generation" { "if true" } else { "endif" });
+            copied = tag.keyword_at + tag.keyword.len();
+        }
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// The line of a `{% raw +%}` tag, which Jinja2's lexer does not read as a raw block (only
+/// `%}` or `-%}` close its opening tag): it then fails on the unknown tag `raw`, and so does parlance.
+fn raw_opened_with_plus(text: &str) -> Option<usize> {
+    if !text.contains("raw") {
+        return None;
+    }
+    block_tags(text)
+        .into_iter()
+        .find(|tag| tag.keyword == "raw" && text[..tag.end - 2].ends_with('+'))
+        .map(|tag| text[..tag.open].matches('\n').count() + 1)
+}
+
+/// A block tag (`{% … %}`) of a template's code.
+struct BlockTag<'t> {
+    open: usize,
+    end: usize,
+    keyword: &'t str,
+    keyword_at: usize,
+}
+
+/// The block tags of `text` in order, as the lexer meets them: not inside a raw block (its opening
+/// tag is listed, then everything up to `{% endraw %}` skipped), a comment or an expression, nor
+/// in a tag's string literals.
+fn block_tags(text: &str) -> Vec<BlockTag<'_>> {
+    static END_RAW: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\{%[-+]?\s*endraw\s*[-+]?%\}").expect("valid regex"));
+    let bytes = text.as_bytes();
+    let mut tags = Vec::new();
+    let mut at = 0;
     while let Some(found) = text[at..].find('{') {
         let open = at + found;
         let closer = match bytes.get(open + 1) {
@@ -683,24 +729,23 @@ fn rewrite_generation_tags(text: &str) -> String {
             }
         };
         let Some(end) = code_end(text, open + 2, closer) else { break };
-        if closer == "%}" {
-            let inner = text[open + 2..end - 2].trim_start_matches(['-', '+']).trim_end_matches(['-', '+']);
-            let keyword = inner.trim();
-            if keyword == "raw" {
-                at = END_RAW.find(&text[end..]).map_or(text.len(), |m| end + m.end());
-                continue;
-            }
-            if keyword == "generation" || keyword == "endgeneration" {
-                let word = open + 2 + text[open + 2..end].find(keyword).unwrap_or(0);
-                out.push_str(&text[copied..word]);
-                out.push_str(if keyword == "generation" { "if true" } else { "endif" });
-                copied = word + keyword.len();
-            }
-        }
         at = end;
+        if closer != "%}" {
+            continue;
+        }
+        let inner = &text[open + 2..end - 2];
+        let lead = inner.len() - inner.trim_start_matches(['-', '+']).trim_start().len();
+        let keyword_at = open + 2 + lead;
+        let word_len = text[keyword_at..end - 2]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(end - 2 - keyword_at);
+        let keyword = &text[keyword_at..keyword_at + word_len];
+        tags.push(BlockTag { open, end, keyword, keyword_at });
+        if keyword == "raw" {
+            at = END_RAW.find(&text[end..]).map_or(text.len(), |m| end + m.end());
+        }
     }
-    out.push_str(&text[copied..]);
-    out
+    tags
 }
 
 /// Where the tag, expression or comment whose code starts at `from` ends (after `closer`); string
@@ -797,6 +842,9 @@ mod tests {
             rewrite_generation_tags("{% raw %}{% generation %}{%- endraw %}{%+ generation %}"),
             "{% raw %}{% generation %}{%- endraw %}{%+ if true %}"
         );
+        // Jinja2 refuses `{% raw +%}`, not `{%+ raw %}` nor `{% endraw +%}`.
+        assert_eq!(raw_opened_with_plus("a\n{%- raw +%}x{% endraw %}"), Some(2));
+        assert_eq!(raw_opened_with_plus("{%+ raw %}x{% endraw +%}{{ '{% raw +%}' }}"), None);
     }
 
     #[test]

@@ -81,6 +81,23 @@ impl Dumper<'_> {
                 self.newline(depth);
                 self.out.push(']');
             }
+            // A macro or a namespace is no JSON to Python's `json.dumps` (transformers' `tojson`).
+            ValueKind::Map
+                if value.as_object().is_some_and(|o| {
+                    let name = o.type_name();
+                    name.ends_with("Macro") || name.ends_with("CatchAll") || name.contains("Namespace")
+                }) =>
+            {
+                let name = if value.as_object().is_some_and(|o| o.type_name().contains("Namespace")) {
+                    "TemplateNamespace"
+                } else {
+                    "Macro"
+                };
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("tojson: Object of type {name} is not JSON serializable"),
+                ));
+            }
             ValueKind::Map => {
                 let mut entries: Vec<(Value, Value)> = match value.as_object().and_then(|o| o.try_iter_pairs()) {
                     Some(pairs) => pairs.collect(),

@@ -491,6 +491,9 @@ fn expr(x: &Expr<'_>, text: &str, nodes: &mut Vec<Node>) {
             let (op, function) = match b.op {
                 BinOpKind::Rem => ('%', "__plnc_mod"),
                 BinOpKind::Add => ('+', "__plnc_add"),
+                // Python's `*` where a count may be negative (`' ' * (n - 2)` is '' when n < 2;
+                // minijinja refuses it); not with a literal count of zero or more.
+                BinOpKind::Mul if !(counted(&b.left) || counted(&b.right)) => ('*', "__plnc_mul"),
                 _ => return,
             };
             let span = b.span();
@@ -641,6 +644,11 @@ fn concat_chain(top: &Spanned<minijinja::machinery::ast::BinOp<'_>>, text: &str,
         at = b;
     }
     nodes.push(Node::Chain { start, end, parts, function: "__plnc_cat" });
+}
+
+/// Whether `x` is a literal number of zero or more (a repetition count minijinja takes as Python does).
+fn counted(x: &Expr<'_>) -> bool {
+    matches!(x, Expr::Const(c) if c.value.kind() == ValueKind::Number && c.value.as_i64().is_none_or(|n| n >= 0))
 }
 
 /// Whether `x` is text whatever the data: a string literal, a `~`, or a filter that returns text.
@@ -885,6 +893,26 @@ fn python_unescape(body: &str) -> Option<String> {
 pub(crate) fn install(env: &mut Environment<'static>) {
     env.add_function("__plnc_mod", modulo);
     env.add_function("__plnc_add", add);
+    env.add_function("__plnc_mul", multiply);
+    // Jinja2's `format` filter: `soft_str(value) % args` (or `% kwargs`), Python's `%` in full.
+    env.add_filter("format", |value: Value, args: minijinja::value::Rest<Value>, kwargs: minijinja::value::Kwargs| {
+        let keys: Vec<String> = kwargs.args().map(str::to_owned).collect();
+        if !args.is_empty() && !keys.is_empty() {
+            return Err(invalid("format: can't handle positional and keyword arguments at the same time"));
+        }
+        let format = if value.kind() == ValueKind::String { value } else { Value::from(py_str(&value)) };
+        let operand = if keys.is_empty() {
+            Value::from(minijinja::value::Tuple::from(args.0))
+        } else {
+            let mut pairs = Vec::with_capacity(keys.len());
+            for key in keys {
+                let item: Value = kwargs.get(&key)?;
+                pairs.push((Value::from(key), item));
+            }
+            Value::from_pairs(pairs)
+        };
+        modulo(format, operand)
+    });
     env.add_function("__plnc_cat", |parts: minijinja::value::Rest<Value>| {
         let mut out = String::new();
         for v in parts.iter() {
@@ -1170,6 +1198,47 @@ pub(super) fn py_int(v: &Value) -> Option<i128> {
     } else {
         None
     }
+}
+
+/// Python's `a * b`: a string or list repeated a count of times (none when the count is negative;
+/// past 64 MiB of result a limit error), numbers multiplied (integers exactly while they fit in
+/// 128 bits).
+fn multiply(a: Value, b: Value) -> Result<Value, Error> {
+    let repeatable = |v: &Value| matches!(v.kind(), ValueKind::String | ValueKind::Seq);
+    if repeatable(&a) || repeatable(&b) {
+        let (seq, count) = if repeatable(&a) { (a, b) } else { (b, a) };
+        let Some(n) = py_int(&count).filter(|_| count.kind() != ValueKind::Number || count.is_integer()) else {
+            return Err(invalid(format!("can't multiply sequence by non-int of type '{}'", count.kind())));
+        };
+        let n = usize::try_from(n.max(0)).unwrap_or(usize::MAX);
+        let size = seq.len().unwrap_or(0).max(seq.as_str().map_or(0, str::len));
+        if size.saturating_mul(n) > 64 << 20 {
+            return Err(invalid(format!(
+                "repeating a value of length {size} {n} times is past parlance's limit of 64 MiB"
+            )));
+        }
+        return Ok(match seq.as_str() {
+            Some(s) if seq.kind() == ValueKind::String => Value::from(s.repeat(n)),
+            _ => {
+                let items: Vec<Value> = seq.try_iter()?.collect();
+                let mut out = Vec::with_capacity(items.len() * n);
+                for _ in 0..n {
+                    out.extend(items.iter().cloned());
+                }
+                if is_tuple(&seq) { Value::from(minijinja::value::Tuple::from(out)) } else { Value::from(out) }
+            }
+        });
+    }
+    let number = |v: &Value| matches!(v.kind(), ValueKind::Number | ValueKind::Bool);
+    if !number(&a) || !number(&b) {
+        return Err(invalid(format!("unsupported operand type(s) for *: '{}' and '{}'", a.kind(), b.kind())));
+    }
+    if let (Some(x), Some(y)) = (py_int(&a), py_int(&b)) {
+        let product = x.checked_mul(y).ok_or_else(|| invalid("integer multiplication overflowed 128 bits"))?;
+        return Ok(i64::try_from(product).map(Value::from).unwrap_or_else(|_| Value::from(product)));
+    }
+    let float = |v: &Value| f64::try_from(v.clone()).unwrap_or(if v.is_true() { 1.0 } else { 0.0 });
+    Ok(Value::from(float(&a) * float(&b)))
 }
 
 /// Python's `a % b`.

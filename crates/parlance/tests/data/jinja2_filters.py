@@ -176,6 +176,10 @@ CASES = [
     "{{ {'k': 'a'|e, 'j': '<'}|xmlattr }}",
     "{% set b = '<s>' %}{{ ((b ~ b) ~ 'v') }}|{{ (b ~ (b ~ [1])) }}|{% for x in ((b ~ 'v') ~ b) %}{{ x }}{% endfor %}|{{ b ~ 1 ~ none ~ 1.5 }}",
     "{{ true|abs }}|{{ -3|abs }}|{{ -2.5|abs }}|{{ false|abs }}", "{{ 'x'|abs }}",
+    "{% set n = -1 %}{{ 'ab' * n }}|{{ [1] * n }}|{{ n * 'x' }}|{{ 'ab' * (n + 2) }}|{% set k = 2 %}{{ k * 3 }}|{{ 2.5 * k }}|{{ true * k }}|{{ 'x' * true }}|{{ 2**62 * k * k }}|{{ (1, 2) * k }}",
+    "{% set k = 'x' %}{{ [1] * k }}", "{% set k = 2.0 %}{{ 'a' * k }}", "{{ 'x'|format('z') }}", "{{ '%s-%s'|format('a', 'b') }}|{{ '%(a)s'|format(a=1) }}|{{ 3|format }}",
+    "{%- raw +%} a{% endraw %}", "{%+ raw %} a{% endraw +%}|", "{% macro m() %}{% endmacro %}{{ m|tojson }}", "{{ namespace(a=1)|tojson }}",
+    "{{ 'a b'|split }}", "{{ 1|bool }}", "{{ 'a\nb'|lines }}", "{{ 'x' is startingwith('x') }}", "{{ 1 is int }}", "{{ 'x'|safe is safe }}", "{{ 'ab'.split('a') }}|{{ 1 is integer }}",
     # wordwrap: Python's textwrap (hyphens, em-dashes, long words, whitespace at line ends).
     "{{ 'The quick brown fox jumps over the lazy dog'|wordwrap(10) }}|",
     "{{ 'a well-known state-of-the-art anti-inflammatory x-ray re-do e-mail'|wordwrap(12) }}|",
