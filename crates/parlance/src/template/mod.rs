@@ -764,7 +764,7 @@ fn code_end(text: &str, from: usize, closer: &str) -> Option<usize> {
                     i += if bytes[i] == b'\\' { 2 } else { 1 };
                 }
             }
-            _ if text[i..].starts_with(closer) => return Some(i + 2),
+            _ if bytes[i..].starts_with(closer.as_bytes()) => return Some(i + 2),
             _ => {}
         }
         i += 1;
