@@ -157,6 +157,21 @@ fn py_less(a: &Value, b: &Value) -> Result<std::cmp::Ordering, Error> {
     }
 }
 
+/// The order Python's `sorted(keys, reverse=…)` puts `keys` in: stable both ways (equal keys keep
+/// their order under `reverse` too); Python's error where two keys do not compare.
+fn sorted_order(keys: &[Value], reverse: bool) -> Result<Vec<usize>, Error> {
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    let mut failure = None;
+    order.sort_by(|&i, &j| {
+        let o = py_less(&keys[i], &keys[j]).unwrap_or_else(|e| {
+            failure.get_or_insert(e);
+            std::cmp::Ordering::Equal
+        });
+        if reverse { o.reverse() } else { o }
+    });
+    failure.map_or(Ok(order), Err)
+}
+
 /// Jinja2's key for `sort` / `min` / `max`: the item or the item at an attribute path (`a.b`,
 /// digits an index; several paths, comma-separated, a list of keys), strings lowercased (`str.lower`,
 /// not uppercased: `ß` sorts after `t`) unless case-sensitive.
@@ -194,20 +209,8 @@ fn sort(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error>
         .iter()
         .map(|i| item_key(i, attribute.as_deref(), case_sensitive.as_ref().is_some_and(Value::is_true)))
         .collect();
-    let reverse = reverse.is_some_and(|v| v.is_true());
-    let mut order: Vec<usize> = (0..items.len()).collect();
-    let mut failure = None;
-    order.sort_by(|&i, &j| {
-        let o = py_less(&keys[i], &keys[j]).unwrap_or_else(|e| {
-            failure.get_or_insert(e);
-            std::cmp::Ordering::Equal
-        });
-        if reverse { o.reverse() } else { o }
-    });
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(Value::from(order.into_iter().map(|i| items[i].clone()).collect::<Vec<_>>())),
-    }
+    let order = sorted_order(&keys, reverse.is_some_and(|v| v.is_true()))?;
+    Ok(Value::from(order.into_iter().map(|i| items[i].clone()).collect::<Vec<_>>()))
 }
 
 /// Jinja2's `min` / `max(value, case_sensitive=False, attribute=None)`: the first least (greatest)
@@ -267,19 +270,7 @@ fn dictsort(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Er
         }
     };
     let keys: Vec<Value> = pairs.iter().map(sort_key).collect();
-    let mut order: Vec<usize> = (0..pairs.len()).collect();
-    let mut failure = None;
-    // Python's `sorted(reverse=True)` keeps equal items in their order too.
-    order.sort_by(|&i, &j| {
-        let o = py_less(&keys[i], &keys[j]).unwrap_or_else(|e| {
-            failure.get_or_insert(e);
-            std::cmp::Ordering::Equal
-        });
-        if reverse { o.reverse() } else { o }
-    });
-    if let Some(e) = failure {
-        return Err(e);
-    }
+    let order = sorted_order(&keys, reverse)?;
     Ok(Value::from(
         order
             .into_iter()
