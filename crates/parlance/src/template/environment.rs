@@ -246,6 +246,12 @@ fn indent(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<String, Err
 
 /// Python's `str.splitlines()` (without `keepends`).
 pub(crate) fn splitlines(s: &str) -> Vec<&str> {
+    split_lines(s, false)
+}
+
+/// Python's `str.splitlines(keepends)`: every line boundary Python knows (`\r\n`, `\v`, `\f`,
+/// `\x1c`-`\x1e`, `\x85`, U+2028, U+2029, not only `\n` and `\r`).
+pub(crate) fn split_lines(s: &str, keepends: bool) -> Vec<&str> {
     let mut lines = Vec::new();
     let mut start = 0;
     let mut chars = s.char_indices().peekable();
@@ -255,7 +261,6 @@ pub(crate) fn splitlines(s: &str) -> Vec<&str> {
             '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}'
         );
         if is_break {
-            lines.push(&s[start..i]);
             let mut end = i + c.len_utf8();
             if c == '\r'
                 && let Some((_, '\n')) = chars.peek()
@@ -263,6 +268,7 @@ pub(crate) fn splitlines(s: &str) -> Vec<&str> {
                 chars.next();
                 end += 1;
             }
+            lines.push(&s[start..if keepends { end } else { i }]);
             start = end;
         }
     }

@@ -377,17 +377,13 @@ impl<'t> Crossing<'t> {
         Ok(())
     }
 
-    fn refused(&self, span: Span, block: &'static str) -> CapturedLoopControl {
-        CapturedLoopControl { line: usize::from(span.start_line), keyword: "continue` or `break", block }
-    }
-
     /// The outermost block a loop control leaves: a flag namespace before it, the block and its
     /// body rewritten, the jump after it.
     fn outermost(&mut self, s: &Stmt<'_>, kind: &'static str, span: Span) -> Result<(), CapturedLoopControl> {
         let text = self.text;
         let (Some(open), Some(close)) = (Tag::around(text, span.start_offset as usize), Tag::closing(text, span))
         else {
-            return Err(self.refused(span, kind));
+            return Err(unplaced(span, kind));
         };
         let flag = format!("__plnc_lc{}", open.open);
         self.edits.insert(open.open, format!("{} set {flag} = namespace(c=0) %}}", open.before()));
@@ -407,8 +403,7 @@ impl<'t> Crossing<'t> {
     /// body's statements after a control are skipped.
     fn block(&mut self, s: &Stmt<'_>, kind: &'static str, span: Span, flag: &str) -> Result<(), CapturedLoopControl> {
         let text = self.text;
-        let refused =
-            || CapturedLoopControl { line: usize::from(span.start_line), keyword: "continue` or `break", block: kind };
+        let refused = || unplaced(span, kind);
         let (open, close) = match (Tag::around(text, span.start_offset as usize), Tag::closing(text, span)) {
             (Some(o), Some(c)) => (o, c),
             _ => return Err(refused()),
@@ -462,17 +457,17 @@ impl<'t> Crossing<'t> {
         let mut signals = false;
         for (i, s) in list.iter().enumerate() {
             let this = match s {
-                Stmt::Continue(c) => self.control(c.span(), 1, flag)?,
-                Stmt::Break(b) => self.control(b.span(), 2, flag)?,
+                Stmt::Continue(c) => self.control(c.span(), 1, flag),
+                Stmt::Break(b) => self.control(b.span(), 2, flag),
                 Stmt::IfCond(c) => {
                     let span = c.span();
-                    let open = Tag::around(text, span.start_offset as usize).ok_or_else(|| self.refused(span, "if"))?;
+                    let open = Tag::around(text, span.start_offset as usize).ok_or_else(|| unplaced(span, "if"))?;
                     let t = self.body(&c.true_body, open.end, &["elif", "else", "endif"], flag)?;
                     let false_open = if c.false_body.is_empty() {
                         open.end
                     } else {
                         list_closer(text, &c.true_body, open.end, &["elif", "else", "endif"])
-                            .ok_or_else(|| self.refused(span, "if"))?
+                            .ok_or_else(|| unplaced(span, "if"))?
                             .end
                     };
                     let f = self.body(&c.false_body, false_open, &["endif"], flag)?;
@@ -483,10 +478,9 @@ impl<'t> Crossing<'t> {
                     // `else` body is this body's.
                     self.walk(&l.body, true)?;
                     let span = l.span();
-                    let open =
-                        Tag::around(text, span.start_offset as usize).ok_or_else(|| self.refused(span, "for"))?;
+                    let open = Tag::around(text, span.start_offset as usize).ok_or_else(|| unplaced(span, "for"))?;
                     let else_open = list_closer(text, &l.body, open.end, &["else", "endfor"])
-                        .ok_or_else(|| self.refused(span, "for"))?
+                        .ok_or_else(|| unplaced(span, "for"))?
                         .end;
                     self.body(&l.else_body, else_open, &["endfor"], flag)?
                 }
@@ -511,10 +505,10 @@ impl<'t> Crossing<'t> {
                 },
             };
             if this && i + 1 < list.len() {
-                let span = stmt_span(s).ok_or_else(|| self.refused(Span::default(), "body"))?;
-                let end = tag_end(text, span.end_offset as usize).ok_or_else(|| self.refused(span, "body"))?;
-                let tag = Tag::around(text, span.end_offset as usize).ok_or_else(|| self.refused(span, "body"))?;
-                let closer = list_closer(text, list, open_end, closers).ok_or_else(|| self.refused(span, "body"))?;
+                let span = stmt_span(s).ok_or_else(|| unplaced(Span::default(), "body"))?;
+                let end = tag_end(text, span.end_offset as usize).ok_or_else(|| unplaced(span, "body"))?;
+                let tag = Tag::around(text, span.end_offset as usize).ok_or_else(|| unplaced(span, "body"))?;
+                let closer = list_closer(text, list, open_end, closers).ok_or_else(|| unplaced(span, "body"))?;
                 self.edits.insert(end, format!("{{% if not {flag}.c {}", tag.after()));
                 self.edits.insert(closer.open, format!("{} endif %}}", closer.before()));
             }
@@ -524,11 +518,16 @@ impl<'t> Crossing<'t> {
     }
 
     /// `{% continue %}` (1) or `{% break %}` (2) becomes `{% set flag.c = … %}`, its signs kept.
-    fn control(&mut self, span: Span, code: u8, flag: &str) -> Result<bool, CapturedLoopControl> {
+    fn control(&mut self, span: Span, code: u8, flag: &str) -> bool {
         let (start, end) = (span.start_offset as usize, span.end_offset as usize);
         self.edits.replace(start, end, format!("set {flag}.c = {code}"));
-        Ok(true)
+        true
     }
+}
+
+/// A loop control in the block statement at `span` whose tags the rewrite could not find.
+fn unplaced(span: Span, block: &'static str) -> CapturedLoopControl {
+    CapturedLoopControl { line: usize::from(span.start_line), keyword: "continue` or `break", block }
 }
 
 /// The end keyword of a block.

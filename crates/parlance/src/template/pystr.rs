@@ -273,7 +273,10 @@ pub(crate) fn call(s: &str, method: &str, args: &[Value]) -> Option<Result<Value
         )),
         "count" => count(s, args),
         "split" => keyword_args(args, &["sep", "maxsplit"]).and_then(|a| split(s, &a)),
-        "splitlines" => keyword_args(args, &["keepends"]).map(|a| splitlines(s, a.first().is_some_and(Value::is_true))),
+        "splitlines" => keyword_args(args, &["keepends"]).map(|a| {
+            let lines = super::environment::split_lines(s, a.first().is_some_and(Value::is_true));
+            Value::from(lines.into_iter().map(Value::from).collect::<Vec<_>>())
+        }),
         "partition" | "rpartition" => partition(s, method, args),
         "ljust" | "rjust" | "center" => justify(s, method, args),
         "swapcase" => Ok(Value::from(swapcase(s))),
@@ -291,31 +294,6 @@ pub(crate) fn call(s: &str, method: &str, args: &[Value]) -> Option<Result<Value
         "startswith" | "endswith" => affix(s, method, args),
         _ => return None,
     })
-}
-
-/// Python's `str.splitlines(keepends)`: every line boundary Python knows (`\r\n`, `\v`, `\f`,
-/// `\x1c`-`\x1e`, `\x85`, U+2028, U+2029, not only `\n` and `\r`).
-fn splitlines(s: &str, keepends: bool) -> Value {
-    let mut lines: Vec<Value> = Vec::new();
-    let (mut start, mut chars) = (0, s.char_indices().peekable());
-    while let Some((i, c)) = chars.next() {
-        if matches!(
-            c,
-            '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}'
-        ) {
-            let mut end = i + c.len_utf8();
-            if c == '\r' && chars.peek().is_some_and(|&(_, n)| n == '\n') {
-                chars.next();
-                end += 1;
-            }
-            lines.push(Value::from(&s[start..if keepends { end } else { i }]));
-            start = end;
-        }
-    }
-    if start < s.len() {
-        lines.push(Value::from(&s[start..]));
-    }
-    Value::from(lines)
 }
 
 /// Python's `str.count(sub, start, end)`: non-overlapping, in the slice; an empty `sub` counts the
