@@ -318,8 +318,12 @@ pub struct ToolCallFormat {
     /// (`string="false"`, `type="boolean"`); empty when every value uses `arg_name_suffix`.
     pub arg_name_suffixes_typed: Vec<String>,
     /// Tagged arguments: how non-string values are written, `json` (`true`, `null`) or `python`
-    /// (`True`, `None`, `['a']`, as a template printing the value writes them); `""` for
-    /// arguments that are not tagged.
+    /// (`True`, `None`, `['a']`, as a template printing the value writes them). JSON arguments:
+    /// `python` when the template prints an arguments mapping with Python's `str()`
+    /// (`{'city': 'Paris'}`; the wire's JSON string it prints as JSON), so its own history holds
+    /// Python literals: the parser reads them as well as JSON and gives JSON arguments (a stream
+    /// holds each call's arguments until they end), and a grammar writes JSON, as models do.
+    /// Otherwise `""`.
     pub value_encoding: ValueEncoding,
     /// Tagged arguments: the quote around string values when they are written as literals
     /// (`"` in `a="x"`, `'` for Python reprs, `<|"|>` for Gemma 4); non-string values are then bare

@@ -441,8 +441,8 @@ impl Probe {
         Some(output)
     }
 
-    /// The output for an assistant message holding `calls`, trying `content` absent, then empty
-    /// (templates differ on `content: null`).
+    /// The output for an assistant message holding `calls`, trying `content` absent, then null,
+    /// then empty (templates differ on each).
     pub(crate) fn output_with_calls(&self, calls: Vec<Json>, extra: &[(&str, Json)]) -> Option<Output> {
         self.output_with_calls_and(calls, &[], extra)
     }
@@ -458,6 +458,8 @@ impl Probe {
         for (key, value) in fields {
             bare[*key] = value.clone();
         }
+        let mut with_null = bare.clone();
+        with_null["content"] = Json::Null;
         let mut with_empty = bare.clone();
         with_empty["content"] = json!("");
         let names: Vec<String> = bare["tool_calls"]
@@ -467,16 +469,41 @@ impl Probe {
             .filter_map(|c| c.pointer("/function/name").and_then(Json::as_str).map(str::to_owned))
             .collect();
         let shows_calls = |o: &Output| names.iter().all(|n| o.text.contains(n.as_str()));
-        let last = self.output(&bare, true, extra).or_else(|| self.output(&with_empty, true, extra));
+        // `content` absent, then null, then empty (templates differ on each); with `''` a template
+        // may write an empty message before the calls.
+        let last = self
+            .output(&bare, true, extra)
+            .or_else(|| self.output(&with_null, true, extra))
+            .or_else(|| self.output(&with_empty, true, extra).map(|o| self.without_empty_message(o, extra)));
         match last {
             Some(output) if shows_calls(&output) => Some(output),
             // A template may write the last assistant message without its calls (NVIDIA's
             // Nemotron JSON template keeps only its content): the turn as history shows them.
-            last => [&bare, &with_empty]
+            last => [&bare, &with_null, &with_empty]
                 .into_iter()
                 .find_map(|message| self.output_as_history(message, extra).filter(|o| shows_calls(o)))
                 .or(last),
         }
+    }
+
+    /// A call turn rendered with `content: ''` without the empty message a template may write
+    /// before the calls, followed by a new message header (functionary v2.2's `all\n<|content|>`
+    /// then `\n<|from|>assistant\n<|recipient|>`): no model writes an empty message, and without
+    /// it the calls continue the prompt's own header. Found as what an empty content-only turn
+    /// shares with the call turn, when the rest opens with the generation prompt.
+    fn without_empty_message(&self, mut output: Output, extra: &[(&str, Json)]) -> Output {
+        let header = output.generation_prompt.trim();
+        let Some(empty) = self.output(&json!({"role": "assistant", "content": ""}), true, extra) else { return output };
+        // Both start with what the prompt left open (`self.opened`), which the calls keep.
+        let opened = self.opened.len();
+        let shared = common_prefix(&empty.text, &output.text);
+        if header.is_empty() || shared <= opened || empty.text[opened..shared].trim().is_empty() {
+            return output;
+        }
+        if let Some(calls) = output.text[shared..].trim_start().strip_prefix(header) {
+            output.text = format!("{}{calls}", self.opened);
+        }
+        output
     }
 
     /// The output for `assistant` read from a history render (the turn followed by a user

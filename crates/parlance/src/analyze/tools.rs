@@ -37,9 +37,11 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
     };
     // Only where the template prints the arguments value itself: the object form raises, renders
     // no call, or prints the object as Python's `str` does (`{'a': 'b'}`).
+    let python_repr = format!("{{'{ARG_1}': '{VALUE_1}'}}");
+    let prints_python = one.as_ref().is_some_and(|(one, _)| one.text.contains(FN_1) && one.text.contains(&python_repr));
     let prints_value = match &one {
         None => true,
-        Some((one, _)) => !one.text.contains(FN_1) || one.text.contains(&format!("{{'{ARG_1}': '{VALUE_1}'}}")),
+        Some((one, _)) => !one.text.contains(FN_1) || prints_python,
     };
     let found = found.or_else(|| {
         if !prints_value {
@@ -81,6 +83,10 @@ pub(super) fn analyze(probe: &Probe, format: &mut Format, content_tail: &str, em
         super::evidence(format, Finding::ToolCalls, &shown_by.0, shown_by.1);
         format.turn_end = turn_end;
         tools.arguments_from_string = from_string;
+        if from_string && prints_python {
+            // History whose arguments came as a mapping holds Python literals there: read them too.
+            tools.value_encoding = ValueEncoding::Python;
+        }
         tools.optional_call_opener = optional_call_opener(probe, &tools, &one);
         format.tool_format = family;
         format.tools = Some(tools);

@@ -299,8 +299,9 @@ pub struct ParsedToolCall {
     pub id_generated: bool,
     /// Function name.
     pub name: String,
-    /// Arguments as JSON text: for JSON formats exactly the text the model wrote; for tagged
-    /// formats the JSON object built from the values.
+    /// Arguments as JSON text: for JSON formats exactly the text the model wrote (a Python literal,
+    /// where the template prints arguments so, as the JSON it stands for); for tagged formats the
+    /// JSON object built from the values.
     pub arguments: String,
     /// `arguments` parsed, when it is valid JSON.
     pub arguments_value: Option<Json>,

@@ -17,6 +17,10 @@ pub(crate) struct JsonEnd {
     started: bool,
     /// The value is a bare scalar (number, literal), which ends at the first delimiter.
     scalar: bool,
+    /// Python literals are read too (see [`JsonEnd::python`]).
+    python: bool,
+    /// The quote of the string being scanned.
+    quote: u8,
 }
 
 /// The outcome of feeding text to `JsonEnd`.
@@ -40,6 +44,17 @@ impl JsonEnd {
         JsonEnd { strict: Some(Box::default()), ..JsonEnd::default() }
     }
 
+    /// The same scanner, reading Python literals as well when `python` (`{'a': True, 'b': None}`,
+    /// as Python's `str()` prints a mapping): strings in either quote with Python's escapes, and
+    /// `True` / `False` / `None` besides JSON's literals.
+    pub(crate) fn python(mut self, python: bool) -> JsonEnd {
+        self.python = python;
+        if let Some(strict) = self.strict.as_mut() {
+            strict.python = python;
+        }
+        self
+    }
+
     /// Continues scanning `text` (the whole value text so far; only the new part is looked at).
     pub(crate) fn scan(&mut self, text: &str, eof: bool) -> JsonScan {
         if let Some(strict) = self.strict.as_mut() {
@@ -54,8 +69,10 @@ impl JsonEnd {
                 match b {
                     b' ' | b'\t' | b'\n' | b'\r' => continue,
                     b'{' | b'[' => self.depth = 1,
-                    b'"' => self.in_string = true,
+                    b'"' => (self.in_string, self.quote) = (true, b),
+                    b'\'' if self.python => (self.in_string, self.quote) = (true, b),
                     b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => self.scalar = true,
+                    b'T' | b'F' | b'N' if self.python => self.scalar = true,
                     _ => return JsonScan::Invalid(at),
                 }
                 self.started = true;
@@ -73,7 +90,7 @@ impl JsonEnd {
                     self.escape = false;
                 } else if b == b'\\' {
                     self.escape = true;
-                } else if b == b'"' {
+                } else if b == self.quote {
                     self.in_string = false;
                     if self.depth == 0 {
                         return JsonScan::End(self.pos);
@@ -82,7 +99,8 @@ impl JsonEnd {
                 continue;
             }
             match b {
-                b'"' => self.in_string = true,
+                b'"' => (self.in_string, self.quote) = (true, b),
+                b'\'' if self.python => (self.in_string, self.quote) = (true, b),
                 b'{' | b'[' => {
                     self.depth += 1;
                     if self.depth > MAX_DEPTH {
@@ -118,9 +136,9 @@ enum Expect {
     Colon,
     /// `,` or the container's close after a value; at the top level, the value has ended.
     AfterValue,
-    /// Inside a string (`key`: an object key); `escape`: after a backslash; `hex`: `\u` digits
-    /// still to come.
-    Str { key: bool, escape: bool, hex: u8 },
+    /// Inside a string (`key`: an object key) that `quote` closes; `escape`: after a backslash;
+    /// `hex`: `\u` digits still to come.
+    Str { key: bool, quote: u8, escape: bool, hex: u8 },
     /// Inside a number, in the state of its grammar.
     Number(Num),
     /// Inside `true` / `false` / `null`: the literal and how many bytes matched.
@@ -165,6 +183,8 @@ impl Num {
 struct Strict {
     expect: Expect,
     stack: Vec<u8>,
+    /// Python literals are read too.
+    python: bool,
 }
 
 impl Strict {
@@ -196,8 +216,8 @@ impl Strict {
             Expect::Value | Expect::ValueOrClose => self.value(b),
             Expect::KeyOrClose | Expect::Key | Expect::Colon | Expect::AfterValue if ws => Step::Next,
             Expect::KeyOrClose if b == b'}' => self.close(),
-            Expect::KeyOrClose | Expect::Key if b == b'"' => {
-                self.expect = Expect::Str { key: true, escape: false, hex: 0 };
+            Expect::KeyOrClose | Expect::Key if b == b'"' || (self.python && b == b'\'') => {
+                self.expect = Expect::Str { key: true, quote: b, escape: false, hex: 0 };
                 Step::Next
             }
             Expect::Colon if b == b':' => {
@@ -216,29 +236,34 @@ impl Strict {
                 (Some(b'{'), b'}') | (Some(b'['), b']') => self.close(),
                 _ => Step::Invalid,
             },
-            Expect::Str { key, escape: true, .. } => match b {
+            // Python keeps an escape it does not know as written: any byte may follow a backslash.
+            Expect::Str { key, quote, escape: true, .. } if self.python => {
+                self.expect = Expect::Str { key, quote, escape: false, hex: 0 };
+                Step::Next
+            }
+            Expect::Str { key, quote, escape: true, .. } => match b {
                 b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
-                    self.expect = Expect::Str { key, escape: false, hex: 0 };
+                    self.expect = Expect::Str { key, quote, escape: false, hex: 0 };
                     Step::Next
                 }
                 b'u' => {
-                    self.expect = Expect::Str { key, escape: false, hex: 4 };
+                    self.expect = Expect::Str { key, quote, escape: false, hex: 4 };
                     Step::Next
                 }
                 _ => Step::Invalid,
             },
-            Expect::Str { key, hex: hex @ 1.., .. } => {
+            Expect::Str { key, quote, hex: hex @ 1.., .. } => {
                 if !b.is_ascii_hexdigit() {
                     return Step::Invalid;
                 }
-                self.expect = Expect::Str { key, escape: false, hex: hex - 1 };
+                self.expect = Expect::Str { key, quote, escape: false, hex: hex - 1 };
                 Step::Next
             }
-            Expect::Str { key, .. } => {
+            Expect::Str { key, quote, .. } => {
                 match b {
-                    b'\\' => self.expect = Expect::Str { key, escape: true, hex: 0 },
-                    b'"' if key => self.expect = Expect::Colon,
-                    b'"' => return self.value_done(),
+                    b'\\' => self.expect = Expect::Str { key, quote, escape: true, hex: 0 },
+                    _ if b == quote && key => self.expect = Expect::Colon,
+                    _ if b == quote => return self.value_done(),
                     _ => {}
                 }
                 Step::Next
@@ -281,13 +306,17 @@ impl Strict {
                 self.stack.push(b);
                 if b == b'{' { Expect::KeyOrClose } else { Expect::ValueOrClose }
             }
-            b'"' => Expect::Str { key: false, escape: false, hex: 0 },
+            b'"' => Expect::Str { key: false, quote: b, escape: false, hex: 0 },
+            b'\'' if self.python => Expect::Str { key: false, quote: b, escape: false, hex: 0 },
             b'-' => Expect::Number(Num::Minus),
             b'0' => Expect::Number(Num::Zero),
             b'1'..=b'9' => Expect::Number(Num::Int),
             b't' => Expect::Literal(b"true", 1),
             b'f' => Expect::Literal(b"false", 1),
             b'n' => Expect::Literal(b"null", 1),
+            b'T' if self.python => Expect::Literal(b"True", 1),
+            b'F' if self.python => Expect::Literal(b"False", 1),
+            b'N' if self.python => Expect::Literal(b"None", 1),
             _ => return Step::Invalid,
         };
         Step::Next
@@ -384,6 +413,30 @@ mod tests {
         assert_eq!(JsonEnd::strict().scan(&"[".repeat(600), false), JsonScan::Invalid(512));
         // Raw control characters inside strings pass (models write raw line breaks).
         assert_eq!(JsonEnd::strict().scan("\"a\nb\"", false), JsonScan::End(5));
+    }
+
+    #[test]
+    fn python_mode_reads_python_literals_and_json_alike() {
+        let values = [
+            r#"{'a': 'x\'y"}', "b": [True, False, None], 'c': {'d': -1.5}}"#,
+            r#"{"a": "\u00e9", "b": null}"#,
+            r"'\x41\n'",
+            "['}', \"]\"]",
+        ];
+        for value in values {
+            let text = format!("{value} tail");
+            for mut scan in [JsonEnd::strict().python(true), JsonEnd::default().python(true)] {
+                let ends: Vec<JsonScan> = (1..=text.len()).map(|n| scan.scan(&text[..n], false)).collect();
+                assert_eq!(ends.iter().find(|e| **e != JsonScan::More), Some(&JsonScan::End(value.len())), "{value}");
+            }
+        }
+        let strict = |text: &str| JsonEnd::strict().python(true).scan(text, false);
+        assert_eq!(strict("{'a': Tru }"), JsonScan::Invalid(9));
+        assert_eq!(strict("{'a' 1}"), JsonScan::Invalid(5));
+        assert_eq!(strict("{'a': 1, }"), JsonScan::Invalid(9));
+        assert_eq!(strict("{'a': 'x"), JsonScan::More);
+        // A top-level literal ends at a delimiter, as JSON's do.
+        assert_eq!(JsonEnd::default().python(true).scan("None ", false), JsonScan::End(4));
     }
 
     proptest::proptest! {

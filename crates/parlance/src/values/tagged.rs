@@ -184,6 +184,21 @@ pub(crate) fn read_literal(text: &str, python: bool) -> Option<Json> {
     None
 }
 
+/// `text` as JSON text: itself when it is JSON, else (when `python`) the JSON of the Python literal
+/// it is (`{'a': True}` gives `{"a":true}`); `None` when it is neither.
+pub(crate) fn as_json_text(text: &str, python: bool) -> Option<std::borrow::Cow<'_, str>> {
+    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
+        return Some(text.into());
+    }
+    let value = read_literal(text.trim(), python)?;
+    serde_json::to_string(&value).ok().map(Into::into)
+}
+
+/// Arguments written as a Python literal or JSON, as JSON text; kept as written when neither.
+pub(crate) fn arguments_as_json(written: &str) -> String {
+    as_json_text(written, true).map_or_else(|| written.to_owned(), std::borrow::Cow::into_owned)
+}
+
 /// A reader of Python literals: strings in either quote, numbers, `True`/`False`/`None`, lists,
 /// tuples and dicts.
 struct PyReader<'a> {
@@ -280,9 +295,8 @@ impl PyReader<'_> {
                 return String::from_utf8(out).ok();
             }
             if b == b'\\' {
-                let escaped = *self.text.get(self.pos)?;
-                self.pos += 1;
-                push_escape(&mut out, escaped);
+                self.text.get(self.pos)?;
+                self.pos += push_escape(&mut out, &self.text[self.pos..]);
             } else {
                 out.push(b);
             }
@@ -291,18 +305,48 @@ impl PyReader<'_> {
     }
 }
 
-/// One Python string escape (the byte after a backslash) into `out`: `\n`, `\t`, `\r`, a quote
-/// or a backslash; an escaped line break continues the line; any other escape is kept as written,
-/// backslash included (`'\,'` is `\,`), as Python keeps it.
-fn push_escape(out: &mut Vec<u8>, escaped: u8) {
-    match escaped {
-        b'n' => out.push(b'\n'),
-        b't' => out.push(b'\t'),
-        b'r' => out.push(b'\r'),
-        b'\n' => {}
-        b'\\' | b'\'' | b'"' => out.push(escaped),
-        other => out.extend([b'\\', other]),
-    }
+/// One Python string escape into `out` (`rest` is what follows the backslash; returns how many
+/// of its bytes the escape took): `\n`, `\t`, `\r`, `\b`, `\f`, `\v`, `\a`, `\0`, a quote or a
+/// backslash, `\xHH`, `\uHHHH`, `\UHHHHHHHH` (as Python's `repr` writes unprintable characters);
+/// an escaped line break continues the line; any other escape is kept as written, backslash
+/// included (`'\,'` is `\,`), as Python keeps it.
+fn push_escape(out: &mut Vec<u8>, rest: &[u8]) -> usize {
+    let Some(&escaped) = rest.first() else { return 0 };
+    let hex = |digits: usize| -> Option<char> {
+        let text = std::str::from_utf8(rest.get(1..=digits)?).ok()?;
+        char::from_u32(u32::from_str_radix(text, 16).ok()?).filter(|_| text.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let simple = match escaped {
+        b'n' => b'\n',
+        b't' => b'\t',
+        b'r' => b'\r',
+        b'b' => 0x08,
+        b'f' => 0x0c,
+        b'v' => 0x0b,
+        b'a' => 0x07,
+        b'0' if !rest.get(1).is_some_and(u8::is_ascii_digit) => 0,
+        b'\n' => return 1,
+        b'\\' | b'\'' | b'"' => escaped,
+        b'x' | b'u' | b'U' => {
+            let digits = match escaped {
+                b'x' => 2,
+                b'u' => 4,
+                _ => 8,
+            };
+            if let Some(c) = hex(digits) {
+                out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+                return 1 + digits;
+            }
+            out.extend([b'\\', escaped]);
+            return 1;
+        }
+        other => {
+            out.extend([b'\\', other]);
+            return 1;
+        }
+    };
+    out.push(simple);
+    1
 }
 
 /// The text of a Python string literal's body (between its quotes), escapes read as Python reads
@@ -313,8 +357,7 @@ pub(crate) fn python_string_body(body: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'\\' && i + 1 < bytes.len() {
-            push_escape(&mut out, bytes[i + 1]);
-            i += 2;
+            i += 1 + push_escape(&mut out, &bytes[i + 1..]);
         } else {
             out.push(bytes[i]);
             i += 1;
@@ -545,6 +588,13 @@ mod tests {
         assert_eq!(read_literal("{'urgent', 'bug'}", true), Some(json!(["urgent", "bug"])));
         assert_eq!(read_literal("{'a': 1, 'b': [2]}", true), Some(json!({"a": 1, "b": [2]})));
         assert_eq!(read_literal("True", false), None);
+        // Python's escapes of unprintable and non-ASCII characters; unknown ones kept.
+        assert_eq!(read_literal(r"'\x41\u00e9\U0001F600\t\0\q'", true), Some(json!("Aé😀\t\u{0}\\q")));
+        assert_eq!(read_literal(r"'\xZZ'", true), Some(json!("\\xZZ")));
+        assert_eq!(as_json_text("{'a': None}", true).as_deref(), Some(r#"{"a":null}"#));
+        assert_eq!(as_json_text(r#"{"a": 1}"#, true).as_deref(), Some(r#"{"a": 1}"#));
+        assert_eq!(as_json_text("{'a': None}", false), None);
+        assert_eq!(arguments_as_json("{'a': nope}"), "{'a': nope}");
         assert_eq!(read_literal("[1, 2", true), None);
     }
 

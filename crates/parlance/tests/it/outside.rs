@@ -175,3 +175,67 @@ fn every_outside_template_has_its_source_and_licence() {
         assert!(entry["derivable"].is_boolean(), "{id}: derivable unset");
     }
 }
+
+/// Templates that print an arguments mapping with Python's `str()` (`{'city': 'Paris'}`, where
+/// the wire's JSON string prints as JSON): their own history holds Python literals where the
+/// arguments go. The analysis says so (`value_encoding: python`), and the parser reads either
+/// spelling into JSON arguments, whole and streamed alike; a template that prints JSON does not
+/// read Python literals.
+#[test]
+fn arguments_printed_as_python_literals_read_as_json() {
+    let entries = outside_entries();
+    let by_id = |id: &str| entries.iter().find(|(_, e)| e["id"] == id).unwrap_or_else(|| panic!("no {id}"));
+    let tool = json!({"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}});
+    let options = ParseOptions { tools: vec![tool], ..ParseOptions::default() };
+    // (template, how a call is written around `ARGS`)
+    let cases = [
+        ("vllm-phi4-mini", r#"{"name": "get_weather", "arguments": ARGS}"#),
+        (
+            "llama-cpp-ochafik-apriel-1.5-15b-thinker",
+            "\n<tool_calls>[{\"name\": \"get_weather\", \"arguments\": ARGS}]</tool_calls>",
+        ),
+        ("ovms-gpt-oss", " to=functions.get_weather <|channel|>commentary json<|message|>ARGS<|end|>"),
+    ];
+    let arguments = [
+        (r#"{'city': 'Paris'}"#, json!({"city": "Paris"})),
+        (r#"{"city": "Paris"}"#, json!({"city": "Paris"})),
+        (
+            r#"{'city': 'it\'s "x"', 'n': -1.5, 'ok': True, 'no': False, 'none': None, 'l': ['a', {'b': [1, 2]}]}"#,
+            json!({"city": "it's \"x\"", "n": -1.5, "ok": true, "no": false, "none": null, "l": ["a", {"b": [1, 2]}]}),
+        ),
+        (r"{'city': 'Z\xfcrich\n\u6771\u4eac'}", json!({"city": "Zürich\n東京"})),
+        (r#"{'city': 'a}]b'}"#, json!({"city": "a}]b"})),
+    ];
+    for (id, call) in cases {
+        let (folder, entry) = by_id(id);
+        let (template, analyze_options) = outside_template(folder, entry);
+        let format = analyze(&template, &analyze_options).unwrap();
+        let tools = format.tools.as_ref().unwrap();
+        assert_eq!(tools.value_encoding, parlance::ValueEncoding::Python, "{id}");
+        let parser = parlance::Parser::new(&format, &options);
+        for (written, want) in &arguments {
+            let output = call.replace("ARGS", written);
+            let message = parser.parse(&output);
+            assert_eq!(message.tool_calls.len(), 1, "{id}: {output:?} gives {message:?}");
+            let parsed = &message.tool_calls[0];
+            assert_eq!(parsed.arguments_value.as_ref(), Some(want), "{id}: {output:?}");
+            assert_eq!(serde_json::from_str::<Json>(&parsed.arguments).ok().as_ref(), Some(want), "{id}: not JSON");
+            assert!(message.issues.iter().all(|i| i.kind != parlance::IssueKind::MalformedArguments), "{id}");
+            for (at, _) in output.char_indices().skip(1) {
+                crate::parse::assert_chunking_invariant(&parser, &output, &[&output[..at], &output[at..]], id);
+            }
+        }
+    }
+    // A template that prints JSON arguments keeps a Python literal as written, reported.
+    let (folder, entry) = by_id("unsloth-qwen3-thinking");
+    let (template, analyze_options) = outside_template(folder, entry);
+    let format = analyze(&template, &analyze_options).unwrap();
+    assert_ne!(format.tools.as_ref().unwrap().value_encoding, parlance::ValueEncoding::Python);
+    let output = "<think>\n\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {'city': 'Paris'}}\n</tool_call>";
+    let message = parlance::Parser::new(&format, &options).parse(output);
+    assert_eq!(message.tool_calls.len(), 1);
+    assert!(message.tool_calls[0].arguments.starts_with("{'city': 'Paris'}"), "{message:?}");
+    assert_eq!(message.tool_calls[0].arguments_value, None);
+    assert!(message.issues.iter().any(|i| i.kind == parlance::IssueKind::MalformedArguments));
+}

@@ -6,6 +6,7 @@ use crate::parse::IssueKind;
 use crate::parse::SpanKind;
 use crate::parse::channel::{Body, MAX_HEADER};
 use crate::parse::scan::{Match, leading_ws, marker_hold};
+use crate::values::arguments_as_json;
 
 impl Machine {
     pub(super) fn channel_header(&mut self) -> Step {
@@ -116,6 +117,12 @@ impl Machine {
                     (self.buf.len() - hold, false)
                 }
             };
+            // Python literals (where the template writes them) are read whole, at the body's end.
+            let python = setup.syntax.tools.as_ref().is_some_and(|t| t.python);
+            if python && !done {
+                self.state = State::ChannelBody(body);
+                return Step::Wait;
+            }
             // Arguments exactly as written; whitespace at their end waits until decided.
             let text = &self.buf[self.pos..upto];
             let text = if done { text.trim_end() } else { text };
@@ -123,10 +130,12 @@ impl Machine {
                 if self.message.tool_calls[self.call.unwrap_or(0)].arguments.is_empty() { leading_ws(text) } else { 0 };
             // Whitespace both leading and trailing (all of `text`) is the leading kind.
             let held = if done { 0 } else { (text.len() - text.trim_end().len()).min(text.len() - lead) };
-            let piece = text[lead..text.len() - held].to_owned();
+            let written = &text[lead..text.len() - held];
+            let piece = if python { arguments_as_json(written) } else { written.to_owned() };
+            let written = written.len();
             self.span(SpanKind::Whitespace, self.pos, self.pos + lead);
-            self.span(SpanKind::ToolArguments, self.pos + lead, self.pos + lead + piece.len());
-            self.pos += lead + piece.len();
+            self.span(SpanKind::ToolArguments, self.pos + lead, self.pos + lead + written);
+            self.pos += lead + written;
             self.push_arguments(&piece);
             if !done {
                 self.state = State::ChannelBody(body);

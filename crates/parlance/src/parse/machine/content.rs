@@ -7,7 +7,6 @@ use super::{Machine, Opener, State, Step, TurnEnded};
 use crate::parse::scan::{Match, leading_ws, marker_hold};
 use crate::parse::syntax::Syntax;
 use crate::parse::{Delta, IssueKind, SpanKind};
-use crate::values::JsonEnd;
 
 /// Bytes at the end of `text` that are a turn end cut short after one of its whole bracketed
 /// markers (`<|sep|><|close|>message<|sep|>` of `…<|sep|><|end_of_msg|>`); 0 if none.
@@ -348,8 +347,8 @@ impl Machine {
             if rest.starts_with('{') || rest.starts_with('[') {
                 let at = self.buf.len() - rest.len();
                 if at >= self.scan_from {
-                    let section =
-                        Section::new(at, self.pos, false, Phase::JsonCall { from: at, scan: JsonEnd::strict() });
+                    let scan = super::json::call_object_scanner(setup.tools());
+                    let section = Section::new(at, self.pos, false, Phase::JsonCall { from: at, scan });
                     self.state = State::Section(Box::new(section));
                     return Step::Again;
                 }

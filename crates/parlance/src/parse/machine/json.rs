@@ -10,7 +10,7 @@ use super::{MAX_NAME, Machine, State, Step, generated_id};
 use crate::parse::scan::{leading_ws, marker_hold};
 use crate::parse::syntax::ToolSyntax;
 use crate::parse::{Delta, IssueKind, ParsedToolCall, SpanKind};
-use crate::values::{JsonEnd, JsonScan};
+use crate::values::{JsonEnd, JsonScan, arguments_as_json, as_json_text};
 
 impl Machine {
     /// A JSON call object, or an array of them, at `from`.
@@ -143,8 +143,12 @@ impl Machine {
         }
     }
 
+    /// JSON arguments after a call's name. Where the template writes Python literals
+    /// (`ToolSyntax::python`), they are read at their end and given as JSON, so a stream holds
+    /// them until then (deltas add up to the JSON, not to the text the model wrote).
     pub(super) fn args_json(
         &mut self,
+        tools: &ToolSyntax,
         section: &mut Section,
         (from, emitted, object_from): (Option<usize>, usize, Option<usize>),
         mut scan: JsonEnd,
@@ -173,13 +177,14 @@ impl Machine {
         match scan.scan(&self.buf[from..], self.eof) {
             JsonScan::End(n) => {
                 let end = from + n;
-                let fragment = self.buf[from + emitted..end].to_owned();
+                let written = &self.buf[from + emitted..end];
+                let fragment = if tools.python { arguments_as_json(written) } else { written.to_owned() };
                 self.push_arguments(&fragment);
                 self.span(SpanKind::ToolArguments, from, end);
                 self.pos = end;
                 section.calls += 1;
                 section.phase = match object_from {
-                    Some(object) => Phase::JsonTail { from: object, scan: JsonEnd::strict(), broken: None },
+                    Some(object) => Phase::JsonTail { from: object, scan: call_object_scanner(tools), broken: None },
                     None => Phase::CallEnd,
                 };
                 Ok(Step::Again)
@@ -188,8 +193,13 @@ impl Machine {
                 let end = self.buf.len();
                 // Trailing whitespace waits: should the arguments break at an end marker next, it
                 // is not theirs (as it is not when the whole output is read at once).
-                let upto =
-                    if self.eof { end } else { (from + self.buf[from..end].trim_end().len()).max(from + emitted) };
+                let upto = if self.eof {
+                    end
+                } else if tools.python {
+                    from + emitted
+                } else {
+                    (from + self.buf[from..end].trim_end().len()).max(from + emitted)
+                };
                 let fragment = self.buf[from + emitted..upto].to_owned();
                 self.push_arguments(&fragment);
                 if self.eof {
@@ -334,7 +344,13 @@ fn streamable(fields: &crate::format::JsonCallFields) -> bool {
 /// JSON as they come, so broken JSON goes on as raw text up to that marker (and does not swallow
 /// it); without one, only the brackets can say where the arguments end.
 pub(super) fn arguments_scanner(tools: &ToolSyntax) -> JsonEnd {
-    if tools.call_end.trim().is_empty() { JsonEnd::default() } else { JsonEnd::strict() }
+    let scan = if tools.call_end.trim().is_empty() { JsonEnd::default() } else { JsonEnd::strict() };
+    scan.python(tools.python)
+}
+
+/// The scanner of a whole JSON call object (or array of them), checked as it comes.
+pub(super) fn call_object_scanner(tools: &ToolSyntax) -> JsonEnd {
+    JsonEnd::strict().python(tools.python)
 }
 
 /// How the start of a JSON call object reads.
@@ -417,6 +433,9 @@ struct JsonCall {
 /// Reads JSON call objects (one, or an array of them) with the arguments as the exact text written.
 fn read_json_calls(tools: &ToolSyntax, text: &str) -> Option<Vec<JsonCall>> {
     let fields = tools.json.as_ref()?;
+    // Python literals, where the template writes them, are read as the JSON they stand for.
+    let converted = if tools.python { Some(as_json_text(text, true)?) } else { None };
+    let text = converted.as_deref().unwrap_or(text);
     let raw: &RawValue = serde_json::from_str(text).ok()?;
     let items: Vec<&RawValue> = if text.trim_start().starts_with('[') {
         serde_json::from_str::<Vec<&RawValue>>(raw.get()).ok()?

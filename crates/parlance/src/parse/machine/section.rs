@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use super::json::arguments_scanner;
+use super::json::{arguments_scanner, call_object_scanner};
 use super::tagged::Tagged;
 use super::{MAX_NAME, Machine, State, Step};
 use crate::parse::scan::{Match, find_marker, hold_window, leading_ws, marker_hold, starts_with_marker};
@@ -311,7 +311,7 @@ impl Machine {
                     }
                 }
                 section.phase = if tools.json.is_some() && tools.call_start.is_empty() {
-                    Phase::JsonCall { from: self.pos, scan: JsonEnd::strict() }
+                    Phase::JsonCall { from: self.pos, scan: call_object_scanner(tools) }
                 } else {
                     Phase::BeforeCall(Between::default())
                 };
@@ -348,7 +348,7 @@ impl Machine {
                 }
             }
             Phase::ArgsJson { from, emitted, scan, object_from } => {
-                self.args_json(section, (from, emitted, object_from), scan)
+                self.args_json(tools, section, (from, emitted, object_from), scan)
             }
 
             Phase::JsonTail { from, scan, broken } => self.json_tail(tools, section, from, scan, broken),
@@ -542,7 +542,7 @@ impl Machine {
             self.issue(IssueKind::ParallelCalls, self.pos, "a second call although parallel_tool_calls is off");
         }
         section.phase = if tools.json.is_some() {
-            Phase::JsonCall { from: self.pos, scan: JsonEnd::strict() }
+            Phase::JsonCall { from: self.pos, scan: call_object_scanner(tools) }
         } else {
             Phase::Name
         };
