@@ -1,8 +1,8 @@
 //! Fuzz target: parse arbitrary model output under the Formats in `fuzz/formats/` (analyzer
 //! output for fifteen corpus templates — one per tool-call family, plus code-fenced JSON calls, a
 //! prompt that writes reasoning text, a prompt that opens the call syntax (`output_prefix`) and
-//! implicit reasoning — and one outside template whose calls follow content as a second message),
-//! whole and streamed.
+//! implicit reasoning — and three outside templates: calls that follow content as a second
+//! message, and arguments that may be Python literals), whole and streamed.
 //!
 //! Input: byte 0 picks the Format, byte 1 the chunk size (1–16 bytes, 0 for one chunk), byte 2
 //! flags (bit 0: prompt ended inside reasoning; bit 1: reasoning not separated; bit 2: the Format
@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use parlance::{Delta, Format, ParseOptions, Parser};
 
-const FORMATS: [&str; 16] = [
+const FORMATS: [&str; 18] = [
     include_str!("../formats/Qwen-Qwen3-0.6B.json"),
     include_str!("../formats/Qwen3-Coder.json"),
     include_str!("../formats/deepseek-ai-DeepSeek-V3.1.json"),
@@ -35,6 +35,8 @@ const FORMATS: [&str; 16] = [
     include_str!("../formats/meetkai-functionary-medium-v3.2.json"),
     include_str!("../formats/LFM2.5-Instruct.json"),
     include_str!("../formats/vllm-hyperclovax-seed-think-14b.json"),
+    include_str!("../formats/llama-cpp-ochafik-apriel-1.5-15b-thinker.json"),
+    include_str!("../formats/ovms-gpt-oss.json"),
 ];
 
 fn formats() -> &'static Vec<Format> {

@@ -442,7 +442,7 @@ impl Probe {
     }
 
     /// The output for an assistant message holding `calls`, trying `content` absent, then null,
-    /// then empty (templates differ on each).
+    /// then empty (templates differ on each), then a text the call turn does not print.
     pub(crate) fn output_with_calls(&self, calls: Vec<Json>, extra: &[(&str, Json)]) -> Option<Output> {
         self.output_with_calls_and(calls, &[], extra)
     }
@@ -474,7 +474,14 @@ impl Probe {
         let last = self
             .output(&bare, true, extra)
             .or_else(|| self.output(&with_null, true, extra))
-            .or_else(|| self.output(&with_empty, true, extra).map(|o| self.without_empty_message(o, extra)));
+            .or_else(|| self.output(&with_empty, true, extra).map(|o| self.without_empty_message(o, extra)))
+            .or_else(|| {
+                // A template that reads the content of every call turn (Command A Reasoning's
+                // `message.content[0].thinking`) raises on all three, yet may not print it there.
+                let mut with_text = bare.clone();
+                with_text["content"] = json!(CONTENT);
+                self.output(&with_text, true, extra).filter(|o| !o.text.contains(CONTENT))
+            });
         match last {
             Some(output) if shows_calls(&output) => Some(output),
             // A template may write the last assistant message without its calls (NVIDIA's

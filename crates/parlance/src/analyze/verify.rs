@@ -165,7 +165,18 @@ fn cases(format: &Format) -> Vec<(String, Json, Expected)> {
 fn run_case(probe: &Probe, format: &Format, case: String, message: Json, expected: Expected) -> CaseResult {
     let with_tools = message.get("tool_calls").is_some();
     let message = wire_message(format, &message);
-    let output = probe.output(&message, with_tools, &[]).map(without_user_turn);
+    let output = probe
+        .output(&message, with_tools, &[])
+        .or_else(|| {
+            // A template that reads the content of every call turn (Command A Reasoning indexes
+            // it) raises on calls alone, yet may not print content there: the probe's own way
+            // of rendering calls (`Probe::output_with_calls`).
+            let mut with_text = message.clone();
+            with_text["content"] = json!(CONTENT);
+            let calls_only = with_tools && expected.content.is_empty();
+            calls_only.then(|| probe.output(&with_text, true, &[]).filter(|o| !o.text.contains(CONTENT)))?
+        })
+        .map(without_user_turn);
     let dropped = |text: &str| {
         let content = !expected.content.is_empty() && !text.contains(expected.content.as_str());
         let reasoning = expected.reasoning.as_deref().is_some_and(|r| !text.contains(r));
