@@ -297,14 +297,15 @@ impl Parser {
     /// A stream: `push(text)` returns OpenAI delta dicts as they are decided, `finish()` the rest;
     /// the deltas add up to what `parse` returns for the whole text.
     fn stream(&self) -> Stream {
-        Stream { inner: Mutex::new(Some(self.inner.stream())) }
+        Stream { inner: Mutex::new((self.inner.stream(), false)) }
     }
 }
 
 /// A streamed parse (see `Parser.stream`).
 #[pyclass(frozen, module = "parlance")]
 struct Stream {
-    inner: Mutex<Option<parlance::StreamParser>>,
+    /// The parser, and whether `finish` was called.
+    inner: Mutex<(parlance::StreamParser, bool)>,
 }
 
 /// Deltas as a list of dicts.
@@ -320,18 +321,31 @@ impl Stream {
     /// Feeds a chunk of output; returns the deltas it decided.
     fn push(&self, py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> {
         let mut guard = self.inner.lock().map_err(|_| PyRuntimeError::new_err("the stream's lock is poisoned"))?;
-        let Some(stream) = guard.as_mut() else { return Err(PyRuntimeError::new_err("the stream is finished")) };
+        let (stream, finished) = &mut *guard;
+        if *finished {
+            return Err(PyRuntimeError::new_err("the stream is finished"));
+        }
         let deltas = py.detach(|| stream.push(text));
         deltas_list(py, &deltas)
     }
 
-    /// Ends the stream; returns the last deltas and the whole message: `(deltas, message)`.
-    fn finish(&self, py: Python<'_>) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    /// Ends the stream; returns the last deltas. With those of `push`, they add up to `message()`,
+    /// which is what `Parser.parse` returns for the whole text.
+    fn finish(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let mut guard = self.inner.lock().map_err(|_| PyRuntimeError::new_err("the stream's lock is poisoned"))?;
-        let Some(mut stream) = guard.take() else { return Err(PyRuntimeError::new_err("the stream is finished")) };
+        let (stream, finished) = &mut *guard;
+        if *finished {
+            return Err(PyRuntimeError::new_err("the stream is finished"));
+        }
+        *finished = true;
         let deltas = stream.finish();
-        let message = stream.message();
-        Ok((deltas_list(py, &deltas)?, message_dict(py, &message)?))
+        deltas_list(py, &deltas)
+    }
+
+    /// The message so far (after `finish`, the whole message, as `Parser.parse` gives it).
+    fn message(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let guard = self.inner.lock().map_err(|_| PyRuntimeError::new_err("the stream's lock is poisoned"))?;
+        message_dict(py, &guard.0.message())
     }
 }
 

@@ -57,9 +57,8 @@ def test_stream_adds_up_to_the_whole_parse(corpus):
             step = rng.randint(1, 9)
             deltas += stream.push(OUTPUT[at : at + step])
             at += step
-        last, message = stream.finish()
-        deltas += last
-        assert message == whole
+        deltas += stream.finish()
+        assert stream.message() == whole
         content = "".join(d.get("content") or "" for d in deltas)
         reasoning = "".join(d.get("reasoning_content") or "" for d in deltas)
         assert content == whole["content"] and reasoning == whole["reasoning_content"], deltas
@@ -79,10 +78,9 @@ def test_truncated_calls_are_kept_or_dropped(corpus):
     assert not dropped.get("tool_calls") and dropped["content"] == "Checking."
     assert "truncated-call" in [i["kind"] for i in dropped["issues"]]
     stream = dropper.stream()
-    deltas = stream.push(cut)
-    last, message = stream.finish()
-    assert not [d for d in deltas + last if d.get("tool_calls")]
-    assert message == dropped
+    deltas = stream.push(cut) + stream.finish()
+    assert not [d for d in deltas if d.get("tool_calls")]
+    assert stream.message() == dropped
     try:
         parlance.Parser(qwen(corpus), truncated_calls="maybe")
     except ValueError as error:

@@ -26,6 +26,23 @@ pub enum TokenizerError {
 /// A token's byte range `(start, end)` in the encoded text.
 pub type ByteRange = (usize, usize);
 
+/// Special tokens that end a model's turn, taken as the ids that end generation when a tokenizer
+/// names no `eos_token` (a bare `tokenizer.json`, a transformers tokenizer built without its config).
+pub const END_TOKENS: &[&str] = &[
+    "</s>",
+    "<eos>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<end_of_turn>",
+    "<\u{ff5c}end\u{2581}of\u{2581}sentence\u{ff5c}>",
+];
+
 /// A Hugging Face tokenizer loaded from `tokenizer.json`; build once, share (`&self`).
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
@@ -98,9 +115,22 @@ impl Tokenizer {
     /// byte-level BPE tokens are mapped back through GPT-2's byte-to-character table; otherwise
     /// (SentencePiece-style) `<0xNN>` byte-fallback tokens are that byte and `▁` is a space. Special
     /// (added, `special: true`) tokens are kept apart; `eos_ids` are the ids that end generation
-    /// (empty: the `eos_token` of the `tokenizer_config.json` beside the tokenizer).
+    /// (empty: the `eos_token` of the `tokenizer_config.json` beside the tokenizer; without one, the
+    /// special tokens among [`END_TOKENS`], as XGrammar detects stop tokens).
     pub fn token_vocab(&self, eos_ids: &[u32]) -> Result<parlance_grammar::TokenVocab, TokenizerError> {
-        let config_eos: Vec<u32> = self.eos_token_id().into_iter().collect();
+        let config_eos: Vec<u32> = match self.eos_token_id() {
+            Some(id) => vec![id],
+            None => {
+                let added = self.inner.get_added_tokens_decoder();
+                let mut found: Vec<u32> = added
+                    .iter()
+                    .filter(|(_, t)| t.special && END_TOKENS.contains(&t.content.as_str()))
+                    .map(|(&id, _)| id)
+                    .collect();
+                found.sort_unstable();
+                found
+            }
+        };
         let eos_ids = if eos_ids.is_empty() { config_eos.as_slice() } else { eos_ids };
         let byte_level = self
             .inner

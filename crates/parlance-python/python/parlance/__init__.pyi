@@ -44,10 +44,12 @@ def analyze(template: ChatTemplate, **variables: Any) -> Format:
     """Derives a template's output syntax by rendering probe conversations through it."""
 
 class Stream:
-    """A streamed parse: `push` returns OpenAI delta dicts, `finish` the last ones and the message."""
+    """A streamed parse: `push` returns OpenAI delta dicts, `finish` the last ones; together they add
+    up to `message()`, which after `finish` is what `Parser.parse` returns for the whole text."""
 
     def push(self, text: str) -> list[dict[str, Any]]: ...
-    def finish(self) -> tuple[list[dict[str, Any]], dict[str, Any]]: ...
+    def finish(self) -> list[dict[str, Any]]: ...
+    def message(self) -> dict[str, Any]: ...
 
 class Parser:
     """Parses model output with a template's Format into an OpenAI assistant message."""

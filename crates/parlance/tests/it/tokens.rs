@@ -86,3 +86,21 @@ fn token_vocab_bytes_spell_the_encoded_text() {
     }
     assert!(checked >= 3, "only {checked} tokenizers");
 }
+
+/// A tokenizer that names no `eos_token` (a bare `tokenizer.json`) ends generation at its special
+/// turn-end tokens, as XGrammar detects stop tokens; a configured EOS wins.
+#[test]
+fn tokenizers_without_an_eos_token_end_at_their_turn_end_tokens() {
+    let Some(tokenizers) = corpus::tokenizers() else { return };
+    let cases = [("qwen3", vec!["<|endoftext|>", "<|im_end|>"]), ("llama3_1", vec!["<|end_of_text|>", "<|eot_id|>"])];
+    for (folder, want) in cases {
+        let json = std::fs::read_to_string(tokenizers.join(folder).join("tokenizer.json")).unwrap();
+        let bare = Tokenizer::from_json(&json, None).unwrap();
+        let mut want: Vec<u32> = want.iter().map(|t| bare.token_to_id(t).unwrap()).collect();
+        want.sort_unstable();
+        assert_eq!(bare.token_vocab(&[]).unwrap().eos_ids(), want.as_slice(), "{folder}");
+        let configured = Tokenizer::from_path(tokenizers.join(folder)).unwrap();
+        let eos = configured.eos_token_id().unwrap();
+        assert_eq!(configured.token_vocab(&[]).unwrap().eos_ids(), &[eos], "{folder}");
+    }
+}

@@ -95,7 +95,7 @@ class ParlanceDetector(BaseFormatDetector):
     def finish(self, tools: Any) -> StreamingParseResult:
         if self._stream is None:
             return StreamingParseResult()
-        deltas, _ = self._stream.finish()
+        deltas = self._stream.finish()
         result = self._result(deltas)
         self._stream = None
         return result
