@@ -650,10 +650,8 @@ fn family_of(tools: &ToolCallFormat, one: &str, two: Option<&str>) -> ToolFamily
     // Special tokens that open or name the call, not a turn end glued to its close (Llama's
     // `</function><|eom_id|>`).
     let opening: String = markers[..3].iter().map(|m| m.as_str()).collect();
-    let indexed = two.is_some_and(|two| {
-        let suffix = &tools.name_suffix;
-        suffix.contains('0') && two.contains(&format!("{FN_2}{}", suffix.replacen('0', "1", 1)))
-    });
+    // Counted from 0 (`functions.f:0`, from the call id) or from 1 (`loop.index`).
+    let indexed = two.is_some_and(|two| suffix_is_indexed(&tools.name_suffix, two));
     let prefix = tools.name_prefix.trim();
     if indexed {
         ToolFamily::PrefixedIndexed
