@@ -28,6 +28,7 @@ pub type ByteRange = (usize, usize);
 
 /// Special tokens that end a model's turn, taken as the ids that end generation when a tokenizer
 /// names no `eos_token` (a bare `tokenizer.json`, a transformers tokenizer built without its config).
+/// Not `<|end|>`: gpt-oss ends each message of a turn with it.
 pub const END_TOKENS: &[&str] = &[
     "</s>",
     "<eos>",
@@ -36,7 +37,6 @@ pub const END_TOKENS: &[&str] = &[
     "<|eot_id|>",
     "<|eom_id|>",
     "<|im_end|>",
-    "<|end|>",
     "<|return|>",
     "<|call|>",
     "<end_of_turn>",
