@@ -350,6 +350,11 @@ fn channel_messages(
         Some(name) => {
             seq(vec![channel(name), json_hint.clone(), cs(&syntax.message), final_body, optional(cs(content_end))])
         }
+        // Content alone without a channel (gpt-oss's early templates): after reasoning the same
+        // templates name Harmony's final channel.
+        None if format.content.start.trim() == syntax.message => {
+            seq(vec![optional(channel("final")), cs(&syntax.message), final_body, optional(cs(content_end))])
+        }
         None => seq(vec![cs(format.content.start.trim()), final_body, optional(cs(content_end))]),
     };
     let chosen = chosen_tools(request)?;

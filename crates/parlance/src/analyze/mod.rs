@@ -476,12 +476,14 @@ fn analyze_reasoning(probe: &Probe, format: &mut Format) {
         }
         // Content after reasoning may come as a new message of the same turn (gpt-oss channels):
         // its header, the generation prompt's opening, is not part of the reasoning end.
+        // So is what the new message's header goes on with (`<|channel|>final` of gpt-oss's early
+        // templates, whose content alone has no channel).
         let header = output.generation_prompt.trim();
-        if !header.is_empty() && end_literal.trim_end().ends_with(header) {
-            let cut = end_literal.trim_end().len() - header.len();
-            if !end_literal[..cut].trim().is_empty() {
-                end_literal.truncate(cut);
-            }
+        if !header.is_empty()
+            && let Some(cut) = end_literal.find(header)
+            && !end_literal[..cut].trim().is_empty()
+        {
+            end_literal.truncate(cut);
         }
         // A prompt with thinking switched off may open the content itself where thinking on opens
         // the reasoning (Kimi-K3: `<|open|>response<|sep|>` for `<|open|>think<|sep|>`): that

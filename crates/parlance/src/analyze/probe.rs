@@ -56,6 +56,9 @@ pub(crate) struct Probe {
     limit_hit: Arc<Mutex<Option<String>>>,
     /// The whole analysis's wall-clock budget, shared by every render.
     budget: RunBudget,
+    /// Whitespace the template writes after its last tag, once at the end of every render
+    /// (R2E-Gym's Qwen3 template ends `{%- endif %} `): no turn's, taken off every render.
+    trailer: String,
 }
 
 /// One assistant message as the model would write it.
@@ -226,6 +229,7 @@ impl Probe {
                     shape,
                     limit_hit: Arc::clone(limit_hit),
                     budget,
+                    trailer: document_trailer(template),
                 };
                 let assistant = json!({"role": "assistant", "content": CONTENT});
                 let renders = probe
@@ -400,17 +404,25 @@ impl Probe {
         if let Some(hit) = self.limit_hit() {
             return Err(hit);
         }
-        self.template.render(&conversation, &options).map_err(|err| {
-            let text = err.to_string();
-            let cut = text.char_indices().nth(300).map_or(text.len(), |(at, _)| at);
-            let text = text[..cut].to_owned();
-            if matches!(err, crate::template::TemplateError::Limit { .. })
-                && let Ok(mut hit) = self.limit_hit.lock()
-            {
-                hit.get_or_insert_with(|| text.clone());
-            }
-            text
-        })
+        let rendered = self.template.render(&conversation, &options);
+        rendered
+            .map(|mut text| {
+                if !self.trailer.is_empty() && text.ends_with(&self.trailer) {
+                    text.truncate(text.len() - self.trailer.len());
+                }
+                text
+            })
+            .map_err(|err| {
+                let text = err.to_string();
+                let cut = text.char_indices().nth(300).map_or(text.len(), |(at, _)| at);
+                let text = text[..cut].to_owned();
+                if matches!(err, crate::template::TemplateError::Limit { .. })
+                    && let Ok(mut hit) = self.limit_hit.lock()
+                {
+                    hit.get_or_insert_with(|| text.clone());
+                }
+                text
+            })
     }
 
     /// Renders `assistant` followed by a second user message: the turn as history.
@@ -549,6 +561,34 @@ impl Probe {
     }
 }
 
+/// The whitespace every render of `template` ends with because its source does after the last
+/// tag (read as transformers' Jinja2 environment reads it: a `-` on the tag strips it, `trim_blocks`
+/// drops the newline right after a block or comment tag, and a single trailing newline of the
+/// source is dropped); empty when there is none, or when the template's sources disagree.
+fn document_trailer(template: &ChatTemplate) -> String {
+    let trailers: Vec<String> = template.names().filter_map(|name| template.source(name)).map(source_trailer).collect();
+    match trailers.split_first() {
+        Some((first, rest)) if rest.iter().all(|t| t == first) => first.clone(),
+        _ => String::new(),
+    }
+}
+
+fn source_trailer(source: &str) -> String {
+    let Some(close) = ["}}", "%}", "#}"].iter().filter_map(|c| source.rfind(c).map(|at| (at, *c))).max() else {
+        return String::new();
+    };
+    let (at, closer) = close;
+    let mut tail = &source[at + closer.len()..];
+    if !tail.trim().is_empty() || source[..at].ends_with('-') {
+        return String::new();
+    }
+    if closer != "}}" {
+        tail = tail.strip_prefix("\r\n").or_else(|| tail.strip_prefix('\n')).unwrap_or(tail);
+    }
+    let tail = tail.strip_suffix("\r\n").or_else(|| tail.strip_suffix('\n')).unwrap_or(tail);
+    tail.to_owned()
+}
+
 /// Where the history form of the probe's user turn ends in `text` (after the user's text and the
 /// marker that closes it: `question[/INST]`), for outputs that carry it because the prompt and
 /// the history render that turn differently. `None` when `text` holds no user text.
@@ -647,5 +687,22 @@ pub(crate) fn split_output(closed: &str, open: &str, full: &str) -> Output {
         unrepeated_prompt: generation_prompt[repeated..].to_owned(),
         generation_prompt,
         from_history: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::source_trailer;
+
+    #[test]
+    fn the_trailer_is_what_jinja2_writes_after_the_last_tag() {
+        assert_eq!(source_trailer("a{% if x %}b{%- endif %} "), " ");
+        assert_eq!(source_trailer("a{% if x %}b{% endif %}\n \n"), " ");
+        assert_eq!(source_trailer("{{ x }}\n\n"), "\n");
+        // A single trailing newline is dropped; a `-` strips what follows; text is no trailer.
+        assert_eq!(source_trailer("{{ x }}\n"), "");
+        assert_eq!(source_trailer("{% if x %}y{% endif -%}  \n"), "");
+        assert_eq!(source_trailer("{{ x }} end "), "");
+        assert_eq!(source_trailer("no tags "), "");
     }
 }
