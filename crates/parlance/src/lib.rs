@@ -81,5 +81,5 @@ pub use roundtrip::RoundtripOptions;
 pub use template::{
     ChatTemplate, RenderLimits, RenderOptions, RenderRequest, RunBudget, TemplateError, TemplateSource,
 };
-pub use tokenizer::{ByteRange, Tokenizer, TokenizerError};
+pub use tokenizer::{ByteRange, END_TOKENS, Tokenizer, TokenizerError};
 pub use turn::{RenderedTokens, Renderer, TurnError};
