@@ -211,6 +211,7 @@ impl Probe {
         (limit_hit, budget): (&Arc<Mutex<Option<String>>>, RunBudget),
         tried: &mut Vec<String>,
     ) -> Option<Probe> {
+        let trailer = document_trailer(template);
         let prefixes = [
             vec![json!({"role": "user", "content": USER})],
             vec![json!({"role": "system", "content": "PLNC system prompt"}), json!({"role": "user", "content": USER})],
@@ -229,7 +230,7 @@ impl Probe {
                     shape,
                     limit_hit: Arc::clone(limit_hit),
                     budget,
-                    trailer: document_trailer(template),
+                    trailer: trailer.clone(),
                 };
                 let assistant = json!({"role": "assistant", "content": CONTENT});
                 let renders = probe
@@ -487,13 +488,7 @@ impl Probe {
             .output(&bare, true, extra)
             .or_else(|| self.output(&with_null, true, extra))
             .or_else(|| self.output(&with_empty, true, extra).map(|o| self.without_empty_message(o, extra)))
-            .or_else(|| {
-                // A template that reads the content of every call turn (Command A Reasoning's
-                // `message.content[0].thinking`) raises on all three, yet may not print it there.
-                let mut with_text = bare.clone();
-                with_text["content"] = json!(CONTENT);
-                self.output(&with_text, true, extra).filter(|o| !o.text.contains(CONTENT))
-            });
+            .or_else(|| self.output_with_unprinted_content(&bare, extra));
         match last {
             Some(output) if shows_calls(&output) => Some(output),
             // A template may write the last assistant message without its calls (NVIDIA's
@@ -503,6 +498,16 @@ impl Probe {
                 .find_map(|message| self.output_as_history(message, extra).filter(|o| shows_calls(o)))
                 .or(last),
         }
+    }
+
+    /// The call turn `message` rendered with a content text that the turn does not print: a
+    /// template that reads the content of every call turn (Command A Reasoning indexes
+    /// `message.content[0]`) raises on absent, null and empty content alike. `None` when it raises
+    /// anyway or prints the text.
+    pub(crate) fn output_with_unprinted_content(&self, message: &Json, extra: &[(&str, Json)]) -> Option<Output> {
+        let mut with_text = message.clone();
+        with_text["content"] = json!(CONTENT);
+        self.output(&with_text, true, extra).filter(|o| !o.text.contains(CONTENT))
     }
 
     /// A call turn rendered with `content: ''` without the empty message a template may write

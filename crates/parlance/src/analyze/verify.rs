@@ -167,14 +167,11 @@ fn run_case(probe: &Probe, format: &Format, case: String, message: Json, expecte
     let message = wire_message(format, &message);
     let output = probe
         .output(&message, with_tools, &[])
+        // Calls alone may render only beside a content text the turn does not print, as the
+        // analysis renders them (`Probe::output_with_calls`).
         .or_else(|| {
-            // A template that reads the content of every call turn (Command A Reasoning indexes
-            // it) raises on calls alone, yet may not print content there: the probe's own way
-            // of rendering calls (`Probe::output_with_calls`).
-            let mut with_text = message.clone();
-            with_text["content"] = json!(CONTENT);
             let calls_only = with_tools && expected.content.is_empty();
-            calls_only.then(|| probe.output(&with_text, true, &[]).filter(|o| !o.text.contains(CONTENT)))?
+            calls_only.then(|| probe.output_with_unprinted_content(&message, &[]))?
         })
         .map(without_user_turn);
     let dropped = |text: &str| {

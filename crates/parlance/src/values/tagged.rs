@@ -173,15 +173,15 @@ pub(crate) fn read_literal(text: &str, python: bool) -> Option<Json> {
     if let Ok(value) = serde_json::from_str::<Json>(text) {
         return Some(value);
     }
-    if python {
-        let mut reader = PyReader { text: text.as_bytes(), pos: 0, depth: 0 };
-        let value = reader.value()?;
-        reader.ws();
-        if reader.pos == text.len() {
-            return Some(value);
-        }
-    }
-    None
+    if python { read_python_literal(text) } else { None }
+}
+
+/// Reads a Python literal as `str()`/`repr` prints it, the whole of `text`.
+fn read_python_literal(text: &str) -> Option<Json> {
+    let mut reader = PyReader { text: text.as_bytes(), pos: 0, depth: 0 };
+    let value = reader.value()?;
+    reader.ws();
+    (reader.pos == text.len()).then_some(value)
 }
 
 /// `text` as JSON text: itself when it is JSON, else (when `python`) the JSON of the Python literal
@@ -190,7 +190,10 @@ pub(crate) fn as_json_text(text: &str, python: bool) -> Option<std::borrow::Cow<
     if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
         return Some(text.into());
     }
-    let value = read_literal(text.trim(), python)?;
+    if !python {
+        return None;
+    }
+    let value = read_python_literal(text.trim())?;
     serde_json::to_string(&value).ok().map(Into::into)
 }
 
