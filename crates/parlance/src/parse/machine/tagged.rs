@@ -393,7 +393,13 @@ impl Machine {
                 _ => {}
             }
         }
-        resume = resume.max(cdata.unwrap_or(0));
+        match cdata {
+            Some(end) => resume = resume.max(end),
+            // A section that never closed: the bytes searched so far were searched for its close
+            // only, so the value's end is looked for from the start (once, at the end of input).
+            None if rest.starts_with(CDATA_OPEN) => resume = 0,
+            None => {}
+        }
         // The suffix as the template writes it.
         let mut strict = None;
         let mut at = resume;
