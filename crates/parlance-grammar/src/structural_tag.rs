@@ -121,6 +121,7 @@ pub(crate) fn lower(
         schemas: HashMap::new(),
         node_rules: HashMap::new(),
         choice_depth: 0,
+        json_options_key: crate::json_schema::options_key(&options.json),
     };
     let root = lower.b.declare("root");
     let body = lower.format(format, ptr, &[])?;
@@ -191,6 +192,9 @@ struct Lowering<'a> {
     node_rules: HashMap<u64, Vec<(&'a Value, RuleId)>>,
     /// How many choices (`or` of two or more) enclose the format being lowered.
     choice_depth: usize,
+    /// `options.json` as the key of the cross-document cache of lowered schemas (formatted once
+    /// per document, not once per schema).
+    json_options_key: String,
 }
 
 impl<'a> Lowering<'a> {
@@ -441,7 +445,7 @@ impl<'a> Lowering<'a> {
         if let Some(&(_, rule)) = self.schemas.get(&hash).and_then(|v| v.iter().find(|(s, _)| *s == schema)) {
             return Ok(Expr::Rule(rule));
         }
-        let g = crate::json_schema::lowered_grammar(schema, hash, &self.options.json)
+        let g = crate::json_schema::lowered_grammar(schema, hash, &self.options.json, &self.json_options_key)
             .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_owned(), source })?;
         // Errors in its rules name this format's pointer, then the pointer into the schema.
         let rule = self.b.import_within(&g, Some(f.ptr));

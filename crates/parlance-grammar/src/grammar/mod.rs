@@ -15,6 +15,8 @@ pub use parse::GrammarError;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+type NameHasher = std::hash::BuildHasherDefault<crate::earley::ItemHasher>;
+
 /// Index of a rule inside one [`Grammar`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RuleId(pub u32);
@@ -310,10 +312,12 @@ impl Grammar {
 pub struct GrammarBuilder {
     rules: Vec<Rule>,
     defined: Vec<bool>,
-    names: HashMap<String, u32>,
+    /// (Keyed with a multiplicative hash: a grammar of 128 tools declares thousands of names, and
+    /// SipHash was a tenth of lowering it.)
+    names: HashMap<String, u32, NameHasher>,
     /// Per base name, the next numeric suffix to try: declaring stays linear however many rules
     /// share a name (every tool schema has a `root`).
-    next_suffix: HashMap<String, u32>,
+    next_suffix: HashMap<String, u32, NameHasher>,
     token_budgets: Vec<(RuleId, u32)>,
     kept: Vec<RuleId>,
     units: Vec<RuleId>,
@@ -323,19 +327,30 @@ pub struct GrammarBuilder {
 impl GrammarBuilder {
     /// Declares a rule named like `name` (made unique with a numeric suffix) and returns its id.
     pub fn declare(&mut self, name: &str) -> RuleId {
-        let base: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
-        let base = if base.is_empty() { "r".to_string() } else { base };
-        let mut unique = base.clone();
-        if self.names.contains_key(&unique) {
-            let n = self.next_suffix.entry(base.clone()).or_insert(1);
+        // Two allocations when the name is free or taken (this runs for every rule of every tool
+        // schema a document imports).
+        let base: std::borrow::Cow<'_, str> = if name.is_empty() {
+            "r".into()
+        } else if name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+            name.into()
+        } else {
+            name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect::<String>().into()
+        };
+        let unique = if !self.names.contains_key(base.as_ref()) {
+            base.into_owned()
+        } else {
+            let n = match self.next_suffix.get_mut(base.as_ref()) {
+                Some(n) => n,
+                None => self.next_suffix.entry(base.to_string()).or_insert(1),
+            };
             loop {
                 *n += 1;
-                unique = format!("{base}-{n}");
+                let unique = format!("{base}-{n}");
                 if !self.names.contains_key(&unique) {
-                    break;
+                    break unique;
                 }
             }
-        }
+        };
         let id = RuleId(self.rules.len() as u32);
         self.names.insert(unique.clone(), id.0);
         self.rules.push(Rule { name: unique, expr: Expr::Empty });

@@ -231,18 +231,24 @@ pub fn json_schema_to_grammar(
     Ok((lowered.grammar, lowered.report))
 }
 
+/// `options` as [`lowered_grammar`]'s cache keys them.
+pub(crate) fn options_key(options: &JsonSchemaOptions) -> String {
+    format!("{options:?}")
+}
+
 /// [`json_schema_to_grammar`]'s grammar through a process-wide cache keyed by the schema (as a
-/// value) and the options: a tool's schema is lowered once however many requests name it. Errors
-/// are not cached. Bounded in entries and bytes; [`clear_lowered_schemas`] empties it.
+/// value) and the options (`options_key`, [`options_key`] of `options`): a tool's schema is
+/// lowered once however many requests name it. Errors are not cached. Bounded in entries and
+/// bytes; [`clear_lowered_schemas`] empties it.
 pub(crate) fn lowered_grammar(
     schema: &Value,
     schema_hash: u64,
     options: &JsonSchemaOptions,
+    options_key: &str,
 ) -> Result<Arc<Grammar>, SchemaError> {
-    let options_key = format!("{options:?}");
     let hash = {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (schema_hash, &options_key).hash(&mut h);
+        let mut h = crate::earley::ItemHasher::default();
+        (schema_hash, options_key).hash(&mut h);
         h.finish()
     };
     if let Ok(cache) = schema_cache().lock()
@@ -259,7 +265,7 @@ pub(crate) fn lowered_grammar(
         if cache.entries < SCHEMA_CACHE_ENTRIES && cache.bytes + bytes <= SCHEMA_CACHE_BYTES {
             cache.entries += 1;
             cache.bytes += bytes;
-            cache.map.entry(hash).or_default().push((schema.clone(), options_key, grammar.clone()));
+            cache.map.entry(hash).or_default().push((schema.clone(), options_key.to_owned(), grammar.clone()));
         }
     }
     Ok(grammar)
@@ -289,7 +295,9 @@ pub(crate) fn clear_lowered_schemas() {
 
 /// A JSON value's content hash, with `salt` (what else the key holds).
 pub(crate) fn value_hash(v: &Value, salt: &impl Hash) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    // Multiplicative, not SipHash: it only keys caches that compare the values too, and it runs
+    // over every tool schema of every request.
+    let mut h = crate::earley::ItemHasher::default();
     hash_value(v, &mut h);
     salt.hash(&mut h);
     h.finish()
