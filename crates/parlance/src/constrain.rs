@@ -484,7 +484,14 @@ fn body(
             // call per section.
             let one_per_section = single || (target == Target::XGrammar && close.is_empty());
             let list = calls_list(&calls, &separator, one_per_section);
-            let section = tag_loose_end(&open, seq(vec![regex(WS), list, regex(WS)]), &close);
+            let section = if tools.section_end_only_after_several && target == Target::Parlance && !close.is_empty() {
+                // The end is optional (the template writes it only after several calls): the
+                // section's content ends with it or without it. (Not for XGrammar, which refuses
+                // a tag whose content repeats without an end string.)
+                tag(&open, seq(vec![regex(WS), list, regex(WS), optional(cs(&close))]), "")
+            } else {
+                tag_loose_end(&open, seq(vec![regex(WS), list, regex(WS)]), &close)
+            };
             let (mut triggers, mut tags) = (vec![open], vec![section]);
             add_wrapper(&mut triggers, &mut tags, at_least_one);
             // After a section, text may follow (`[f(a=1)] Here is the forecast:`, read as

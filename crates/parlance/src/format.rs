@@ -352,6 +352,11 @@ pub struct ToolCallFormat {
     /// `<|tool_call:begin|>ID<|tool_call:name|>NAME<|tool_call:args|>`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub call_id_before_name: bool,
+    /// The template writes `section_end` only after two or more calls (the DeepSeek V3 and R1
+    /// templates close the section in the branch of the second call): a one-call section may end
+    /// with the turn, unclosed, as such templates write it and models trained on them do.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub section_end_only_after_several: bool,
     /// Non-JSON families: text between the call id and the arguments, when the id is rendered after
     /// the name (`[CALL_ID]id[ARGS]`: `name_suffix` is `[CALL_ID]`, this is `[ARGS]`).
     pub call_id_suffix: String,
@@ -551,6 +556,9 @@ impl Format {
             }
             if tools.call_id_before_name {
                 let _ = writeln!(out, "  call id          before the name prefix");
+            }
+            if tools.section_end_only_after_several {
+                let _ = writeln!(out, "  section end      written only after two or more calls");
             }
             if let Some(after) = &tools.arg_value_suffix_after_name {
                 let _ = writeln!(out, "  arg value suffix {:?} + argument name + {after:?}", tools.arg_value_suffix);

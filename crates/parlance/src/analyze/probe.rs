@@ -685,6 +685,21 @@ pub(crate) fn split_output(closed: &str, open: &str, full: &str) -> Output {
             from_history: false,
         };
     }
+    // Indentation before the turn's header in history that the prompt does not have (the original
+    // DeepSeek-R1 template's indented `{{ … }}` lines), then the prompt repeated in part (a turn
+    // without reasoning leaves out the `<think>` the prompt opens): the indentation is not the
+    // model's either.
+    let indent = turn.len() - turn.trim_start().len();
+    let turn = match &turn[indent..] {
+        rest if indent > 0
+            && !generation_prompt.starts_with(char::is_whitespace)
+            && !turn.starts_with(&generation_prompt)
+            && common_prefix(rest, &generation_prompt) > 0 =>
+        {
+            rest
+        }
+        _ => turn,
+    };
     let repeated = common_prefix(turn, &generation_prompt);
     let repeated = if turn.starts_with(&generation_prompt) { generation_prompt.len() } else { repeated };
     Output {
@@ -697,7 +712,22 @@ pub(crate) fn split_output(closed: &str, open: &str, full: &str) -> Output {
 
 #[cfg(test)]
 mod tests {
-    use super::source_trailer;
+    use super::{source_trailer, split_output};
+
+    #[test]
+    fn indentation_before_a_history_header_is_not_the_models() {
+        // The original DeepSeek-R1 template: history turns indented, the prompt not, and a turn
+        // without reasoning leaves out the `<think>` the prompt opens.
+        let closed = "<U>hi";
+        let open = "<U>hi<A><think>\n";
+        let full = "<U>hi    <A>answer<E>";
+        let output = split_output(closed, open, full);
+        assert_eq!(output.text, "answer<E>");
+        assert_eq!(output.unrepeated_prompt, "<think>\n");
+        // Indentation the prompt has too stays where it was.
+        let output = split_output(closed, "<U>hi  <A>", "<U>hi  <A>answer<E>");
+        assert_eq!(output.text, "answer<E>");
+    }
 
     #[test]
     fn the_trailer_is_what_jinja2_writes_after_the_last_tag() {

@@ -418,6 +418,7 @@ fn tag_json(one: &str, two: Option<&str>) -> Option<(ToolFamily, ToolCallFormat)
         && let Some(rest) = last_after.strip_prefix(tools.call_end.as_str())
     {
         tools.section_end = rest.to_owned();
+        tools.section_end_only_after_several = !rest.trim().is_empty();
     }
     tools.indexed_name_suffix = two.is_some_and(|two| suffix_is_indexed(&tools.name_suffix, two));
     Some((family_of(&tools, one, two), tools))
