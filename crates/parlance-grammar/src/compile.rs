@@ -19,6 +19,11 @@ use crate::limits::Limits;
 use crate::mask::MaskEntry;
 use crate::vocab::TokenVocab;
 use std::collections::HashMap;
+
+/// The maps here key by rule numbers, expression addresses and rule-shape encodings (up to 256 Ki
+/// numbers for a tool's tag): a multiplicative hash, where SipHash was a sixth of compiling a
+/// grammar of 128 tools.
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<crate::earley::ItemHasher>>;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -183,7 +188,7 @@ impl CompiledGrammar {
         }
         self.keys[rule as usize].get_or_init(|| {
             let mut order: Vec<u32> = vec![rule];
-            let mut index: HashMap<u32, u32> = HashMap::from([(rule, 0)]);
+            let mut index: FastMap<u32, u32> = FastMap::from_iter([(rule, 0)]);
             // Apart from every shallow key, which begins with `u32::MAX - 9`.
             let mut out = vec![u32::MAX - 10];
             let mut i = 0;
@@ -274,7 +279,7 @@ fn blame_empty(g: &Grammar, rule: usize, limits: &Limits, deadline: Instant) -> 
     let mut judge = Emptiness {
         g,
         productive: vec![false; n],
-        restricts: HashMap::new(),
+        restricts: FastMap::default(),
         limits,
         deadline,
         blame: vec![None; n],
@@ -293,7 +298,7 @@ struct Emptiness<'g> {
     g: &'g Grammar,
     productive: Vec<bool>,
     /// Whether each restriction met (by address in `g`) matches some string.
-    restricts: HashMap<*const Expr, bool>,
+    restricts: FastMap<*const Expr, bool>,
     limits: &'g Limits,
     deadline: Instant,
     /// Per unproductive rule once searched, the deepest rule with an origin it fails in.
@@ -415,7 +420,7 @@ fn compile(
     // A rule is first built with its non-recursive callees inlined; if that automaton grows past the
     // inlining budget, it is rebuilt with rule-reference edges and its callees become rules.
     let start = g.start().index();
-    let ids = std::cell::RefCell::new((vec![start], HashMap::from([(start, 0u32)])));
+    let ids = std::cell::RefCell::new((vec![start], FastMap::from_iter([(start, 0u32)])));
     let mut rules: Vec<Automaton> = Vec::new();
     let mut total = 0usize;
     let inline_budget = limits.automaton_states.min(INLINE_STATES);
@@ -559,7 +564,7 @@ type ShapeCache = std::sync::Mutex<ShapeEntries>;
 
 #[derive(Default)]
 struct ShapeEntries {
-    map: HashMap<Vec<u32>, Arc<Automaton>>,
+    map: FastMap<Vec<u32>, Arc<Automaton>>,
     /// Keys and automata, approximately.
     bytes: usize,
 }
@@ -575,6 +580,9 @@ fn shape_cache() -> &'static ShapeCache {
     static CACHE: OnceLock<ShapeCache> = OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
+
+/// Up to this many rules a shape finds a rule's position by scanning.
+const SCAN_RULES: usize = 32;
 
 /// Only rules reaching at most this many rules, with keys at most this long, are cached (whole
 /// schemas are unique: encoding them would be wasted work)...
@@ -597,18 +605,31 @@ impl RuleShape {
         let unit = g.cached_rules().binary_search(&crate::grammar::RuleId(rule as u32)).is_ok();
         let (max_rules, max_key) = if unit { (UNIT_MAX_RULES, UNIT_MAX_KEY) } else { (SHAPE_MAX_RULES, SHAPE_MAX_KEY) };
         let mut rules: Vec<u32> = vec![rule as u32];
+        // Each rule's position in `rules`, once there are many (a unit may reach hundreds of rules,
+        // referenced thousands of times: a scan per reference would be quadratic; for a few rules
+        // the scan is cheaper).
+        let mut position: FastMap<u32, u32> = FastMap::default();
         let mut key: Vec<u32> = vec![budget as u32, max as u32];
         let mut i = 0;
         while i < rules.len() {
             let r = rules[i] as usize;
             key.push(u32::MAX - 1);
             key.push(recursive[r] as u32 | (long[r] as u32) << 1);
-            let mut local = |x: u32| match rules.iter().position(|&y| y == x) {
-                Some(p) => p as u32,
-                None => {
+            let mut local = |x: u32| {
+                if rules.len() <= SCAN_RULES {
+                    if let Some(p) = rules.iter().position(|&y| y == x) {
+                        return p as u32;
+                    }
+                    rules.push(x);
+                    if rules.len() > SCAN_RULES {
+                        position.extend(rules.iter().enumerate().map(|(p, &y)| (y, p as u32)));
+                    }
+                    return rules.len() as u32 - 1;
+                }
+                *position.entry(x).or_insert_with(|| {
                     rules.push(x);
                     rules.len() as u32 - 1
-                }
+                })
             };
             encode_expr(&g.rules()[r].expr, &mut local, &mut key, max_key);
             if rules.len() > max_rules || key.len() > max_key {

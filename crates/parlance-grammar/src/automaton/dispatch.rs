@@ -11,7 +11,8 @@ use super::{BuildError, Label, Nfa};
 use crate::grammar::{Expr, SPECIAL_TOKEN_BYTE, TagDispatch, Trigger};
 use aho_corasick::automaton::{Automaton as _, StateID};
 use aho_corasick::{Anchored, MatchKind, dfa::DFA};
-use std::collections::HashMap;
+/// (Multiplicative hash: the trie of a dispatch over 128 tools' begins is rebuilt per grammar.)
+type HashMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<crate::earley::ItemHasher>>;
 
 /// What completing a pattern does, in priority order when several complete at one byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -116,7 +117,7 @@ impl Nfa<'_> {
         // The special-token bytes of the token triggers, a trie shared by every boundary state.
         let token_start = if triggers.iter().any(|t| matches!(t, Trigger::Token(_))) {
             let start = self.new_state()?;
-            let mut children: HashMap<(u32, u8), u32> = HashMap::new();
+            let mut children: HashMap<(u32, u8), u32> = HashMap::default();
             for (i, t) in triggers.iter().enumerate() {
                 let Trigger::Token(_) = t else { continue };
                 let bytes = t.bytes();
@@ -143,7 +144,7 @@ impl Nfa<'_> {
             Some(ac) => ac.start_state(Anchored::No).map_err(|e| BuildError::Regex(e.to_string()))?,
             None => StateID::ZERO,
         };
-        let mut ids: HashMap<(StateID, u8), u32> = HashMap::new();
+        let mut ids: HashMap<(StateID, u8), u32> = HashMap::default();
         let first = self.new_state()?;
         ids.insert((ac_start, 0), first);
         self.edge(from, Label::Eps, first);

@@ -570,7 +570,7 @@ impl Core {
         const EXIT: u32 = u32::MAX - 1;
         let c = sccs[state as usize];
         let mut order: Vec<u32> = vec![state];
-        let mut num: std::collections::HashMap<u32, u32> = std::collections::HashMap::from([(state, 0)]);
+        let mut num: HashMap<u32, u32> = HashMap::from_iter([(state, 0)]);
         let mut out = Vec::new();
         let mut i = 0;
         while i < order.len() {
@@ -776,7 +776,7 @@ impl Nfa<'_> {
                 && t[n_and..].iter().zip(&parts[n_and..]).all(|(&s, a)| s == DEAD || !a.is_final(s))
         };
         let start: Vec<u32> = vec![0; parts.len()];
-        let mut ids: std::collections::HashMap<Vec<u32>, u32> = std::collections::HashMap::new();
+        let mut ids: HashMap<Vec<u32>, u32> = HashMap::default();
         let mut tuples = vec![start.clone()];
         ids.insert(start, 0);
         let mut trans: Vec<Vec<(u8, u8, u32)>> = Vec::new();
