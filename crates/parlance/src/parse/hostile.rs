@@ -110,6 +110,14 @@ pub fn hostile_outputs(format: &Format) -> Vec<HostileOutput> {
                     open(item),
                     close(item),
                 );
+                // Values whose XML CDATA section never closes, one after another (each value's
+                // search for `]]>` must not read the rest of the output again).
+                push(
+                    "unclosed CDATA values".to_owned(),
+                    format!("{opener}{name}"),
+                    format!("{}<![CDATA[x{}\n", open("a"), close("a")),
+                    String::new(),
+                );
             }
         }
     }

@@ -7,7 +7,9 @@ use super::section::{CallFailure, Phase, Section, is_name_char};
 use super::{MAX_NAME, Machine, State, Step};
 use crate::parse::IssueKind;
 use crate::parse::SpanKind;
-use crate::parse::scan::{Match, find_marker, leading_literal_ws, leading_ws, marker_hold, starts_with_marker};
+use crate::parse::scan::{
+    Match, find_marker, hold_window, leading_literal_ws, leading_ws, marker_hold, starts_with_marker,
+};
 use crate::parse::syntax::ToolSyntax;
 use crate::values::{
     Converted, NestedTags, allowed_types, convert, leading_zero_integer, nested, python_string_body, read_literal,
@@ -135,10 +137,21 @@ impl Machine {
             }
             TaggedStep::Name { from } => {
                 let rest = &self.buf[from..];
+                // A suffix is looked for only where it can end a name (at most `MAX_NAME` on):
+                // one further on makes the name malformed as no suffix does, and searching the rest
+                // of the output for a typed suffix that never comes, at every argument, was
+                // quadratic in the output.
+                let reach = |s: &str| {
+                    let mut end = (MAX_NAME + hold_window(s)).min(rest.len());
+                    while !rest.is_char_boundary(end) {
+                        end += 1;
+                    }
+                    &rest[..end]
+                };
                 let found = tools
                     .arg_name_suffixes
                     .iter()
-                    .filter_map(|s| find_marker(rest, s).map(|(i, e)| (i, e - i)))
+                    .filter_map(|s| find_marker(reach(s), s).map(|(i, e)| (i, e - i)))
                     .min_by_key(|(i, _)| *i);
                 match found {
                     Some((i, len)) if i <= MAX_NAME && !rest[..i].contains(['<', '>', '\n']) => {
@@ -359,25 +372,20 @@ impl Machine {
         }
         // An XML CDATA section holds text verbatim, the value suffix included (MiniCPM5's
         // `<![CDATA[…</param>…]]>`): the value is its text when the suffix follows it. (Its close
-        // is looked for after what was searched: the bytes searched so far were inside it.)
-        let cdata = match (rest.strip_prefix(CDATA_OPEN), scan.cdata_end) {
+        // is found through the machine's marker search, which never reads a byte twice: values
+        // whose sections never close would otherwise each search the rest of the output.)
+        let cdata = match (rest.starts_with(CDATA_OPEN), scan.cdata_end) {
             (_, Some(end)) => Some(end),
-            (Some(body), None) => {
-                let mut at = searched.saturating_sub(CDATA_OPEN.len() + CDATA_CLOSE.len()).min(body.len());
-                while !body.is_char_boundary(at) {
-                    at -= 1;
+            (true, None) => match self.search.find(&self.buf, from + CDATA_OPEN.len(), CDATA_CLOSE) {
+                None if !self.eof => return None,
+                Some((_, close_end)) => {
+                    let end = close_end - from;
+                    scan.cdata_end = Some(end);
+                    Some(end)
                 }
-                match body[at..].find(CDATA_CLOSE) {
-                    None if !self.eof => return None,
-                    Some(i) => {
-                        let end = CDATA_OPEN.len() + at + i + CDATA_CLOSE.len();
-                        scan.cdata_end = Some(end);
-                        Some(end)
-                    }
-                    None => None,
-                }
-            }
-            (None, None) => None,
+                None => None,
+            },
+            (false, None) => None,
         };
         if let Some(cdata_end) = cdata {
             let after = &rest[cdata_end..];
