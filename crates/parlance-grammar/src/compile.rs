@@ -12,18 +12,13 @@
 //! were seen before builds only the new ones.
 
 use crate::automaton::{self, Automaton, BuildError, DEAD, Finish};
+use crate::earley::FastMap;
 use crate::earley::Tables;
 use crate::grammar::{Expr, Grammar, GrammarError, RuleId};
 use crate::json_schema::SchemaError;
 use crate::limits::Limits;
 use crate::mask::MaskEntry;
 use crate::vocab::TokenVocab;
-use std::collections::HashMap;
-
-/// The maps here key by rule numbers, expression addresses and rule-shape encodings (up to 256 Ki
-/// numbers for a tool's tag): a multiplicative hash, where SipHash was a sixth of compiling a
-/// grammar of 128 tools.
-type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<crate::earley::ItemHasher>>;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};

@@ -8,14 +8,12 @@
 //! parts a new grammar shares with old ones. [`GrammarCompiler::clear`] empties all three.
 
 use crate::compile::{CompileError, CompiledGrammar, clear_shape_cache};
-use crate::earley::ItemHasher;
+use crate::earley::FastMap;
 use crate::grammar::Grammar;
 use crate::json_schema::JsonSchemaOptions;
 use crate::structural_tag::{StructuralTagError, StructuralTagOptions};
 use crate::vocab::TokenVocab;
 use serde_json::Value;
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex};
 
 /// Default byte limit of the compiled-grammar cache: 256 MiB.
@@ -33,7 +31,7 @@ struct Cache {
     /// Source key → grammar, its bytes and when it was last used.
     /// (A multiplicative hash: keys are whole documents, and SipHash over 25 KB of tools would be
     /// most of a cache hit.)
-    map: HashMap<String, (Arc<CompiledGrammar>, usize, u64), BuildHasherDefault<ItemHasher>>,
+    map: FastMap<String, (Arc<CompiledGrammar>, usize, u64)>,
     bytes: usize,
     limit: usize,
     clock: u64,

@@ -11,8 +11,8 @@ use super::{BuildError, Label, Nfa};
 use crate::grammar::{Expr, SPECIAL_TOKEN_BYTE, TagDispatch, Trigger};
 use aho_corasick::automaton::{Automaton as _, StateID};
 use aho_corasick::{Anchored, MatchKind, dfa::DFA};
-/// (Multiplicative hash: the trie of a dispatch over 128 tools' begins is rebuilt per grammar.)
-type HashMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<crate::earley::ItemHasher>>;
+// (The trie of a dispatch over 128 tools' begins is rebuilt per grammar.)
+use crate::earley::FastMap as HashMap;
 
 /// What completing a pattern does, in priority order when several complete at one byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -15,15 +15,13 @@
 
 mod dispatch;
 
-use crate::earley::ItemHasher;
 use crate::grammar::Expr;
 use crate::regex::{RegexMode, regex_to_expr};
 use regex_syntax::utf8::Utf8Sequences;
-use std::hash::BuildHasherDefault;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<ItemHasher>>;
+use crate::earley::FastMap as HashMap;
 
 /// Marks a missing transition.
 pub(crate) const DEAD: u32 = u32::MAX;

@@ -40,6 +40,11 @@ pub(crate) struct SetLimit(pub(crate) usize);
 #[derive(Default)]
 pub(crate) struct ItemHasher(u64);
 
+/// A map hashed with [`ItemHasher`]: the crate's maps key by numbers, rule encodings, names and
+/// schemas on hot or per-request paths, where SipHash cost a sixth of compiling a grammar of 128
+/// tools. (Unseeded: a crafted key set can collide; every such path runs under a deadline.)
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<ItemHasher>>;
+
 impl Hasher for ItemHasher {
     fn finish(&self) -> u64 {
         self.0

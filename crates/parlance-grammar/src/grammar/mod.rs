@@ -12,10 +12,8 @@ mod print;
 
 pub use parse::GrammarError;
 
-use std::collections::HashMap;
+use crate::earley::FastMap;
 use std::sync::Arc;
-
-type NameHasher = std::hash::BuildHasherDefault<crate::earley::ItemHasher>;
 
 /// Index of a rule inside one [`Grammar`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -312,12 +310,11 @@ impl Grammar {
 pub struct GrammarBuilder {
     rules: Vec<Rule>,
     defined: Vec<bool>,
-    /// (Keyed with a multiplicative hash: a grammar of 128 tools declares thousands of names, and
-    /// SipHash was a tenth of lowering it.)
-    names: HashMap<String, u32, NameHasher>,
+    /// (A grammar of 128 tools declares thousands of names: SipHash was a tenth of lowering it.)
+    names: FastMap<String, u32>,
     /// Per base name, the next numeric suffix to try: declaring stays linear however many rules
     /// share a name (every tool schema has a `root`).
-    next_suffix: HashMap<String, u32, NameHasher>,
+    next_suffix: FastMap<String, u32>,
     token_budgets: Vec<(RuleId, u32)>,
     kept: Vec<RuleId>,
     units: Vec<RuleId>,
