@@ -89,12 +89,15 @@ pub(crate) fn match_at(text: &str, marker: &str) -> Match {
 /// The first occurrence of `marker` in `text` (inner whitespace loose): `(start, end)`.
 pub(crate) fn find_marker(text: &str, marker: &str) -> Option<(usize, usize)> {
     let head_len = marker.find(|c: char| c.is_ascii_whitespace()).unwrap_or(marker.len());
+    // memchr's one-off search, not `str::find`: most searches here are short, and `str::find`
+    // prepares a two-way searcher for its needle on every call (the most of a search of a few
+    // dozen bytes). A match of valid UTF-8 in valid UTF-8 starts at a character boundary.
     if head_len == marker.len() {
-        return text.find(marker).map(|at| (at, at + marker.len()));
+        return memchr::memmem::find(text.as_bytes(), marker.as_bytes()).map(|at| (at, at + marker.len()));
     }
     let head = &marker[..head_len];
     let mut from = 0;
-    while let Some(i) = text[from..].find(head) {
+    while let Some(i) = memchr::memmem::find(&text.as_bytes()[from..], head.as_bytes()) {
         let at = from + i;
         if let Match::Full(n) = match_at(&text[at..], marker) {
             return Some((at, at + n));

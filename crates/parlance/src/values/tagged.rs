@@ -9,6 +9,9 @@
 //! Parameters without a schema (unknown tool or parameter) take the literal when the text is one,
 //! else the string.
 
+use std::collections::HashMap;
+
+use memchr::memmem::Finder;
 use serde_json::{Map, Value as Json};
 
 /// How a value was converted.
@@ -394,10 +397,29 @@ const MAX_NESTING: usize = 32;
 /// allows arrays or says nothing), else an object; leaves are converted by their sub-schema as
 /// top-level values are. `None` when `raw` is not a sequence of whole elements.
 pub(crate) fn nested(raw: &str, tags: &NestedTags<'_>, schema: Option<&Json>, depth: usize) -> Option<Json> {
+    nested_at(raw, 0, tags, schema, depth, &mut ClosingTags::default())
+}
+
+/// Where each opening tag met so far is closed, by the offsets (in the outermost value) of the
+/// opening tag and of the inner text after it. Matching an element's closing tag walks every
+/// same-name element nested in it; recording their closes on the way lets each nesting level
+/// look its element's close up instead of walking the same tags again, level after level.
+#[derive(Default)]
+struct ClosingTags(HashMap<(usize, usize), usize>);
+
+/// `nested` of `raw`, which starts `base` bytes into the outermost value.
+fn nested_at(
+    raw: &str,
+    base: usize,
+    tags: &NestedTags<'_>,
+    schema: Option<&Json>,
+    depth: usize,
+    closing_tags: &mut ClosingTags,
+) -> Option<Json> {
     if depth > MAX_NESTING || tags.open.is_empty() || tags.open_end.is_empty() {
         return None;
     }
-    let mut elements: Vec<(&str, &str)> = Vec::new();
+    let mut elements: Vec<(&str, usize, usize)> = Vec::new();
     let mut pos = 0;
     loop {
         let rest = raw[pos..].trim_start();
@@ -405,48 +427,67 @@ pub(crate) fn nested(raw: &str, tags: &NestedTags<'_>, schema: Option<&Json>, de
             break;
         }
         let body = rest.strip_prefix(tags.open)?;
-        let name_len = body.find(tags.open_end)?;
+        // A name is at most 256 bytes: its end is looked for no further.
+        let mut window = body.len().min(256 + tags.open_end.len());
+        while !body.is_char_boundary(window) {
+            window -= 1;
+        }
+        let name_len = body[..window].find(tags.open_end)?;
         let name = &body[..name_len];
-        if name.is_empty() || name.len() > 256 || name.contains(['<', '>', '\n', '/']) {
+        if name.is_empty() || name.contains(['<', '>', '\n', '/']) {
             return None;
         }
+        let open_at = raw.len() - rest.len();
         let inner_at = raw.len() - body.len() + name_len + tags.open_end.len();
-        let opening = format!("{}{name}{}", tags.open, tags.open_end);
-        let closing = format!("{}{name}{}", tags.close, tags.close_end);
-        // The matching closing tag: same-name elements may nest. Each tag is searched for once
-        // from where the last one of its kind was found, so the scan is linear in `raw`.
-        let find = |tag: &str, from: usize| raw[from..].find(tag).map(|i| from + i);
-        let mut level = 1usize;
-        let mut next_open = find(&opening, inner_at);
-        let mut next_close = find(&closing, inner_at)?;
-        let close_at = loop {
-            match next_open {
-                Some(open_at) if open_at < next_close => {
-                    level += 1;
-                    next_open = find(&opening, open_at + opening.len());
-                }
-                _ if level == 1 => break next_close,
-                _ => {
-                    level -= 1;
-                    next_close = find(&closing, next_close + closing.len())?;
+        let close_at = match closing_tags.0.get(&(base + open_at, base + inner_at)) {
+            Some(&close) => close - base,
+            None => {
+                let opening = format!("{}{name}{}", tags.open, tags.open_end);
+                let closing = format!("{}{name}{}", tags.close, tags.close_end);
+                let (opening, closing) = (Finder::new(&opening), Finder::new(&closing));
+                // Same-name elements may nest. Each tag is searched for once from where the last
+                // one of its kind was found, so the scan is linear in `raw`; every element opened
+                // on the way is closed on the way, and remembered.
+                let find = |tag: &Finder<'_>, from: usize| tag.find(&raw.as_bytes()[from..]).map(|i| from + i);
+                let mut open = vec![(open_at, inner_at)];
+                let mut next_open = find(&opening, inner_at);
+                let mut next_close = find(&closing, inner_at)?;
+                loop {
+                    match next_open {
+                        Some(at) if at < next_close => {
+                            let inner = at + opening.needle().len();
+                            open.push((at, inner));
+                            next_open = find(&opening, inner);
+                        }
+                        _ => {
+                            let (tag_at, inner) = open.pop().unwrap_or((open_at, inner_at));
+                            closing_tags.0.insert((base + tag_at, base + inner), base + next_close);
+                            if open.is_empty() {
+                                break next_close;
+                            }
+                            next_close = find(&closing, next_close + closing.needle().len())?;
+                        }
+                    }
                 }
             }
         };
-        elements.push((name, &raw[inner_at..close_at]));
-        pos = close_at + closing.len();
+        let closing_len = tags.close.len() + name.len() + tags.close_end.len();
+        elements.push((name, inner_at, close_at));
+        pos = close_at + closing_len;
     }
     if elements.is_empty() {
         return None;
     }
     let types = allowed_types(schema);
-    let as_array =
-        elements.iter().all(|(name, _)| *name == tags.item) && (types.is_empty() || types.iter().any(|t| t == "array"));
-    let value = |inner: &str, sub: Option<&Json>| -> Json {
+    let as_array = elements.iter().all(|(name, _, _)| *name == tags.item)
+        && (types.is_empty() || types.iter().any(|t| t == "array"));
+    let mut value = |inner_at: usize, close_at: usize, sub: Option<&Json>| -> Json {
+        let inner = &raw[inner_at..close_at];
         let sub_types = allowed_types(sub);
         let may_nest = sub_types.is_empty() || sub_types.iter().any(|t| t == "array" || t == "object");
         if may_nest
             && inner.trim_start().starts_with(tags.open)
-            && let Some(value) = nested(inner, tags, sub, depth + 1)
+            && let Some(value) = nested_at(inner, base + inner_at, tags, sub, depth + 1, closing_tags)
         {
             return value;
         }
@@ -456,12 +497,12 @@ pub(crate) fn nested(raw: &str, tags: &NestedTags<'_>, schema: Option<&Json>, de
     };
     if as_array {
         let items = sub_schema(schema, "items", None);
-        return Some(Json::Array(elements.iter().map(|(_, inner)| value(inner, items)).collect()));
+        return Some(Json::Array(elements.iter().map(|&(_, at, end)| value(at, end, items)).collect()));
     }
     let mut object = Map::new();
-    for (name, inner) in elements {
+    for (name, at, end) in elements {
         let sub = sub_schema(schema, "properties", Some(name));
-        object.insert(name.to_owned(), value(inner, sub));
+        object.insert(name.to_owned(), value(at, end, sub));
     }
     Some(Json::Object(object))
 }
@@ -618,6 +659,27 @@ mod tests {
         assert_eq!(nested("<a>1</a> tail", &tags, None, 0), None);
         assert_eq!(nested("<a>1", &tags, None, 0), None);
         assert_eq!(nested("plain", &tags, None, 0), None);
+    }
+
+    #[test]
+    fn nesting_deeper_than_read_keeps_the_rest_as_text() {
+        let tags = NestedTags { open: "<", open_end: ">", close: "</", close_end: ">", item: "item", python: false };
+        let n = 5_000;
+        let raw = format!("{}7{}", "<item>".repeat(n), "</item>".repeat(n));
+        let mut value = nested(&raw, &tags, None, 0).unwrap();
+        let mut arrays = 0;
+        while let Json::Array(mut items) = value {
+            assert_eq!(items.len(), 1);
+            arrays += 1;
+            value = items.pop().unwrap();
+        }
+        // Levels 0 to MAX_NESTING are read; below them the value is the text as written.
+        assert_eq!(arrays, MAX_NESTING + 1);
+        let rest = n - arrays;
+        assert_eq!(value, Json::String(format!("{}7{}", "<item>".repeat(rest), "</item>".repeat(rest))));
+        // Closing tags are matched by nesting, also among siblings that nest.
+        let raw = "<a><a>1</a><a>2</a></a><b><a>3</a></b>";
+        assert_eq!(nested(raw, &tags, None, 0), Some(serde_json::json!({"a": {"a": 2}, "b": {"a": 3}})));
     }
 
     #[test]

@@ -148,11 +148,33 @@ impl Machine {
                     }
                     &rest[..end]
                 };
-                let found = tools
-                    .arg_name_suffixes
-                    .iter()
-                    .filter_map(|s| find_marker(reach(s), s).map(|(i, e)| (i, e - i)))
-                    .min_by_key(|(i, _)| *i);
+                // The first suffix, earliest in the list at a tie. A name holds no `<`, `>` or line
+                // break, so a suffix that ends one starts at the first of them at the latest: only
+                // there is each suffix looked for first, and where the last one found starts
+                // (Kimi-K3 has eight typed suffixes; each searched `MAX_NAME` bytes per argument).
+                // Only when no suffix is there is the whole reach searched, to tell a malformed
+                // name from one still coming.
+                let stop = rest.find(['<', '>', '\n']).unwrap_or(rest.len());
+                let first_suffix = |limit: &dyn Fn(&str) -> usize| {
+                    let mut found: Option<(usize, usize)> = None;
+                    for s in &tools.arg_name_suffixes {
+                        let text = reach(s);
+                        let mut end =
+                            limit(s).min(found.map_or(usize::MAX, |(i, _)| i + hold_window(s))).min(text.len());
+                        while !text.is_char_boundary(end) {
+                            end += 1;
+                        }
+                        if let Some((i, e)) = find_marker(&text[..end], s)
+                            && found.is_none_or(|(best, _)| i < best)
+                        {
+                            found = Some((i, e - i));
+                        }
+                    }
+                    found
+                };
+                let found = first_suffix(&|s| stop + hold_window(s))
+                    .filter(|&(i, _)| i <= stop)
+                    .or_else(|| first_suffix(&|_| usize::MAX));
                 match found {
                     Some((i, len)) if i <= MAX_NAME && !rest[..i].contains(['<', '>', '\n']) => {
                         let name = tools.name_escape.unescape(rest[..i].trim()).into_owned();
@@ -359,14 +381,15 @@ impl Machine {
     ) -> Option<(String, bool, usize, usize)> {
         let rest = &self.buf[from..];
         let trail = tools.arg_value_trail_ws.as_str();
-        // Resume the search a marker's length (plus loose whitespace) before where it stopped.
+        // Resume the search where a marker cut off by the end of the last search may start: the
+        // longest span one match may have (its loose whitespace included) before where it stopped.
         let longest = [suffix, &tools.arg_name_prefix, &tools.call_end, &tools.section_end]
-            .iter()
-            .map(|m| m.len())
-            .chain(self.setup.syntax.turn_end.iter().map(String::len))
+            .into_iter()
+            .chain(self.setup.syntax.turn_end.iter().map(String::as_str))
+            .map(hold_window)
             .max()
             .unwrap_or(0);
-        let mut resume = searched.saturating_sub(trail.len() + 33 * longest).min(rest.len());
+        let mut resume = searched.saturating_sub(trail.len() + longest).min(rest.len());
         while !rest.is_char_boundary(resume) {
             resume -= 1;
         }
