@@ -119,12 +119,29 @@ pub fn analyze(template: &ChatTemplate, options: &AnalyzeOptions) -> Result<Form
 /// that is all the probe text they hold: the content opener reads `[INST]question[/INST]`, the
 /// turn's own text starts after the user turn's closing marker, and every tainted marker starts
 /// with the same cut.
+/// Or, when the content opener holds no probe text but the call markers do (they start inside
+/// the user turn, which the template writes another way when it is the last one: Xinference's
+/// DeepSeek V3 template adds the tool list there), the call markers are cut after the content
+/// opener they hold: the turn's own text starts after its header.
 fn recovered_from_tainted_markers(format: &Format) -> Option<Format> {
     let start = &format.content.start;
-    let cut = &start[..probe::after_user_turn(start)?];
+    let header = start.trim();
+    let (cut, after_header) = match probe::after_user_turn(start) {
+        Some(end) => (&start[..end], false),
+        None if !header.is_empty() && tainted_markers(format).iter().all(|(what, _)| *what == "tool calls") => {
+            (header, true)
+        }
+        None => return None,
+    };
     let mut recovered = format.clone();
     let strip = |marker: &mut String| {
-        if let Some(rest) = marker.strip_prefix(cut) {
+        if after_header {
+            if let Some(at) = marker.rfind(cut)
+                && holds_probe_text(&marker[..at])
+            {
+                *marker = marker[at + cut.len()..].trim_start().to_owned();
+            }
+        } else if let Some(rest) = marker.strip_prefix(cut) {
             *marker = rest.to_owned();
         }
     };
@@ -140,9 +157,15 @@ fn recovered_from_tainted_markers(format: &Format) -> Option<Format> {
     if !tainted_markers(&recovered).is_empty() {
         return None;
     }
-    recovered.unsupported.push(format!(
-        "the prompt and the history render the last user turn differently; markers derived after its history form {cut:?}"
-    ));
+    recovered.unsupported.push(if after_header {
+        format!(
+            "the prompt and the history render the last user turn differently; call markers derived after the turn's header {cut:?}"
+        )
+    } else {
+        format!(
+            "the prompt and the history render the last user turn differently; markers derived after its history form {cut:?}"
+        )
+    });
     for item in &mut recovered.evidence {
         item.confidence = item.confidence.min(Confidence::Medium);
         item.shown_by.push_str(", after the history form of the user turn");
@@ -158,17 +181,7 @@ const SENTINEL: &str = "PLNC";
 fn tainted_markers(format: &Format) -> Vec<(&'static str, String)> {
     let mut found = Vec::new();
     let mut check = |what: &'static str, marker: &str| {
-        // Any probe text: the function and argument names are written in lower case; the ids; a
-        // user turn cut after its sentinel (`user question[/INST]`).
-        let cut_user_turn = [probe::USER, probe::USER_2]
-            .iter()
-            .any(|user| user.split_once(' ').is_some_and(|(_, words)| marker.contains(words)));
-        if marker.to_ascii_uppercase().contains(SENTINEL)
-            || marker.contains(probe::ID_1)
-            || marker.contains(probe::ID_2)
-            || cut_user_turn
-            || printed_as_data(marker)
-        {
+        if holds_probe_text(marker) {
             found.push((what, marker.to_owned()));
         }
     };
@@ -196,6 +209,20 @@ fn tainted_markers(format: &Format) -> Vec<(&'static str, String)> {
         }
     }
     found
+}
+
+/// Whether `marker` holds probe text: the sentinel (function and argument names are written in
+/// lower case), the ids, a user turn cut after its sentinel (`user question[/INST]`), or content
+/// parts printed as data.
+fn holds_probe_text(marker: &str) -> bool {
+    let cut_user_turn = [probe::USER, probe::USER_2]
+        .iter()
+        .any(|user| user.split_once(' ').is_some_and(|(_, words)| marker.contains(words)));
+    marker.to_ascii_uppercase().contains(SENTINEL)
+        || marker.contains(probe::ID_1)
+        || marker.contains(probe::ID_2)
+        || cut_user_turn
+        || printed_as_data(marker)
 }
 
 /// Whether `text` holds the probe's content parts printed as data (`content | tojson` of a

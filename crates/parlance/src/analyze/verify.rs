@@ -55,7 +55,7 @@ pub fn rendered_cases(template: &ChatTemplate, format: &Format, options: &Analyz
         .into_iter()
         .filter_map(|(case, message, _)| {
             let with_tools = message.get("tool_calls").is_some();
-            let output = without_user_turn(probe.output(&wire_message(format, &message), with_tools, &[])?);
+            let output = without_user_turn(format, probe.output(&wire_message(format, &message), with_tools, &[])?);
             let repeated = output.generation_prompt.len() - output.unrepeated_prompt.len();
             let prompt = output.generation_prompt[..repeated].to_owned();
             Some(RenderedCase { case, message, output: output.text, prompt })
@@ -64,10 +64,19 @@ pub fn rendered_cases(template: &ChatTemplate, format: &Format, options: &Analyz
 }
 
 /// `output` without the history form of the user turn it carries when the prompt and the history
-/// render that turn differently (the analysis derived its markers after it too).
-fn without_user_turn(mut output: super::probe::Output) -> super::probe::Output {
+/// render that turn differently (the analysis derived its markers after it too): through the
+/// user turn's closing tag, or else through the turn's header (`format`'s content opener) after it.
+fn without_user_turn(format: &Format, mut output: super::probe::Output) -> super::probe::Output {
     if let Some(at) = super::probe::after_user_turn(&output.text) {
         output.text.drain(..at);
+    } else if let Some(user) = output.text.rfind(super::probe::USER)
+        && let header = format.content.start.trim()
+        && !header.is_empty()
+        && let Some(at) = output.text[user..].find(header)
+    {
+        let end = user + at + header.len();
+        let end = end + super::super::parse::scan::leading_ws(&output.text[end..]);
+        output.text.drain(..end);
     }
     output
 }
@@ -173,7 +182,7 @@ fn run_case(probe: &Probe, format: &Format, case: String, message: Json, expecte
             let calls_only = with_tools && expected.content.is_empty();
             calls_only.then(|| probe.output_with_unprinted_content(&message, &[]))?
         })
-        .map(without_user_turn);
+        .map(|output| without_user_turn(format, output));
     let dropped = |text: &str| {
         let content = !expected.content.is_empty() && !text.contains(expected.content.as_str());
         let reasoning = expected.reasoning.as_deref().is_some_and(|r| !text.contains(r));
