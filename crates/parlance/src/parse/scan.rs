@@ -194,6 +194,8 @@ impl MarkerSearch {
                 Some((at, end)) if at >= from => return Some((at, end)),
                 // Consumed: nothing lies between, search on past it.
                 Some(_) => {}
+                // Nothing was there and nothing came since.
+                None if entry.upto == buf.len() => return None,
                 // Only a match that the end of the buffer cut off may start before `upto`.
                 None => start = entry.upto.saturating_sub(entry.window).max(from),
             }
