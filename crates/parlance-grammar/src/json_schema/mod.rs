@@ -7,7 +7,8 @@
 //! (merged), `$ref` into the same document (`$defs`, `definitions`, any JSON pointer) including
 //! recursion, string `minLength` / `maxLength` / `pattern` / `format`, integer and number bounds
 //! (exact digit automata for integer bounds), `nullable`, `uniqueItems` over items that are one of
-//! at most 8 strings. Properties come in the order written.
+//! at most 8 strings, `minProperties` / `maxProperties` (counted per member, within
+//! `MAX_COUNTED_RULES`; refused past it, naming the keyword). Properties come in the order written.
 //!
 //! Numbers are exact: every `i64`/`u64` bound, `const` and `enum` value is enforced as written; a
 //! number serde_json could only give as a rounded float (an integral float of magnitude 2^53 or
@@ -420,6 +421,23 @@ const CALENDAR_FORMATS: &[&str] = &["date", "date-time"];
 /// Objects with more members than this are cut into blocks of [`MEMBERS_BLOCK`] (see
 /// `Compiler::members`); below it (every W1 schema) the member chain is inlined whole.
 const MEMBERS_INLINED: usize = 256;
+
+/// Most rules an object's property count may take (members × counts kept).
+const MAX_COUNTED_RULES: u64 = 4096;
+
+/// Most extra members a property count may bound (`maxProperties` beside `additionalProperties`):
+/// each bound below it is a repetition the automaton unrolls.
+const MAX_COUNTED_EXTRAS: u64 = 64;
+
+/// How many members an object must have (`minProperties`, `maxProperties`, once the bounds the
+/// members keep anyway are dropped).
+#[derive(Debug, Clone, Copy)]
+enum PropertyCount {
+    /// At least one when true; any number otherwise.
+    NonEmpty(bool),
+    /// From the first to the second (none: no upper bound).
+    Between(u64, Option<u64>),
+}
 
 /// Members per kept rule of a cut object: within a block the automaton is quadratic, across blocks
 /// the parser predicts one rule per block. Below the inlining depth of `automaton::build`.
@@ -936,11 +954,18 @@ impl<'a> Compiler<'a> {
                         || m.get("maxItems").and_then(Value::as_u64).is_some_and(|n| n <= 1)
                         || self.unique_strings(m, ptr).is_some()
                 }
-                "minProperties" => {
-                    // Up to one is enforced by `object` (a non-empty object); more only if required
-                    // properties already guarantee it.
-                    let req = m.get("required").and_then(Value::as_array).map_or(0, Vec::len);
-                    v.as_u64().is_some_and(|n| n as usize <= req.max(1))
+                // Enforced by `object`; a `const` or `enum` object must keep them itself (those
+                // are written as given, not through `object`).
+                "minProperties" | "maxProperties" => {
+                    let values =
+                        m.get("const").into_iter().chain(m.get("enum").and_then(Value::as_array).into_iter().flatten());
+                    let (least, most) = (
+                        m.get("minProperties").and_then(Value::as_u64),
+                        m.get("maxProperties").and_then(Value::as_u64),
+                    );
+                    values.filter_map(Value::as_object).all(|o| {
+                        least.is_none_or(|lo| o.len() as u64 >= lo) && most.is_none_or(|hi| o.len() as u64 <= hi)
+                    })
                 }
                 // Enforced by `number` (see `multiple_of`); integers are multiples of 1 already.
                 "multipleOf" => v.as_f64().and_then(multiple_of).is_some(),
@@ -1459,10 +1484,20 @@ impl<'a> Compiler<'a> {
             0 => None,
             _ => Some(Expr::alt(extras)),
         };
-        let non_empty = count_keyword(m, "minProperties", ptr)?.is_some_and(|n| n >= 1);
-        if non_empty {
-            self.enforced("minProperties");
+        // `minProperties` / `maxProperties`: a bound the members already keep is dropped (required
+        // members count towards the least; a closed object cannot exceed its declared members).
+        let required_count = members.iter().filter(|(_, required, _)| *required).count() as u64;
+        let least = count_keyword(m, "minProperties", ptr)?.unwrap_or(0);
+        let most = count_keyword(m, "maxProperties", ptr)?;
+        for keyword in ["minProperties", "maxProperties"].into_iter().filter(|k| m.contains_key(*k)) {
+            self.enforced(keyword);
         }
+        let least = if least <= required_count { 0 } else { least };
+        let most = most.filter(|&h| extra.is_some() || h < members.len() as u64);
+        let counts = match (least, most) {
+            (0 | 1, None) => PropertyCount::NonEmpty(least == 1),
+            (lo, hi) => PropertyCount::Between(lo, hi),
+        };
         let extra = extra.map(|e| (e, extra_ptr));
         // The same members in a second order, where a subschema narrowed a property of its parent
         // (see `in_either_order`): each value a rule kept apart, so the two orders share the
@@ -1479,11 +1514,11 @@ impl<'a> Compiler<'a> {
                     shared.push((Expr::Rule(id), required, at));
                 }
                 let swapped = order.iter().map(|&i| shared[i].clone()).collect();
-                let first = self.members(shared, extra.clone(), non_empty, ptr)?;
-                let second = self.members(swapped, extra, non_empty, ptr)?;
+                let first = self.members(shared, extra.clone(), counts, ptr)?;
+                let second = self.members(swapped, extra, counts, ptr)?;
                 Expr::alt(vec![first, second])
             }
-            _ => self.members(members, extra, non_empty, ptr)?,
+            _ => self.members(members, extra, counts, ptr)?,
         };
         Ok(Expr::seq(vec![self.open("{"), content, self.close("}")]))
     }
@@ -1503,7 +1538,7 @@ impl<'a> Compiler<'a> {
         &mut self,
         members: Vec<(Expr, bool, String)>,
         extra: Option<(Expr, String)>,
-        non_empty: bool,
+        counts: PropertyCount,
         ptr: &str,
     ) -> Result<Expr, SchemaError> {
         let sep = self.item_sep();
@@ -1518,6 +1553,10 @@ impl<'a> Compiler<'a> {
         }
         let members = rules;
         let extra = extra.map(|(e, extra_ptr)| Expr::Rule(self.rule_at("extra-member", e, &extra_ptr)));
+        let non_empty = match counts {
+            PropertyCount::NonEmpty(non_empty) => non_empty,
+            PropertyCount::Between(least, most) => return self.counted_members(&members, extra, least, most, ptr),
+        };
         if n > MEMBERS_INLINED {
             return self.members_in_blocks(&members, extra, non_empty, ptr);
         }
@@ -1545,6 +1584,106 @@ impl<'a> Compiler<'a> {
             before = if *req { first } else { Expr::alt(vec![first, before]) };
         }
         Ok(before)
+    }
+
+    /// [`Compiler::members`] with between `least` and `most` members present (`minProperties`,
+    /// `maxProperties`): the chain of members once per count written so far, `after[c]` being
+    /// "members `i..` to come, `c` written"; with no upper bound, counts past `least` are one.
+    /// Its size is the members times the counts kept, bounded ([`MAX_COUNTED_RULES`]), and extra
+    /// members repeat at most [`MAX_COUNTED_EXTRAS`] times: past either bound the keyword is refused.
+    fn counted_members(
+        &mut self,
+        members: &[(Expr, bool)],
+        extra: Option<Expr>,
+        least: u64,
+        most: Option<u64>,
+        ptr: &str,
+    ) -> Result<Expr, SchemaError> {
+        let n = members.len();
+        let at = format!("{ptr}/properties");
+        let keyword = if most.is_some() { "maxProperties" } else { "minProperties" };
+        let cap = most.unwrap_or(least);
+        if most.is_some_and(|h| h < least) {
+            return Ok(self.nothing_at(&format!("{ptr}/minProperties")));
+        }
+        let too_many = (n as u64 + 1).saturating_mul(cap + 1) > MAX_COUNTED_RULES
+            || (extra.is_some() && cap > MAX_COUNTED_EXTRAS)
+            || n > MEMBERS_INLINED;
+        if too_many {
+            self.unsupported(
+                &format!("{ptr}/{keyword}"),
+                keyword,
+                "counting this many properties would make the grammar too large",
+            )?;
+            let non_empty = least >= 1;
+            return match n > MEMBERS_INLINED {
+                true => self.members_in_blocks(members, extra, non_empty, ptr),
+                false => {
+                    let members = members.iter().map(|(m, r)| (m.clone(), *r, at.clone())).collect();
+                    self.members(members, extra.map(|e| (e, at.clone())), PropertyCount::NonEmpty(non_empty), ptr)
+                }
+            };
+        }
+        let (cap, sep) = (cap as usize, self.item_sep());
+        let fits = |c: usize| most.is_none_or(|h| c as u64 <= h);
+        // Written `c` members, counted up to `cap`.
+        let count = |c: usize| c.min(cap);
+        // After the declared members: extra members until the count is kept.
+        let mut after: Vec<Option<Expr>> = Vec::with_capacity(cap + 1);
+        for c in 0..=cap {
+            let need = least.saturating_sub(c as u64) as u32;
+            let tail = match &extra {
+                Some(e) => {
+                    let room = most.map(|h| (h - c as u64) as u32);
+                    Some(Expr::repeat(Expr::seq(vec![sep.clone(), e.clone()]), need, room))
+                }
+                None => (need == 0).then_some(Expr::Empty),
+            };
+            after.push(tail.map(|t| Expr::Rule(self.rule_at("members", t, &at))));
+        }
+        // `after_one[i]`: members `i..` to come, one written (the first member was `i - 1`).
+        let mut after_one: Vec<Option<Expr>> = vec![None; n + 1];
+        after_one[n] = after[count(1)].clone().filter(|_| fits(1));
+        for i in (1..n).rev() {
+            let (m, required) = &members[i];
+            let mut here: Vec<Option<Expr>> = Vec::with_capacity(cap + 1);
+            for c in 0..=cap {
+                self.tick(ptr)?;
+                let take = (fits(c + 1))
+                    .then(|| after[count(c + 1)].clone())
+                    .flatten()
+                    .map(|rest| Expr::seq(vec![sep.clone(), m.clone(), rest]));
+                let skip = if *required { None } else { after[c].clone() };
+                let either = match (take, skip) {
+                    (Some(a), Some(b)) => Some(Expr::alt(vec![a, b])),
+                    (a, b) => a.or(b),
+                };
+                here.push(either.map(|e| Expr::Rule(self.rule_at("members", e, &at))));
+            }
+            after = here;
+            after_one[i] = after[count(1)].clone().filter(|_| fits(1));
+        }
+        // Nothing written yet: the first member present, or extra members only, or nothing.
+        let mut before = match &extra {
+            Some(e) => {
+                let first = after_one[n].clone().map(|rest| Expr::seq(vec![e.clone(), rest]));
+                match first {
+                    Some(first) if least == 0 => Some(Expr::optional(first)),
+                    first => first.or((least == 0).then_some(Expr::Empty)),
+                }
+            }
+            None => (least == 0).then_some(Expr::Empty),
+        };
+        for i in (0..n).rev() {
+            let (m, required) = &members[i];
+            let first = after_one[i + 1].clone().map(|rest| Expr::seq(vec![m.clone(), rest]));
+            before = match (*required, first, before) {
+                (true, first, _) => first,
+                (false, Some(a), Some(b)) => Some(Expr::alt(vec![a, b])),
+                (false, a, b) => a.or(b),
+            };
+        }
+        Ok(before.unwrap_or_else(|| self.nothing_at(&format!("{ptr}/{keyword}"))))
     }
 
     /// [`Compiler::members`] for many members, the same language in automata linear in their number.

@@ -696,3 +696,74 @@ fn unique_items_of_a_few_strings_are_exact() {
         assert!(err.to_string().contains("uniqueItems"), "{err}");
     }
 }
+
+#[test]
+fn property_counts_are_exact() {
+    // `minProperties` / `maxProperties` (issue 15) against the validator, on every object of up to
+    // five members written in the grammar's order (declared members first, then extra ones).
+    let vocab = synthetic_vocab();
+    let names = ["a", "b", "c", "x", "y"];
+    let additional = [json!(false), json!(true), json!({"type": "integer"})];
+    let bounds: [(Option<u64>, Option<u64>); 7] = [
+        (Some(2), None),
+        (None, Some(1)),
+        (Some(1), Some(2)),
+        (Some(3), Some(3)),
+        (None, Some(0)),
+        (Some(4), None),
+        (Some(3), Some(1)),
+    ];
+    let mut checked = 0;
+    for extra in &additional {
+        for required in [json!([]), json!(["b"])] {
+            for (least, most) in bounds {
+                let mut schema = json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
+                    "required": required, "additionalProperties": extra});
+                if let Some(n) = least {
+                    schema["minProperties"] = json!(n);
+                }
+                if let Some(n) = most {
+                    schema["maxProperties"] = json!(n);
+                }
+                // A schema no object satisfies is said to be one.
+                let g = match CompiledGrammar::from_json_schema(vocab.clone(), &schema, &JsonSchemaOptions::default()) {
+                    Ok((g, _)) => Some(Arc::new(g)),
+                    Err(e) if e.to_string().contains("no JSON value satisfies") => None,
+                    Err(e) => panic!("{schema}: {e}"),
+                };
+                let validator = jsonschema::validator_for(&schema).expect("valid schema");
+                for subset in 0u32..32 {
+                    let members: Vec<String> = names
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| subset & (1 << i) != 0)
+                        .map(|(_, n)| format!("\"{n}\":1"))
+                        .collect();
+                    let text = format!("{{{}}}", members.join(","));
+                    let value: Value = serde_json::from_str(&text).expect("json");
+                    let accepted = g.as_ref().is_some_and(|g| accepts(g, &text));
+                    assert_eq!(accepted, validator.is_valid(&value), "{schema}: {text}");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 3 * 2 * 7 * 32);
+    // A `const` or `enum` object keeps the counts itself: refused where a value breaks them.
+    check(json!({"enum": [{"a": 1}, 2], "maxProperties": 1}), &[r#"{"a":1}"#, "2"], &[r#"{}"#]);
+    let e = CompiledGrammar::from_json_schema(
+        vocab.clone(),
+        &json!({"enum": [{"a": 1, "b": 2}], "maxProperties": 1}),
+        &JsonSchemaOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("maxProperties"), "{e}");
+    // Counting more extra members than the grammar can unroll is refused, naming the keyword.
+    let e = CompiledGrammar::from_json_schema(
+        vocab.clone(),
+        &json!({"type": "object", "additionalProperties": true, "maxProperties": 1000}),
+        &JsonSchemaOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("#/maxProperties") && e.to_string().contains("`maxProperties`"), "{e}");
+}
