@@ -6,7 +6,7 @@
 //! `maxItems`, `enum` / `const`, `anyOf`, `oneOf` (when its branches are provably disjoint), `allOf`
 //! (merged), `$ref` into the same document (`$defs`, `definitions`, any JSON pointer) including
 //! recursion, string `minLength` / `maxLength` / `pattern` / `format`, integer and number bounds
-//! (exact digit automata for integer bounds), `nullable`, `uniqueItems` over items that are one of
+//! (exact digit automata, for bounds with fractions too, of either sign, inclusive or exclusive), `nullable`, `uniqueItems` over items that are one of
 //! at most 8 strings, `minProperties` / `maxProperties` (counted per member, within
 //! `MAX_COUNTED_RULES`; refused past it, naming the keyword). Properties come in the order written.
 //!
@@ -1335,24 +1335,24 @@ impl<'a> Compiler<'a> {
         }
         let frac = |x: &Option<(Num, bool)>| matches!(x, Some((Num::Frac(_), _)));
         if frac(&b.lo) || frac(&b.hi) {
-            // Inclusive, non-negative bounds with fractions: exact by fraction digits.
-            let text = |k: &str| m.get(k).map(|v| v.to_string());
-            let lo = b.lo.filter(|(_, e)| !e).and(text("minimum"));
-            let hi = b.hi.filter(|(_, e)| !e).and(text("maximum"));
-            let lo_ok = b.lo.is_none() || lo.is_some();
-            let hi_ok = b.hi.is_none() || hi.is_some();
-            let lo = lo.map(|t| numbers::split_decimal(&t));
-            let hi = hi.map(|t| numbers::split_decimal(&t));
-            if lo_ok && hi_ok && !matches!(lo, Some(None)) && !matches!(hi, Some(None)) {
-                let lo = lo.flatten();
-                let hi = hi.flatten();
-                // A bound of 0 with a negative side is handled by the integer code path only.
-                if let Some(e) = numbers::fractional_range(lo, hi) {
-                    self.enforced("minimum");
-                    return Ok(e);
-                }
+            // Bounds with fractions, exact in the bounds' decimal digits: each side of zero is a
+            // range of magnitudes (see `numbers::magnitude_range`), an exclusive bound taken out.
+            let text = |bound: Option<(Num, bool)>, inclusive: &str, exclusive: &str| {
+                bound.map(|(_, excl)| {
+                    let key =
+                        if excl && m.get(exclusive).is_some_and(Value::is_number) { exclusive } else { inclusive };
+                    (m.get(key).and_then(numbers::decimal_of), excl)
+                })
+            };
+            let lo = text(b.lo, "minimum", "exclusiveMinimum");
+            let hi = text(b.hi, "maximum", "exclusiveMaximum");
+            if lo.as_ref().is_none_or(|(d, _)| d.is_some()) && hi.as_ref().is_none_or(|(d, _)| d.is_some()) {
+                let lo = lo.map(|(d, e)| (d.unwrap_or_default(), e));
+                let hi = hi.map(|(d, e)| (d.unwrap_or_default(), e));
+                self.enforced("minimum");
+                return Ok(numbers::signed_decimal_range(lo, hi));
             }
-            self.unsupported(ptr, "minimum", "non-integer bounds other than inclusive non-negative ones")?;
+            self.unsupported(ptr, "minimum", "a bound with more digits than a grammar keeps (38 whole, 64 fraction)")?;
             return Ok(self.any_number());
         }
         self.enforced("minimum");

@@ -229,16 +229,6 @@ pub(crate) fn decimal_range(lo: Option<i128>, lo_excl: bool, hi: Option<i128>, h
     if alts.is_empty() { nothing() } else { Expr::alt(alts) }
 }
 
-/// A non-negative decimal bound split into integer part and fraction digits (no trailing zeros), from
-/// its JSON text. `None` for negative numbers or exponent notation.
-pub(crate) fn split_decimal(text: &str) -> Option<(u128, String)> {
-    if text.starts_with('-') || text.contains(['e', 'E']) {
-        return None;
-    }
-    let (int, frac) = text.split_once('.').unwrap_or((text, ""));
-    Some((int.parse().ok()?, frac.trim_end_matches('0').to_string()))
-}
-
 /// Fraction digits `F` (after the point) with `0.F >= 0.D`; `D` non-empty.
 fn frac_ge(d: &[u8]) -> Expr {
     let mut alts = Vec::new();
@@ -320,6 +310,119 @@ pub(crate) fn fractional_range(lo: Option<(u128, String)>, hi: Option<(u128, Str
     Some(Expr::alt(alts))
 }
 
+/// An exact decimal: negative, integer part, fraction digits (no trailing zeros).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Decimal {
+    pub negative: bool,
+    pub int: u128,
+    pub frac: String,
+}
+
+impl Decimal {
+    fn is_zero(&self) -> bool {
+        self.int == 0 && self.frac.is_empty()
+    }
+
+    fn magnitude(&self) -> (u128, String) {
+        (self.int, self.frac.clone())
+    }
+
+    /// Every positional spelling of this magnitude (`2`, `2.0`, `2.50`…), sign left out.
+    fn magnitude_spellings(&self) -> Expr {
+        let int = Expr::literal(self.int.to_string());
+        let zeros = Expr::repeat(Expr::literal("0"), 0, None);
+        if self.frac.is_empty() {
+            Expr::seq(vec![int, Expr::optional(Expr::seq(vec![Expr::literal("."), Expr::literal("0"), zeros]))])
+        } else {
+            Expr::seq(vec![int, Expr::literal(format!(".{}", self.frac)), zeros])
+        }
+    }
+}
+
+/// The exact decimal a JSON number (a schema's bound) is written as: serde_json's shortest text,
+/// exponent applied. `None` past 38 integer or 64 fraction digits.
+pub(crate) fn decimal_of(v: &serde_json::Value) -> Option<Decimal> {
+    let text = v.as_number()?.to_string();
+    let (negative, text) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.as_str()),
+    };
+    let (mantissa, exponent) = match text.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i32>().ok()?),
+        None => (text, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: String = format!("{int}{frac}");
+    // The point sits after `point` digits of `digits`.
+    let point = int.len() as i64 + i64::from(exponent);
+    if !(-64..=38).contains(&point) || digits.len() > 128 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (int, frac) = if point <= 0 {
+        (String::new(), format!("{}{digits}", "0".repeat((-point) as usize)))
+    } else if point as usize >= digits.len() {
+        (format!("{digits}{}", "0".repeat(point as usize - digits.len())), String::new())
+    } else {
+        (digits[..point as usize].to_string(), digits[point as usize..].to_string())
+    };
+    let frac = frac.trim_end_matches('0').to_string();
+    if frac.len() > 64 {
+        return None;
+    }
+    let int = int.trim_start_matches('0');
+    let int = if int.is_empty() { 0 } else { int.parse::<u128>().ok()? };
+    let negative = negative && !(int == 0 && frac.is_empty());
+    Some(Decimal { negative, int, frac })
+}
+
+/// Non-negative positional decimals between two magnitudes, each `(value, exclusive)` (`None`: no
+/// bound on that side): the one-sided ranges intersected, an exclusive bound's spellings taken out.
+fn magnitude_range(lower: Option<(&Decimal, bool)>, upper: Option<(&Decimal, bool)>) -> Expr {
+    let mut and = Vec::new();
+    let mut not = Vec::new();
+    for (bound, is_lower) in [(lower, true), (upper, false)] {
+        let Some((d, exclusive)) = bound else { continue };
+        let one_side = if is_lower {
+            fractional_range(Some(d.magnitude()), None)
+        } else {
+            fractional_range(None, Some(d.magnitude()))
+        };
+        and.extend(one_side);
+        if exclusive {
+            not.push(d.magnitude_spellings());
+        }
+    }
+    let base = decimal_range(Some(0), false, None, false);
+    Expr::Restrict { base: Box::new(base), and, not }
+}
+
+/// JSON numbers (positional) between `lo` and `hi`, each `(value, exclusive)`, exact for bounds
+/// with fractions and either sign: zero and above, and below zero as `-` and a magnitude.
+pub(crate) fn signed_decimal_range(lo: Option<(Decimal, bool)>, hi: Option<(Decimal, bool)>) -> Expr {
+    let mut alts = Vec::new();
+    let below_zero = |d: &Decimal| d.negative && !d.is_zero();
+    // Zero and above: when the upper bound allows it.
+    let upper_reaches = hi.as_ref().is_none_or(|(d, excl)| !(below_zero(d) || (d.is_zero() && *excl)));
+    if upper_reaches {
+        let lower = lo.as_ref().filter(|(d, _)| !below_zero(d)).map(|(d, e)| (d, *e));
+        let upper = hi.as_ref().map(|(d, e)| (d, *e));
+        alts.push(magnitude_range(lower, upper));
+    }
+    // Below zero: when the lower bound allows it; magnitudes from the upper bound's (or above 0)
+    // to the lower bound's.
+    let lower_reaches = lo.as_ref().is_none_or(|(d, _)| below_zero(d));
+    if lower_reaches {
+        let zero = Decimal::default();
+        let least = match &hi {
+            Some((d, excl)) if below_zero(d) => (d, *excl),
+            _ => (&zero, true),
+        };
+        let most = lo.as_ref().map(|(d, e)| (d, *e));
+        alts.push(Expr::seq(vec![Expr::literal("-"), magnitude_range(Some(least), most)]));
+    }
+    if alts.is_empty() { nothing() } else { Expr::alt(alts) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,6 +430,12 @@ mod tests {
     use crate::vocab::TokenVocab;
     use crate::{CompiledGrammar, Matcher};
     use std::sync::Arc;
+
+    /// A non-negative decimal bound split into integer part and fraction digits (no trailing zeros).
+    fn split_decimal(text: &str) -> Option<(u128, String)> {
+        let d = decimal_of(&text.parse::<serde_json::Value>().ok()?)?;
+        (!d.negative).then_some((d.int, d.frac))
+    }
 
     fn matcher_for(e: Expr) -> Matcher {
         let vocab = Arc::new(TokenVocab::new(vec![b"x".to_vec()], &[], &[0]).expect("vocab"));

@@ -767,3 +767,58 @@ fn property_counts_are_exact() {
     .unwrap_err();
     assert!(e.to_string().contains("#/maxProperties") && e.to_string().contains("`maxProperties`"), "{e}");
 }
+
+#[test]
+fn fractional_bounds_of_either_sign_and_exclusive_are_exact() {
+    // Issue 15: bounds with fractions, negative or exclusive (`minimum: -0.5`, `exclusiveMaximum:
+    // 2.75`), against the validator on numbers from -3 to 3 in steps of 0.05, spelled positionally
+    // with and without trailing zeros.
+    let vocab = synthetic_vocab();
+    let bounds = [-2.5, -1.0, -0.5, -0.25, 0.0, 0.1, 0.5, 1.0, 1.25, 2.75];
+    let mut values: Vec<String> = Vec::new();
+    for i in -60i32..=60 {
+        let (sign, magnitude) = (if i < 0 { "-" } else { "" }, i.unsigned_abs());
+        let (whole, hundredths) = (magnitude * 5 / 100, magnitude * 5 % 100);
+        values.push(format!("{sign}{whole}.{hundredths:02}"));
+        values.push(match hundredths {
+            0 => format!("{sign}{whole}"),
+            h if h % 10 == 0 => format!("{sign}{whole}.{}", h / 10),
+            h => format!("{sign}{whole}.{h:02}0"),
+        });
+    }
+    let mut schemas = 0;
+    for (i, &lo) in bounds.iter().enumerate() {
+        for &hi in &bounds[i..] {
+            for shape in 0..6 {
+                let schema = match shape {
+                    0 => json!({"type": "number", "minimum": lo, "maximum": hi}),
+                    1 => json!({"type": "number", "exclusiveMinimum": lo, "maximum": hi}),
+                    2 => json!({"type": "number", "minimum": lo, "exclusiveMaximum": hi}),
+                    3 => json!({"type": "number", "exclusiveMinimum": lo, "exclusiveMaximum": hi}),
+                    4 => json!({"type": "number", "exclusiveMinimum": lo}),
+                    _ => json!({"type": "number", "maximum": hi}),
+                };
+                // Only schemas with a fraction somewhere take this path; the others are checked too.
+                let g = match CompiledGrammar::from_json_schema(vocab.clone(), &schema, &JsonSchemaOptions::default()) {
+                    Ok((g, _)) => Some(Arc::new(g)),
+                    Err(e) if e.to_string().contains("no JSON value satisfies") => None,
+                    Err(e) => panic!("{schema}: {e}"),
+                };
+                let validator = jsonschema::validator_for(&schema).expect("valid schema");
+                for text in &values {
+                    let value: Value = serde_json::from_str(text).expect("number");
+                    let accepted = g.as_ref().is_some_and(|g| accepts(g, text));
+                    assert_eq!(accepted, validator.is_valid(&value), "{schema}: {text}");
+                }
+                schemas += 1;
+            }
+        }
+    }
+    assert_eq!(schemas, 55 * 6);
+    // Exponents in a bound are read exactly.
+    check(
+        json!({"type": "number", "minimum": 2.5e-1, "maximum": 1.5e1}),
+        &["0.25", "15", "14.99", "3"],
+        &["0.2499", "15.01"],
+    );
+}
