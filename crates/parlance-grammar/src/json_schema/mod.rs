@@ -1337,18 +1337,18 @@ impl<'a> Compiler<'a> {
         if frac(&b.lo) || frac(&b.hi) {
             // Bounds with fractions, exact in the bounds' decimal digits: each side of zero is a
             // range of magnitudes (see `numbers::magnitude_range`), an exclusive bound taken out.
-            let text = |bound: Option<(Num, bool)>, inclusive: &str, exclusive: &str| {
-                bound.map(|(_, excl)| {
+            // A side's bound as an exact decimal (`Some(None)`: no bound; `None`: unreadable).
+            let exact = |bound: Option<(Num, bool)>, inclusive: &str, exclusive: &str| match bound {
+                None => Some(None),
+                Some((_, excl)) => {
                     let key =
                         if excl && m.get(exclusive).is_some_and(Value::is_number) { exclusive } else { inclusive };
-                    (m.get(key).and_then(numbers::decimal_of), excl)
-                })
+                    numbers::decimal_of(m.get(key)?).map(|d| Some((d, excl)))
+                }
             };
-            let lo = text(b.lo, "minimum", "exclusiveMinimum");
-            let hi = text(b.hi, "maximum", "exclusiveMaximum");
-            if lo.as_ref().is_none_or(|(d, _)| d.is_some()) && hi.as_ref().is_none_or(|(d, _)| d.is_some()) {
-                let lo = lo.map(|(d, e)| (d.unwrap_or_default(), e));
-                let hi = hi.map(|(d, e)| (d.unwrap_or_default(), e));
+            if let (Some(lo), Some(hi)) =
+                (exact(b.lo, "minimum", "exclusiveMinimum"), exact(b.hi, "maximum", "exclusiveMaximum"))
+            {
                 self.enforced("minimum");
                 return Ok(numbers::signed_decimal_range(lo, hi));
             }
@@ -1555,7 +1555,13 @@ impl<'a> Compiler<'a> {
         let extra = extra.map(|(e, extra_ptr)| Expr::Rule(self.rule_at("extra-member", e, &extra_ptr)));
         let non_empty = match counts {
             PropertyCount::NonEmpty(non_empty) => non_empty,
-            PropertyCount::Between(least, most) => return self.counted_members(&members, extra, least, most, ptr),
+            PropertyCount::Between(least, most) => {
+                match self.counted_members(&members, extra.clone(), least, most, ptr)? {
+                    Some(counted) => return Ok(counted),
+                    // Refused, and ignored by a lenient compile: the members uncounted.
+                    None => least >= 1,
+                }
+            }
         };
         if n > MEMBERS_INLINED {
             return self.members_in_blocks(&members, extra, non_empty, ptr);
@@ -1590,7 +1596,8 @@ impl<'a> Compiler<'a> {
     /// `maxProperties`): the chain of members once per count written so far, `after[c]` being
     /// "members `i..` to come, `c` written"; with no upper bound, counts past `least` are one.
     /// Its size is the members times the counts kept, bounded ([`MAX_COUNTED_RULES`]), and extra
-    /// members repeat at most [`MAX_COUNTED_EXTRAS`] times: past either bound the keyword is refused.
+    /// members repeat at most [`MAX_COUNTED_EXTRAS`] times: past either bound the keyword is refused
+    /// (`None` where a lenient compile ignores it).
     fn counted_members(
         &mut self,
         members: &[(Expr, bool)],
@@ -1598,13 +1605,13 @@ impl<'a> Compiler<'a> {
         least: u64,
         most: Option<u64>,
         ptr: &str,
-    ) -> Result<Expr, SchemaError> {
+    ) -> Result<Option<Expr>, SchemaError> {
         let n = members.len();
         let at = format!("{ptr}/properties");
         let keyword = if most.is_some() { "maxProperties" } else { "minProperties" };
         let cap = most.unwrap_or(least);
         if most.is_some_and(|h| h < least) {
-            return Ok(self.nothing_at(&format!("{ptr}/minProperties")));
+            return Ok(Some(self.nothing_at(&format!("{ptr}/minProperties"))));
         }
         let too_many = (n as u64 + 1).saturating_mul(cap + 1) > MAX_COUNTED_RULES
             || (extra.is_some() && cap > MAX_COUNTED_EXTRAS)
@@ -1615,14 +1622,7 @@ impl<'a> Compiler<'a> {
                 keyword,
                 "counting this many properties would make the grammar too large",
             )?;
-            let non_empty = least >= 1;
-            return match n > MEMBERS_INLINED {
-                true => self.members_in_blocks(members, extra, non_empty, ptr),
-                false => {
-                    let members = members.iter().map(|(m, r)| (m.clone(), *r, at.clone())).collect();
-                    self.members(members, extra.map(|e| (e, at.clone())), PropertyCount::NonEmpty(non_empty), ptr)
-                }
-            };
+            return Ok(None);
         }
         let (cap, sep) = (cap as usize, self.item_sep());
         let fits = |c: usize| most.is_none_or(|h| c as u64 <= h);
@@ -1683,7 +1683,7 @@ impl<'a> Compiler<'a> {
                 (false, a, b) => a.or(b),
             };
         }
-        Ok(before.unwrap_or_else(|| self.nothing_at(&format!("{ptr}/{keyword}"))))
+        Ok(Some(before.unwrap_or_else(|| self.nothing_at(&format!("{ptr}/{keyword}")))))
     }
 
     /// [`Compiler::members`] for many members, the same language in automata linear in their number.

@@ -75,7 +75,7 @@ fn without_user_turn(format: &Format, mut output: super::probe::Output) -> super
         && let Some(at) = output.text[user..].find(header)
     {
         let end = user + at + header.len();
-        let end = end + super::super::parse::scan::leading_ws(&output.text[end..]);
+        let end = end + crate::parse::scan::leading_ws(&output.text[end..]);
         output.text.drain(..end);
     }
     output

@@ -154,13 +154,16 @@ impl Machine {
                 // (Kimi-K3 has eight typed suffixes; each searched `MAX_NAME` bytes per argument).
                 // Only when no suffix is there is the whole reach searched, to tell a malformed
                 // name from one still coming.
-                let stop = rest.find(['<', '>', '\n']).unwrap_or(rest.len());
-                let first_suffix = |limit: &dyn Fn(&str) -> usize| {
+                // (Looked for within a name's bound only: past it the name is malformed anyway.)
+                let stop = rest.bytes().take(MAX_NAME + 1).position(|b| matches!(b, b'<' | b'>' | b'\n'));
+                let stop = stop.unwrap_or(MAX_NAME + 1);
+                // With `stop`, suffixes starting up to it; without, the whole reach.
+                let first_suffix = |stop: Option<usize>| {
                     let mut found: Option<(usize, usize)> = None;
                     for s in &tools.arg_name_suffixes {
                         let text = reach(s);
-                        let mut end =
-                            limit(s).min(found.map_or(usize::MAX, |(i, _)| i + hold_window(s))).min(text.len());
+                        let limit = stop.map_or(usize::MAX, |stop| stop + hold_window(s));
+                        let mut end = limit.min(found.map_or(usize::MAX, |(i, _)| i + hold_window(s))).min(text.len());
                         while !text.is_char_boundary(end) {
                             end += 1;
                         }
@@ -172,9 +175,7 @@ impl Machine {
                     }
                     found
                 };
-                let found = first_suffix(&|s| stop + hold_window(s))
-                    .filter(|&(i, _)| i <= stop)
-                    .or_else(|| first_suffix(&|_| usize::MAX));
+                let found = first_suffix(Some(stop)).filter(|&(i, _)| i <= stop).or_else(|| first_suffix(None));
                 match found {
                     Some((i, len)) if i <= MAX_NAME && !rest[..i].contains(['<', '>', '\n']) => {
                         let name = tools.name_escape.unescape(rest[..i].trim()).into_owned();
