@@ -536,8 +536,14 @@ fn body(
             )
         }
     };
-    // Whitespace may trail the last call before the turn ends.
-    let calls = |at_least_one: bool| seq(vec![dispatch(at_least_one), regex(WS)]);
+    // Whitespace may trail the last call before the turn ends. A turn with calls may open its
+    // content with the template's opener for that (Llama 4's `<|python_start|>`, closed by the
+    // section start); the parser reads it as a marker wherever it opens the output.
+    let opener = tools.content_start_with_calls.trim();
+    let calls = |at_least_one: bool| match opener {
+        "" => seq(vec![dispatch(at_least_one), regex(WS)]),
+        opener => seq(vec![optional(cs(opener)), dispatch(at_least_one), regex(WS)]),
+    };
     Ok(match content {
         // JSON content or calls (calls with no free text around them).
         Some(_) if !required => or(vec![text, calls(true)]),

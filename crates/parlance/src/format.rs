@@ -290,6 +290,12 @@ pub struct ToolCallFormat {
     /// functionary's `<|from|>assistant`), trimmed. Empty for almost every template.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub before_calls: String,
+    /// Opens the content of a turn that holds calls, `section_start` closing it (the first-release
+    /// Llama 4 template writes `<|python_start|>` + content + `<|python_end|>` + calls, the pair
+    /// empty when there is no content). A turn without calls writes its content bare. Empty for
+    /// almost every template.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub content_start_with_calls: String,
     /// Before the function name (non-JSON families).
     pub name_prefix: String,
     /// After the function name (non-JSON families).
@@ -547,6 +553,13 @@ impl Format {
                 if !marker.is_empty() && !named {
                     let _ = writeln!(out, "  {name:<17}{marker:?}");
                 }
+            }
+            if !tools.content_start_with_calls.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "  content opener   {:?} before the content of a turn with calls, closed by the section start",
+                    tools.content_start_with_calls
+                );
             }
             if let Some(after) = &tools.name_repeat_suffix {
                 let _ = writeln!(out, "  name again       the name once more, then {after:?}");

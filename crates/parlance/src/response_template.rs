@@ -11,7 +11,7 @@
 //! markers; `parse_response(tools=…)` casts the values by the tool schemas), or Python calls
 //! (`python-call-list`). What the format cannot say — reasoning without a start marker, content in
 //! its own markers, channels, recipients, quoted or nested tagged values, a prompt that opens the
-//! call syntax — is [`ConstrainError::ResponseTemplate`], naming it.
+//! call syntax, content opened by a marker of its own when calls follow — is [`ConstrainError::ResponseTemplate`], naming it.
 
 use serde_json::{Value as Json, json};
 
@@ -86,6 +86,11 @@ fn tool_calls(format: &Format, tools: &ToolCallFormat, turn_end: &str) -> Result
     }
     if !tools.before_calls.is_empty() {
         return Err(unsupported("calls written as a message of their own".into()));
+    }
+    if !tools.content_start_with_calls.is_empty() {
+        // Content would be the implicit region, which starts where the anchor ends: the opener
+        // cannot be left out of it.
+        return Err(unsupported("content that opens with a marker of its own in a turn with calls".into()));
     }
     let section_start = tools.section_start.trim();
     let section_end = tools.section_end.trim();

@@ -351,6 +351,12 @@ fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, Ana
     {
         tools.before_calls = before;
     }
+    if let Some((opener, section_start)) = content_inside_section(&probe, &format)
+        && let Some(tools) = format.tools.as_mut()
+    {
+        tools.content_start_with_calls = opener;
+        tools.section_start = section_start;
+    }
     // A template that always wraps content writes an empty wrapper before calls: it is content's,
     // not the call section's (Kimi-K3's `<|open|>response<|sep|><|close|>response`).
     let empty_content = format!("{}{}", format.content.start, format.content.end);
@@ -386,6 +392,36 @@ fn before_calls(probe: &Probe, format: &Format) -> Option<String> {
     let between = between.strip_prefix(format.content.end.trim()).unwrap_or(between).trim();
     let marked = !markers::bracketed_pieces(between).is_empty();
     (marked && !between.contains("PLNC") && !between.contains(probe::FN_1)).then(|| between.to_owned())
+}
+
+/// A turn with calls whose content sits inside the section start the one-call render showed
+/// (the first-release Llama 4 template writes `<|python_start|>` + content + `<|python_end|>`,
+/// then its calls; with no content, the empty pair): the opener before the content and the
+/// section start after it, cut between two of the start's bracketed markers. `None` when content
+/// precedes the section start whole, as in almost every template.
+fn content_inside_section(probe: &Probe, format: &Format) -> Option<(String, String)> {
+    let tools = format.tools.as_ref()?;
+    let section = tools.section_start.as_str();
+    if markers::bracketed_pieces(section).len() < 2
+        || !format.content.start.trim().is_empty()
+        || !format.content.end.trim().is_empty()
+    {
+        return None;
+    }
+    let arguments = match tools.arguments_from_string {
+        true => json!(json!({probe::ARG_1: probe::VALUE_1}).to_string()),
+        false => json!({probe::ARG_1: probe::VALUE_1}),
+    };
+    let calls = vec![probe::call(probe::ID_1, probe::FN_1, arguments)];
+    let output = probe.output_with_calls_and(calls, &[("content", json!(CONTENT))], &[])?;
+    let at = output.text.find(CONTENT)?;
+    let (before, after) = (output.text[..at].trim_end(), output.text[at + CONTENT.len()..].trim_start());
+    (1..section.len()).filter(|&k| section.is_char_boundary(k)).find_map(|k| {
+        let (opener, rest) = section.split_at(k);
+        let whole = opener.trim_end().ends_with(['>', ']']) && rest.trim_start().starts_with(['<', '[']);
+        (whole && before.ends_with(opener.trim()) && after.starts_with(rest.trim()))
+            .then(|| (opener.trim().to_owned(), rest.trim_start().to_owned()))
+    })
 }
 
 /// The marker the generation prompt ends with when the model's output continues it as the opener

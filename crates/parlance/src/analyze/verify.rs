@@ -319,6 +319,11 @@ fn check(format: &Format, text: &str, expected: &Expected) -> Result<(), String>
             header => content.strip_suffix(header).unwrap_or(content).trim_end(),
         };
         let content = content.strip_prefix(format.content.start.trim()).unwrap_or(content);
+        let opener = format.tools.as_ref().map_or("", |t| t.content_start_with_calls.trim());
+        let content = match opener {
+            "" => content,
+            opener => content.strip_prefix(opener).unwrap_or(content).trim_start(),
+        };
         content.strip_suffix(format.content.end.trim()).unwrap_or(content).trim().to_owned()
     };
     let mut content = unwrap_content(&text[..call_at.unwrap_or(text.len())]);

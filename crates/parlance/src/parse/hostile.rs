@@ -154,6 +154,7 @@ fn markers(format: &Format) -> Vec<String> {
             &t.call_end,
             &t.separator,
             &t.before_calls,
+            &t.content_start_with_calls,
             &t.name_prefix,
             &t.name_suffix,
             &t.arg_name_prefix,

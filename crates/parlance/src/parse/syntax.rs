@@ -83,6 +83,9 @@ pub(crate) struct ToolSyntax {
     /// `before_calls` and the trigger after it (`<|im_end|>\n<|im_start|>assistant\n<tool_call>`):
     /// content goes on to a call through a new message header. Empty when no such header.
     pub header_trigger: String,
+    /// Opens the content of a turn with calls, the section start closing it (`content_start_with_calls`
+    /// of the Format): at the start of the output it is a marker, not content. Empty when none.
+    pub content_start_with_calls: String,
     /// The section end when it is one bracketed token (Gemma 4's `<|tool_response>`): written after
     /// content that follows the calls, it ends the turn. Empty otherwise.
     pub turn_ending_section_end: String,
@@ -156,6 +159,7 @@ impl Syntax {
                 trigger: String::new(),
                 call_trigger: String::new(),
                 header_trigger: String::new(),
+                content_start_with_calls: loose(&t.content_start_with_calls),
                 turn_ending_section_end: String::new(),
             };
             // A section start made of the call's own first marker is not a separate marker.

@@ -349,6 +349,59 @@ fn an_optional_call_opener_is_admitted_as_its_token_beside_bare_calls() {
     assert!(!doc.to_string().contains("python_tag"), "{doc}");
 }
 
+#[test]
+fn llama4_content_beside_calls_opens_with_its_token() {
+    // The first-release Llama 4 template writes a call turn as `<|python_start|>` + content +
+    // `<|python_end|>` + calls: the grammar admits that with both markers as their special tokens,
+    // content without calls as bare text (the markers' text is text, as everywhere).
+    let entries = crate::outside::outside_entries();
+    let (folder, entry) = entries.iter().find(|(_, e)| e["id"] == "axolotl-llama4").unwrap();
+    let (template, options) = crate::outside::outside_template(folder, entry);
+    let format = analyze(&template, &options).unwrap();
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.extend([b"<|python_start|>".to_vec(), b"<|python_end|>".to_vec(), b"<|eot|>".to_vec()]);
+    let (start, end, eot) = (256u32, 257u32, 258u32);
+    let vocab = Arc::new(TokenVocab::new(tokens, &[start, end, eot], &[eot]).unwrap());
+    let tool = json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}});
+    let call = r#"{"name": "f", "parameters": {"a": 1}}"#;
+    let compiled = |request: &ParseOptions| {
+        Arc::new(
+            CompiledGrammar::new(vocab.clone(), &constrain::grammar_for(&format, request, &vocab).unwrap()).unwrap(),
+        )
+    };
+    // Each output: pieces of text, with `Err(token)` for a special token.
+    let run = |grammar: &Arc<CompiledGrammar>, pieces: &[Result<&str, u32>]| {
+        let mut m = Matcher::new(grammar.clone()).unwrap();
+        pieces.iter().all(|p| match p {
+            Ok(text) => m.accept_bytes(text.as_bytes()),
+            Err(token) => m.accept_token(*token),
+        }) && m.is_accepting()
+    };
+    let request = ParseOptions { tools: vec![tool.clone()], ..ParseOptions::default() };
+    let grammar = compiled(&request);
+    for pieces in [
+        &[Err(start), Err(end), Ok(call)][..],
+        &[Err(start), Ok("Let me check."), Err(end), Ok(call)],
+        &[Err(start), Ok("Two."), Err(end), Ok(call), Ok(call)],
+        &[Ok("Just an answer.")],
+    ] {
+        assert!(run(&grammar, pieces), "refused {pieces:?}");
+    }
+    for pieces in [
+        // A section start holds a call; its arguments keep the schema; the name is a tool's.
+        &[Err(start), Err(end)][..],
+        &[Err(start), Err(end), Ok(r#"{"name": "f", "parameters": {"a": "x"}}"#)],
+        &[Err(start), Err(end), Ok(r#"{"name": "g", "parameters": {"a": 1}}"#)],
+    ] {
+        assert!(!run(&grammar, pieces), "admitted {pieces:?}");
+    }
+    let none = ParseOptions { tools: vec![tool.clone()], tool_choice: ToolChoice::None, ..ParseOptions::default() };
+    assert!(!run(&compiled(&none), &[Err(start), Err(end), Ok(call)]));
+    let required = ParseOptions { tools: vec![tool], tool_choice: ToolChoice::Required, ..ParseOptions::default() };
+    assert!(run(&compiled(&required), &[Err(start), Err(end), Ok(call)]));
+    assert!(!run(&compiled(&required), &[Ok("Just an answer.")]));
+}
+
 /// A tiny deterministic generator (xorshift) for the samples.
 struct Rng(u64);
 

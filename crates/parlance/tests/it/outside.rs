@@ -242,3 +242,44 @@ fn arguments_printed_as_python_literals_read_as_json() {
     assert_eq!(message.tool_calls[0].arguments_value, None);
     assert!(message.issues.iter().any(|i| i.kind == parlance::IssueKind::MalformedArguments));
 }
+
+/// The first-release Llama 4 template writes a call turn as `<|python_start|>` + content +
+/// `<|python_end|>` + calls (the pair empty without content): the analysis says so, and the parser
+/// reads the content between the two and the calls after, whole and streamed alike; a turn without
+/// calls is bare content.
+#[test]
+fn llama4_content_inside_python_markers_reads_beside_its_calls() {
+    let entries = outside_entries();
+    let tool = json!({"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}});
+    let options = ParseOptions { tools: vec![tool], ..ParseOptions::default() };
+    let call = r#"{"name": "get_weather", "parameters": {"city": "Paris"}}"#;
+    let cases = [
+        (format!("<|python_start|><|python_end|>{call}"), "", 1),
+        (format!("<|python_start|>Let me check.<|python_end|>{call}"), "Let me check.", 1),
+        (format!("<|python_start|>Both.<|python_end|>{call}{call}"), "Both.", 2),
+        ("It is sunny in Paris.".to_owned(), "It is sunny in Paris.", 0),
+    ];
+    for id in ["axolotl-llama4", "hfjs-ollama-llama4"] {
+        let (folder, entry) = entries.iter().find(|(_, e)| e["id"] == id).unwrap();
+        let (template, analyze_options) = outside_template(folder, entry);
+        let format = analyze(&template, &analyze_options).unwrap();
+        let tools = format.tools.as_ref().unwrap();
+        assert_eq!(
+            (tools.content_start_with_calls.as_str(), tools.section_start.as_str()),
+            ("<|python_start|>", "<|python_end|>"),
+            "{id}"
+        );
+        let parser = parlance::Parser::new(&format, &options);
+        for (output, content, calls) in &cases {
+            let message = parser.parse(output);
+            assert_eq!(message.content.as_deref().unwrap_or_default(), *content, "{id}: {output:?}");
+            assert_eq!(message.tool_calls.len(), *calls, "{id}: {output:?}");
+            assert!(message.tool_calls.iter().all(|c| c.arguments_value == Some(json!({"city": "Paris"}))), "{id}");
+            assert!(message.issues.is_empty(), "{id}: {output:?} gives {:?}", message.issues);
+            for (at, _) in output.char_indices().skip(1) {
+                crate::parse::assert_chunking_invariant(&parser, output, &[&output[..at], &output[at..]], id);
+            }
+        }
+    }
+}

@@ -337,6 +337,15 @@ impl Machine {
         {
             return step;
         }
+        // The opener of the content of a turn with calls (Llama 4's `<|python_start|>`).
+        if !self.seg_text
+            && self.content.is_empty()
+            && self.message.tool_calls.is_empty()
+            && let Some(tools) = &syntax.tools
+            && let Some(step) = self.opening_marker(&tools.content_start_with_calls)
+        {
+            return step;
+        }
         // Bare JSON calls (no marker): only a whole output that starts with a JSON value.
         if setup.calls_enabled && setup.tools().bare_json && !self.seg_text && self.content.is_empty() {
             let rest = self.buf[self.pos..].trim_start();
