@@ -11,7 +11,7 @@ use crate::compile::{CompileError, CompiledGrammar, clear_shape_cache};
 use crate::earley::FastMap;
 use crate::grammar::Grammar;
 use crate::json_schema::JsonSchemaOptions;
-use crate::structural_tag::{StructuralTagError, StructuralTagOptions};
+use crate::structural_tag::StructuralTagOptions;
 use crate::vocab::TokenVocab;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -61,15 +61,7 @@ impl GrammarCompiler {
         options: &StructuralTagOptions,
     ) -> Result<Arc<CompiledGrammar>, CompileError> {
         let key = format!("structural_tag\0{:?}\0{json}", options.json);
-        self.cached(key, || {
-            let doc: Value = serde_json::from_str(json).map_err(|e| {
-                CompileError::StructuralTag(StructuralTagError::Invalid {
-                    pointer: String::new(),
-                    message: format!("not JSON: {e}"),
-                })
-            })?;
-            CompiledGrammar::from_structural_tag(self.vocab.clone(), &doc, options)
-        })
+        self.cached(key, || CompiledGrammar::from_structural_tag_text(self.vocab.clone(), json, options))
     }
 
     /// Compiles a JSON Schema (cached by its JSON text and the options).

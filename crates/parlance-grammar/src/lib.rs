@@ -61,7 +61,24 @@ impl CompiledGrammar {
         doc: &serde_json::Value,
         options: &StructuralTagOptions,
     ) -> Result<CompiledGrammar, CompileError> {
-        let grammar = structural_tag::lower(doc, options, Some(&vocab))?;
+        let grammar = structural_tag::lower(doc, &[], options, Some(&vocab))?;
+        CompiledGrammar::with_limits(vocab, &grammar, options.json.limits.clone())
+    }
+
+    /// [`CompiledGrammar::from_structural_tag`] for the document's JSON text, as servers receive
+    /// it: its schemas are kept as text, so those seen before cost a lookup (no value tree).
+    pub fn from_structural_tag_text(
+        vocab: std::sync::Arc<TokenVocab>,
+        json: &str,
+        options: &StructuralTagOptions,
+    ) -> Result<CompiledGrammar, CompileError> {
+        let doc = structural_tag::parse_document(json).map_err(|e| {
+            CompileError::StructuralTag(structural_tag::StructuralTagError::Invalid {
+                pointer: String::new(),
+                message: format!("not JSON: {e}"),
+            })
+        })?;
+        let grammar = structural_tag::lower(&doc.root, &doc.raw_schemas, options, Some(&vocab))?;
         CompiledGrammar::with_limits(vocab, &grammar, options.json.limits.clone())
     }
 }

@@ -85,15 +85,111 @@ pub enum StructuralTagError {
 /// Format objects nest at most this deep (the lowering recurses once per level).
 const MAX_DEPTH: usize = 64;
 
+/// What [`parse_document`] puts where a `json_schema` value was, followed by the index of its
+/// text. Only the lowering of a document parsed so reads it, and there every `json_schema` value
+/// is one: a user's string cannot pass for it.
+const RAW_SCHEMA: &str = "\u{0}parlance raw json_schema ";
+
+/// A structural tag parsed from its text, every `json_schema` value kept as its text (equal texts
+/// once): a request naming 128 tools builds no value tree of the schemas, whose lowering the
+/// process-wide cache of `json_schema::lowered_grammar_text` finds by the text.
+pub(crate) struct Document<'t> {
+    pub(crate) root: Value,
+    pub(crate) raw_schemas: Vec<&'t str>,
+}
+
+/// Parses a structural tag's JSON text (see [`Document`]).
+pub(crate) fn parse_document(json: &str) -> Result<Document<'_>, serde_json::Error> {
+    use serde::de::DeserializeSeed;
+    let mut raws = RawSchemas::default();
+    let mut de = serde_json::Deserializer::from_str(json);
+    let root = Node(&mut raws).deserialize(&mut de)?;
+    de.end()?;
+    Ok(Document { root, raw_schemas: raws.texts })
+}
+
+#[derive(Default)]
+struct RawSchemas<'t> {
+    texts: Vec<&'t str>,
+    index: HashMap<&'t str, usize>,
+}
+
+/// Deserializes one value as `serde_json::Value` would, but for `json_schema` members.
+struct Node<'s, 't>(&'s mut RawSchemas<'t>);
+
+impl<'de, 's> serde::de::DeserializeSeed<'de> for Node<'s, 'de> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, 's> serde::de::Visitor<'de> for Node<'s, 'de> {
+    type Value = Value;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(Node(&mut *self.0))? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut members = Map::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let value = if key == "json_schema" {
+                let raw: &'de serde_json::value::RawValue = map.next_value()?;
+                let next = self.0.texts.len();
+                let index = *self.0.index.entry(raw.get()).or_insert(next);
+                if index == next {
+                    self.0.texts.push(raw.get());
+                }
+                Value::String(format!("{RAW_SCHEMA}{index}"))
+            } else {
+                map.next_value_seed(Node(&mut *self.0))?
+            };
+            members.insert(key.into_owned(), value);
+        }
+        Ok(Value::Object(members))
+    }
+}
+
 /// Lowers a structural-tag document to a grammar.
 pub fn structural_tag_to_grammar(doc: &Value, options: &StructuralTagOptions) -> Result<Grammar, StructuralTagError> {
-    lower(doc, options, None)
+    lower(doc, &[], options, None)
 }
 
 /// [`structural_tag_to_grammar`], tokens named by text also resolved through `vocab`.
-pub(crate) fn lower(
-    doc: &Value,
-    options: &StructuralTagOptions,
+pub(crate) fn lower<'a>(
+    doc: &'a Value,
+    raw_schemas: &'a [&'a str],
+    options: &'a StructuralTagOptions,
     vocab: Option<&crate::vocab::TokenVocab>,
 ) -> Result<Grammar, StructuralTagError> {
     let Value::Object(top) = doc else {
@@ -119,6 +215,8 @@ pub(crate) fn lower(
         vocab,
         depth: 0,
         schemas: HashMap::new(),
+        raw_schemas,
+        raw_rules: HashMap::new(),
         node_rules: HashMap::new(),
         choice_depth: 0,
         json_options_key: crate::json_schema::options_key(&options.json),
@@ -187,6 +285,10 @@ struct Lowering<'a> {
     /// schema once. (Across documents, `json_schema::lowered_grammar` caches the lowering.)
     /// (By content hash: documents may name thousands of tools.)
     schemas: HashMap<u64, Vec<(&'a Value, RuleId)>>,
+    /// The texts of `json_schema` values of a document read by [`parse_document`].
+    raw_schemas: &'a [&'a str],
+    /// The rule of each of those lowered so far (style `json`), by the text's index.
+    raw_rules: HashMap<usize, RuleId>,
     /// The rules made for document nodes so far (each `or`, each unit), by the hash of the node,
     /// the rule's name and the end strings (see [`Lowering::lowered_before`]).
     node_rules: HashMap<u64, Vec<(&'a Value, RuleId)>>,
@@ -438,6 +540,28 @@ impl<'a> Lowering<'a> {
             return Err(unsupported(&format!("{}/excludes", f.ptr), "`excludes` on a json_schema format"));
         }
         let schema = f.get("json_schema")?;
+        let raw = match schema {
+            Value::String(s) => s
+                .strip_prefix(RAW_SCHEMA)
+                .and_then(|i| i.parse::<usize>().ok())
+                .and_then(|i| Some((i, *self.raw_schemas.get(i)?))),
+            _ => None,
+        };
+        if let Some((index, text)) = raw {
+            if let Some(xml_style) = xml_style {
+                let schema: Value = serde_json::from_str(text)
+                    .map_err(|e| invalid(&format!("{}/json_schema", f.ptr), e.to_string()))?;
+                return self.xml_parameters(&schema, &format!("{}/json_schema", f.ptr), xml_style);
+            }
+            if let Some(&rule) = self.raw_rules.get(&index) {
+                return Ok(Expr::Rule(rule));
+            }
+            let g = crate::json_schema::lowered_grammar_text(text, &self.options.json, &self.json_options_key)
+                .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_owned(), source })?;
+            let rule = self.b.import_within(&g, Some(f.ptr));
+            self.raw_rules.insert(index, rule);
+            return Ok(Expr::Rule(rule));
+        }
         if let Some(xml_style) = xml_style {
             return self.xml_parameters(schema, &format!("{}/json_schema", f.ptr), xml_style);
         }

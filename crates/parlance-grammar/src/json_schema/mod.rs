@@ -272,12 +272,49 @@ pub(crate) fn lowered_grammar(
     Ok(grammar)
 }
 
+/// [`lowered_grammar`] for a schema given as its JSON text (a structural tag's, see
+/// `structural_tag::parse_document`), cached by the text: a schema seen before is neither parsed
+/// nor compared as a value again.
+pub(crate) fn lowered_grammar_text(
+    text: &str,
+    options: &JsonSchemaOptions,
+    options_key: &str,
+) -> Result<Arc<Grammar>, SchemaError> {
+    let hash = {
+        let mut h = crate::earley::ItemHasher::default();
+        (text, options_key).hash(&mut h);
+        h.finish()
+    };
+    if let Ok(cache) = schema_cache().lock()
+        && let Some((_, _, g)) =
+            cache.texts.get(&hash).and_then(|v| v.iter().find(|(t, o, _)| t == text && *o == options_key))
+    {
+        return Ok(g.clone());
+    }
+    // The text was read as JSON already (a raw value of the document).
+    let schema: Value = serde_json::from_str(text)
+        .map_err(|e| SchemaError::Invalid { pointer: String::new(), message: format!("not JSON: {e}") })?;
+    let grammar = Arc::new(json_schema_to_grammar(&schema, options)?.0);
+    if let Ok(mut cache) = schema_cache().lock() {
+        // The text's size stands for the entry's, as the schema's does in `lowered_grammar`.
+        let bytes = 4 * text.len() + options_key.len();
+        if cache.entries < SCHEMA_CACHE_ENTRIES && cache.bytes + bytes <= SCHEMA_CACHE_BYTES {
+            cache.entries += 1;
+            cache.bytes += bytes;
+            cache.texts.entry(hash).or_default().push((text.to_owned(), options_key.to_owned(), grammar.clone()));
+        }
+    }
+    Ok(grammar)
+}
+
 const SCHEMA_CACHE_ENTRIES: usize = 8192;
 const SCHEMA_CACHE_BYTES: usize = 128 << 20;
 
 #[derive(Default)]
 struct SchemaCache {
     map: HashMap<u64, Vec<(Value, String, Arc<Grammar>)>>,
+    /// The same grammars by the schema's text ([`lowered_grammar_text`]).
+    texts: HashMap<u64, Vec<(String, String, Arc<Grammar>)>>,
     entries: usize,
     bytes: usize,
 }

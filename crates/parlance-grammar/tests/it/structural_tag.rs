@@ -8,30 +8,45 @@ use parlance_grammar::{
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-fn compile(doc: &Value) -> Arc<CompiledGrammar> {
+/// The document compiled both ways a server may hand it over: as a value, and as its text (whose
+/// `json_schema` values are kept as text and looked up by it). The two must be one language.
+fn compile(doc: &Value) -> [Arc<CompiledGrammar>; 2] {
     let vocab = synthetic_vocab();
-    Arc::new(
-        CompiledGrammar::from_structural_tag(vocab, doc, &StructuralTagOptions::default())
-            .unwrap_or_else(|e| panic!("{doc}: {e}")),
-    )
+    let options = StructuralTagOptions::default();
+    let as_value = CompiledGrammar::from_structural_tag(vocab.clone(), doc, &options);
+    let as_text = CompiledGrammar::from_structural_tag_text(vocab, &doc.to_string(), &options);
+    [as_value, as_text].map(|g| Arc::new(g.unwrap_or_else(|e| panic!("{doc}: {e}"))))
 }
 
 #[track_caller]
 fn check(doc: &Value, cases: &[(&str, bool)]) {
-    let grammar = compile(doc);
-    for &(text, want) in cases {
-        let mut m = Matcher::new(grammar.clone()).expect("matcher");
-        let got = m.accept_bytes(text.as_bytes()) && m.is_accepting();
-        assert_eq!(got, want, "{text:?} under {doc}");
+    for (way, grammar) in ["value", "text"].into_iter().zip(compile(doc)) {
+        for &(text, want) in cases {
+            let mut m = Matcher::new(grammar.clone()).expect("matcher");
+            let got = m.accept_bytes(text.as_bytes()) && m.is_accepting();
+            assert_eq!(got, want, "{text:?} under {doc} (from its {way})");
+        }
     }
 }
 
+/// The document's error, the same whether it comes as a value or as text.
 #[track_caller]
 fn error(doc: &Value) -> StructuralTagError {
-    match structural_tag_to_grammar(doc, &StructuralTagOptions::default()) {
+    let err = match structural_tag_to_grammar(doc, &StructuralTagOptions::default()) {
         Err(e) => e,
         Ok(g) => panic!("{doc} compiled:\n{g}"),
+    };
+    let from_text = CompiledGrammar::from_structural_tag_text(
+        synthetic_vocab(),
+        &doc.to_string(),
+        &StructuralTagOptions::default(),
+    );
+    match from_text {
+        Err(CompileError::StructuralTag(e)) => assert_eq!(e, err, "{doc}: from its text"),
+        Err(e) => panic!("{doc}: from its text, another error: {e}"),
+        Ok(_) => panic!("{doc}: compiled from its text"),
     }
+    err
 }
 
 fn weather() -> Value {
@@ -143,6 +158,12 @@ fn errors_name_the_node() {
             "/format/json_schema: invalid",
         ),
         (json!({"format": {"type": "json_schema", "json_schema": {"type": "string", "minLength": "x"}}}), "/format: "),
+        // A schema is an object or a boolean, whether the document comes as a value or as text
+        // (where the text of every `json_schema` value is kept apart, and nothing a user writes
+        // passes for such a text).
+        (json!({"format": {"type": "json_schema", "json_schema": "{}"}}), "/format: "),
+        (json!({"format": {"type": "json_schema", "json_schema": 7}}), "/format: "),
+        (json!({"format": {"type": "json_schema", "json_schema": "\u{0}parlance raw json_schema 0"}}), "/format: "),
         (json!({"format": {"type": "any_text", "max_chars": 4}}), "/format/max_chars"),
         (json!({"format": {"type": "any_text", "max_tokens": -1}}), "/format/max_tokens"),
         (json!({"format": {"type": "regex", "pattern": "("}}), "/format/pattern"),
@@ -161,6 +182,14 @@ fn errors_name_the_node() {
     assert!(shown.contains("\"<eos>\" is the vocabulary's EOS token"), "{shown}");
     let doc = json!({"format": {"type": "token", "token": "<special>"}});
     assert!(compiler.compile_structural_tag(&doc.to_string(), &StructuralTagOptions::default()).is_ok());
+    // Nesting inside a schema kept as text is bounded as JSON's is elsewhere: an error, never a
+    // stack overflow.
+    for deep in ["[".repeat(100_000) + &"]".repeat(100_000), "{\"a\":".repeat(100_000) + "1" + &"}".repeat(100_000)] {
+        let text = format!(r#"{{"format": {{"type": "json_schema", "json_schema": {deep}}}}}"#);
+        let err = CompiledGrammar::from_structural_tag_text(synthetic_vocab(), &text, &StructuralTagOptions::default());
+        let err = err.err().map(|e| e.to_string());
+        assert!(err.as_deref().is_some_and(|e| e.contains("recursion limit")), "{err:?}");
+    }
     let deep =
         (0..100).fold(json!({"type": "const_string", "value": "x"}), |c, _| json!({"type": "optional", "content": c}));
     assert!(error(&json!({ "format": deep })).to_string().contains("nested deeper"));
