@@ -447,6 +447,19 @@ fn compile(
         let body = &g.rules()[rule].expr;
         let before = ids.borrow().0.len();
         let attempt_deadline = deadline.min(Instant::now() + INLINE_TIME);
+        // A unit that holds only imported grammars (a tool's tag around its schema) is known by
+        // them, without encoding what it reaches.
+        let compact = match g.cached_rules().binary_search(&crate::grammar::RuleId(rule as u32)) {
+            Ok(_) => compact_key(g, rule, inline_budget, limits.automaton_states),
+            Err(_) => None,
+        };
+        if let Some(cached) = compact.as_ref().and_then(|key| shape_cache().lock().ok()?.map.get(key).cloned()) {
+            // Stored only without rule references: nothing to map.
+            total = add_states(total, cached.len(), name, &limits).map_err(|e| said_of(g, rule, e))?;
+            rules.push((*cached).clone());
+            i += 1;
+            continue;
+        }
         let shape = RuleShape::of(g, rule, &recursive, &long, inline_budget, limits.automaton_states);
         if let Some(shape) = &shape
             && let Some(cached) = shape.cached()
@@ -495,6 +508,18 @@ fn compile(
             }
             let kept = &ids.borrow().0;
             shape.store(&a, &|id| kept.get(id as usize).map(|&r| r as u32));
+        }
+        if let Some(key) = compact
+            && !fell_back
+            && !a.has_rule_edges()
+            && a.len() <= SHAPE_MAX_STATES
+            && let Ok(mut cache) = shape_cache().lock()
+        {
+            let bytes = key.len() * 4 + a.approx_bytes();
+            if cache.map.len() < SHAPE_MAX_ENTRIES && cache.bytes + bytes <= SHAPE_MAX_BYTES {
+                cache.bytes += bytes;
+                cache.map.insert(key, Arc::new(a.clone()));
+            }
         }
         total = add_states(total, a.len(), name, &limits).map_err(|e| said_of(g, rule, e))?;
         rules.push(a);
@@ -674,6 +699,44 @@ impl RuleShape {
             cache.map.insert(self.key.clone(), Arc::new(local));
         }
     }
+}
+
+/// The key of a unit whose body refers to no rule but roots of imported grammars (a tool's tag:
+/// its begin and end around its schema's grammar): the body's encoding, then each import's serial
+/// and extent. An import's rules are the copy of a grammar that never changes, so its serial
+/// stands for everything the unit reaches: equal keys build equal automata (the flags of each
+/// rule reached, and so what is inlined, follow from the copied grammar too). Apart from every
+/// shape key by its first number. `None` for any other rule.
+fn compact_key(g: &Grammar, rule: usize, budget: usize, max: usize) -> Option<Vec<u32>> {
+    let mut imports: Vec<&crate::grammar::Import> = Vec::new();
+    let mut closed = true;
+    let mut key = vec![u32::MAX - 12, budget as u32, max as u32];
+    encode_expr(
+        &g.rules()[rule].expr,
+        &mut |r| match g.import_rooted_at(RuleId(r)) {
+            Some(import) => match imports.iter().position(|i| i.root == import.root) {
+                Some(at) => at as u32,
+                None => {
+                    imports.push(import);
+                    imports.len() as u32 - 1
+                }
+            },
+            None => {
+                closed = false;
+                0
+            }
+        },
+        &mut key,
+        SHAPE_MAX_KEY,
+    );
+    if !closed || key.len() > SHAPE_MAX_KEY {
+        return None;
+    }
+    for import in imports {
+        let serial = import.serial.0;
+        key.extend([serial as u32, (serial >> 32) as u32, import.root.0 - import.first, import.len]);
+    }
+    Some(key)
 }
 
 /// A canonical encoding of `e`, rule references through `local`.
@@ -975,6 +1038,54 @@ mod tests {
         for (text, ok) in [("b-bby", true), ("b-y", true), ("b-x", true), ("b-bbx", false), ("-aay", false)] {
             assert_eq!(accepts(&second, text), ok, "{text}");
         }
+    }
+
+    #[test]
+    fn a_unit_around_imported_grammars_is_known_by_their_serials() {
+        // A tool's tag holds its schema's grammar, imported whole: a second grammar with the same
+        // tag finds the tag's automaton by the import's serial, without encoding what it reaches;
+        // a grammar that changed an imported rule after importing it is not taken for it.
+        let schema = Grammar::parse("root ::= \"{\" item (\",\" item)* \"}\"\nitem ::= [a-c]").expect("parses");
+        let build = |schema: &Grammar, other: &str, change: bool| -> (Grammar, usize) {
+            let mut b = Grammar::builder();
+            let imported = b.import(schema);
+            if change {
+                b.define(RuleId(imported.0 + 1), Expr::literal("z"));
+            }
+            let body = Expr::seq(vec![Expr::literal("<t>"), Expr::Rule(imported), Expr::literal("</t>")]);
+            let unit = b.rule("tag", body);
+            b.cache_rule(unit);
+            b.keep_rule(unit);
+            let root = b.rule("root", Expr::alt(vec![Expr::Rule(unit), Expr::literal(other)]));
+            (b.build(root).expect("builds"), unit.index())
+        };
+        let limits = Limits::default();
+        let budget = limits.automaton_states.min(INLINE_STATES);
+        let key = |g: &Grammar, unit: usize| compact_key(g, unit, budget, limits.automaton_states);
+        let cached = |k: &Vec<u32>| shape_cache().lock().expect("lock").map.get(k).cloned();
+        let unit_tables = |g: &CompiledGrammar| g.names.iter().position(|n| n == "tag").expect("the tag is a rule");
+        let (a, unit_a) = build(&schema, "x", false);
+        let ga = Arc::new(CompiledGrammar::new(vocab(), &a).expect("compiles"));
+        let key_a = key(&a, unit_a).expect("a unit of imports");
+        let entry = cached(&key_a).expect("compiling `a` cached the tag by its imports");
+        let (b, unit_b) = build(&schema, "y", false);
+        assert_eq!(key(&b, unit_b).as_ref(), Some(&key_a), "the same tag around the same import");
+        let gb = Arc::new(CompiledGrammar::new(vocab(), &b).expect("compiles"));
+        assert!(gb.tables.rules[unit_tables(&gb)].shares_tables(&entry), "`b` took the cached tables");
+        for g in [&ga, &gb] {
+            assert!(accepts(g, "<t>{a,b}</t>") && !accepts(g, "<t>{z}</t>"));
+        }
+        // Changed after the import: no longer that import, so not that automaton.
+        let (c, unit_c) = build(&schema, "y", true);
+        assert_eq!(key(&c, unit_c), None);
+        let gc = Arc::new(CompiledGrammar::new(vocab(), &c).expect("compiles"));
+        assert!(accepts(&gc, "<t>{z,z}</t>") && !accepts(&gc, "<t>{a}</t>"));
+        // The same text parsed again is another grammar: another key (equal content, no sharing
+        // by content here; the shape cache may still find it by encoding).
+        let again = Grammar::parse("root ::= \"{\" item (\",\" item)* \"}\"\nitem ::= [a-c]").expect("parses");
+        let (d, unit_d) = build(&again, "x", false);
+        assert_ne!(key(&d, unit_d), Some(key_a));
+        assert!(accepts(&Arc::new(CompiledGrammar::new(vocab(), &d).expect("compiles")), "<t>{c}</t>"));
     }
 
     #[test]

@@ -238,6 +238,44 @@ pub struct Grammar {
     /// Per rule (indexed by [`RuleId`], shorter when the last rules have none), what it was made for.
     /// Diagnostics only, not part of the language: the text syntax does not carry it.
     origins: Vec<Option<Origin>>,
+    /// Grammars copied in whole by [`GrammarBuilder::import`], sorted by root: what lets the
+    /// compiler know a tool's tag by the schema grammar it holds instead of by encoding it. A
+    /// hint, like `units`.
+    imports: Vec<Import>,
+    /// This grammar's identity (see [`Serial`]).
+    serial: Serial,
+}
+
+/// A grammar's identity: unique to each grammar built, parsed or made, so that a cache may know a
+/// grammar it has seen by this number alone (grammars are immutable once built). Not part of the
+/// content: equal grammars compare equal whatever their serials.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Serial(pub(crate) u64);
+
+impl Serial {
+    fn next() -> Serial {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Serial(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl PartialEq for Serial {
+    fn eq(&self, _: &Serial) -> bool {
+        true
+    }
+}
+
+impl Eq for Serial {}
+
+/// A grammar copied into another whole: its rules are `first..first + len` there (the copy's
+/// order), its start rule `root`, and nothing outside them refers into them but through `root`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Import {
+    pub(crate) root: RuleId,
+    pub(crate) first: u32,
+    pub(crate) len: u32,
+    /// The copied grammar's serial.
+    pub(crate) serial: Serial,
 }
 
 impl Grammar {
@@ -255,6 +293,8 @@ impl Grammar {
             kept: Vec::new(),
             units: Vec::new(),
             origins: Vec::new(),
+            imports: Vec::new(),
+            serial: Serial::next(),
         }
     }
 
@@ -299,6 +339,11 @@ impl Grammar {
         &self.units
     }
 
+    /// The whole grammar imported with `root` as its start, if any (see [`Import`]).
+    pub(crate) fn import_rooted_at(&self, root: RuleId) -> Option<&Import> {
+        self.imports.binary_search_by_key(&root, |i| i.root).ok().map(|at| &self.imports[at])
+    }
+
     /// What `rule` was made for, if its front end said (see [`Origin`]).
     pub(crate) fn origin(&self, rule: RuleId) -> Option<&Origin> {
         self.origins.get(rule.index()).and_then(Option::as_ref)
@@ -319,6 +364,7 @@ pub struct GrammarBuilder {
     kept: Vec<RuleId>,
     units: Vec<RuleId>,
     origins: Vec<Option<Origin>>,
+    imports: Vec<Import>,
 }
 
 impl GrammarBuilder {
@@ -384,7 +430,17 @@ impl GrammarBuilder {
         for &rule in &grammar.units {
             self.cache_rule(ids[rule.index()]);
         }
-        ids[grammar.start.index()]
+        let root = ids[grammar.start.index()];
+        // The copy's rules are declared in a row, and only they refer into it (through its root):
+        // closed, as `Import` says. (The builder's callers define no imported rule again.)
+        if let (Some(first), Some(last)) = (ids.first(), ids.last())
+            && last.0 - first.0 + 1 == ids.len() as u32
+        {
+            let import = Import { root, first: first.0, len: ids.len() as u32, serial: grammar.serial };
+            let at = self.imports.partition_point(|i| i.root < root);
+            self.imports.insert(at, import);
+        }
+        root
     }
 
     /// Bounds the tokens `rule` may consume each time it is entered (a reasoning budget; XGrammar's
@@ -395,6 +451,7 @@ impl GrammarBuilder {
     /// boundary where it can. The rule stays a rule of its own in the compiled grammar (never
     /// inlined), since the matcher must see where it is.
     pub fn set_token_budget(&mut self, rule: RuleId, max_tokens: u32) {
+        self.forget_import_of(rule);
         match self.token_budgets.binary_search_by_key(&rule, |&(r, _)| r) {
             Ok(at) => self.token_budgets[at].1 = max_tokens,
             Err(at) => self.token_budgets.insert(at, (rule, max_tokens)),
@@ -406,6 +463,7 @@ impl GrammarBuilder {
     /// automata. For a front end whose rules, inlined, would be copied into many automata (a long
     /// chain of optional object members, each link reaching all the links after it).
     pub fn keep_rule(&mut self, rule: RuleId) {
+        self.forget_import_of(rule);
         if let Err(at) = self.kept.binary_search(&rule) {
             self.kept.insert(at, rule);
         }
@@ -433,6 +491,16 @@ impl GrammarBuilder {
     pub fn define(&mut self, id: RuleId, expr: Expr) {
         self.rules[id.index()].expr = expr;
         self.defined[id.index()] = true;
+        self.forget_import_of(id);
+    }
+
+    /// A rule of an imported grammar changed after the import: the copy is that grammar no more.
+    fn forget_import_of(&mut self, id: RuleId) {
+        // Imports are appended in declaration order: sorted by `first` as by `root`.
+        let at = self.imports.partition_point(|i| i.first + i.len <= id.0);
+        if self.imports.get(at).is_some_and(|i| i.first <= id.0) {
+            self.imports.remove(at);
+        }
     }
 
     /// Declares and defines a rule in one step.
@@ -462,6 +530,8 @@ impl GrammarBuilder {
             kept: self.kept,
             units: self.units,
             origins: self.origins,
+            imports: self.imports,
+            serial: Serial::next(),
         })
     }
 }

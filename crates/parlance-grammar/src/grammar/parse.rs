@@ -205,6 +205,8 @@ impl Parser<'_> {
             kept: Vec::new(),
             units: Vec::new(),
             origins: Vec::new(),
+            imports: Vec::new(),
+            serial: super::Serial::next(),
         })
     }
 
