@@ -213,34 +213,50 @@ impl Workload {
                 )
             }
             Workload::Harmony => {
-                // Harmony's markers are special tokens: token formats, never their text.
+                // Harmony's markers are special tokens: token formats, never their text. Written
+                // into one buffer (the choice of messages twice: first, and after each
+                // `<|start|>assistant`), as a server building the document would.
+                use std::fmt::Write as _;
                 let token = |t: &str| format!(r#"{{"type":"token","token":{}}}"#, json!(t));
                 let text = |t: &str| format!(r#"{{"type":"const_string","value":{}}}"#, json!(t));
-                let seq = |parts: Vec<String>| format!(r#"{{"type":"sequence","elements":[{}]}}"#, parts.join(","));
-                let message = |channel: &str, body: String, end: &str| {
-                    format!(
-                        r#"{{"type":"tag","begin":{},"content":{},"end":{}}}"#,
-                        token("<|channel|>"),
-                        seq(vec![text(channel), body]),
-                        token(end)
-                    )
-                };
+                let (channel, message, constrain) =
+                    (token("<|channel|>"), token("<|message|>"), token("<|constrain|>"));
                 let any = r#"{"type":"any_text"}"#;
-                let mut messages = vec![
-                    message("analysis", seq(vec![token("<|message|>"), any.to_owned()]), "<|end|>"),
-                    message("final", seq(vec![token("<|message|>"), any.to_owned()]), "<|return|>"),
-                ];
-                messages.extend(tools.iter().map(|t| {
-                    let header = format!("commentary to=functions.{} ", t.name);
-                    let body = seq(vec![token("<|constrain|>"), text("json"), token("<|message|>"), schema(t)]);
-                    message(&header, body, "<|call|>")
-                }));
-                let one = format!(r#"{{"type":"or","elements":[{}]}}"#, messages.join(","));
-                let next = seq(vec![token("<|start|>"), text("assistant"), one.clone()]);
-                format!(
-                    r#"{{"type":"structural_tag","format":{}}}"#,
-                    seq(vec![one, format!(r#"{{"type":"star","content":{next}}}"#)])
-                )
+                let mut doc = String::with_capacity(2 * tools.iter().map(|t| t.parameters.len() + 400).sum::<usize>());
+                doc.push_str(r#"{"type":"structural_tag","format":{"type":"sequence","elements":["#);
+                let one_start = doc.len();
+                doc.push_str(r#"{"type":"or","elements":["#);
+                let message_tag = |doc: &mut String, header: &str, body: &str, end: &str| {
+                    let _ = write!(
+                        doc,
+                        r#"{{"type":"tag","begin":{channel},"content":{{"type":"sequence","elements":[{},{body}]}},"end":{}}},"#,
+                        text(header),
+                        token(end)
+                    );
+                };
+                let free = format!(r#"{{"type":"sequence","elements":[{message},{any}]}}"#);
+                message_tag(&mut doc, "analysis", &free, "<|end|>");
+                message_tag(&mut doc, "final", &free, "<|return|>");
+                for t in tools {
+                    let body = format!(
+                        r#"{{"type":"sequence","elements":[{constrain},{},{message},{{"type":"json_schema","json_schema":{}}}]}}"#,
+                        text("json"),
+                        t.parameters
+                    );
+                    message_tag(&mut doc, &format!("commentary to=functions.{} ", t.name), &body, "<|call|>");
+                }
+                doc.pop(); // the last element's comma
+                doc.push_str("]}");
+                let one = one_start..doc.len();
+                let _ = write!(
+                    doc,
+                    r#",{{"type":"star","content":{{"type":"sequence","elements":[{},{},"#,
+                    token("<|start|>"),
+                    text("assistant")
+                );
+                doc.extend_from_within(one);
+                doc.push_str("]}}]}}");
+                doc
             }
         }
     }

@@ -28,13 +28,41 @@ pub struct GrammarCompiler {
 
 #[derive(Debug, Default)]
 struct Cache {
-    /// Source key → grammar, its bytes and when it was last used.
-    /// (A multiplicative hash: keys are whole documents, and SipHash over 25 KB of tools would be
-    /// most of a cache hit.)
-    map: FastMap<String, (Arc<CompiledGrammar>, usize, u64)>,
+    /// By the hash of a grammar's source: the entries with that hash.
+    /// (A multiplicative hash: sources are whole documents, and SipHash over 25 KB of tools would
+    /// be most of a cache hit.)
+    map: FastMap<u64, Vec<Entry>>,
     bytes: usize,
     limit: usize,
     clock: u64,
+}
+
+/// A compiled grammar and what it was compiled from: what kind of source, the options (as
+/// text), the source's text.
+#[derive(Debug)]
+struct Entry {
+    kind: &'static str,
+    options: String,
+    source: String,
+    grammar: Arc<CompiledGrammar>,
+    /// Bytes counted against the limit.
+    bytes: usize,
+    /// When it was last used.
+    used: u64,
+}
+
+impl Entry {
+    fn is(&self, kind: &str, options: &str, source: &str) -> bool {
+        self.kind == kind && self.options == options && self.source == source
+    }
+}
+
+/// The cache's hash of a source (its kind, options and text).
+fn source_hash(kind: &str, options: &str, source: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = crate::earley::ItemHasher::default();
+    (kind, options, source).hash(&mut h);
+    h.finish()
 }
 
 impl GrammarCompiler {
@@ -60,8 +88,10 @@ impl GrammarCompiler {
         json: &str,
         options: &StructuralTagOptions,
     ) -> Result<Arc<CompiledGrammar>, CompileError> {
-        let key = format!("structural_tag\0{:?}\0{json}", options.json);
-        self.cached(key, || CompiledGrammar::from_structural_tag_text(self.vocab.clone(), json, options))
+        let options_text = format!("{:?}", options.json);
+        self.cached("structural_tag", &options_text, json, || {
+            CompiledGrammar::from_structural_tag_text(self.vocab.clone(), json, options)
+        })
     }
 
     /// Compiles a JSON Schema (cached by its JSON text and the options).
@@ -70,14 +100,16 @@ impl GrammarCompiler {
         schema: &Value,
         options: &JsonSchemaOptions,
     ) -> Result<Arc<CompiledGrammar>, CompileError> {
-        let key = format!("json_schema\0{options:?}\0{schema}");
-        self.cached(key, || CompiledGrammar::from_json_schema(self.vocab.clone(), schema, options).map(|(g, _)| g))
+        let (options_text, source) = (format!("{options:?}"), schema.to_string());
+        self.cached("json_schema", &options_text, &source, || {
+            CompiledGrammar::from_json_schema(self.vocab.clone(), schema, options).map(|(g, _)| g)
+        })
     }
 
     /// Compiles a grammar (cached by its printed text).
     pub fn compile_grammar(&self, grammar: &Grammar) -> Result<Arc<CompiledGrammar>, CompileError> {
-        let key = format!("grammar\0{grammar}");
-        self.cached(key, || CompiledGrammar::new(self.vocab.clone(), grammar))
+        let source = grammar.to_string();
+        self.cached("grammar", "", &source, || CompiledGrammar::new(self.vocab.clone(), grammar))
     }
 
     /// Bytes held by the compiled-grammar cache and the vocabulary's mask pool.
@@ -101,34 +133,47 @@ impl GrammarCompiler {
 
     fn cached(
         &self,
-        key: String,
+        kind: &'static str,
+        options: &str,
+        source: &str,
         compile: impl FnOnce() -> Result<CompiledGrammar, CompileError>,
     ) -> Result<Arc<CompiledGrammar>, CompileError> {
+        let hash = source_hash(kind, options, source);
         if let Ok(mut c) = self.cache.lock() {
             c.clock += 1;
             let now = c.clock;
-            if let Some(entry) = c.map.get_mut(&key) {
-                entry.2 = now;
-                return Ok(entry.0.clone());
+            if let Some(entry) = c.map.get_mut(&hash).and_then(|v| v.iter_mut().find(|e| e.is(kind, options, source))) {
+                entry.used = now;
+                return Ok(entry.grammar.clone());
             }
         }
         // Compiled outside the lock: other requests go on meanwhile.
         let grammar = Arc::new(compile()?);
-        let bytes = grammar.approx_bytes() + key.len();
+        let bytes = grammar.approx_bytes() + options.len() + source.len();
         if let Ok(mut c) = self.cache.lock()
             && bytes <= c.limit
         {
             while c.bytes + bytes > c.limit {
-                let Some(oldest) = c.map.iter().min_by_key(|(_, e)| e.2).map(|(k, _)| k.clone()) else { break };
-                if let Some((_, freed, _)) = c.map.remove(&oldest) {
+                let oldest =
+                    c.map.iter().flat_map(|(&h, v)| v.iter().enumerate().map(move |(i, e)| (e.used, h, i))).min();
+                let Some((_, h, i)) = oldest else { break };
+                if let Some(v) = c.map.get_mut(&h) {
+                    let freed = v.swap_remove(i).bytes;
+                    if v.is_empty() {
+                        c.map.remove(&h);
+                    }
                     c.bytes -= freed;
                 }
             }
             let now = c.clock;
-            c.bytes += bytes;
-            if let Some((_, replaced, _)) = c.map.insert(key, (grammar.clone(), bytes, now)) {
-                c.bytes -= replaced;
+            let entries = c.map.entry(hash).or_default();
+            // Another request may have compiled the same source meanwhile: one entry.
+            if entries.iter().any(|e| e.is(kind, options, source)) {
+                return Ok(grammar);
             }
+            let (options, source) = (options.to_owned(), source.to_owned());
+            entries.push(Entry { kind, options, source, grammar: grammar.clone(), bytes, used: now });
+            c.bytes += bytes;
         }
         Ok(grammar)
     }

@@ -291,12 +291,21 @@ struct Lowering<'a> {
     raw_rules: HashMap<usize, RuleId>,
     /// The rules made for document nodes so far (each `or`, each unit), by the hash of the node,
     /// the rule's name and the end strings (see [`Lowering::lowered_before`]).
-    node_rules: HashMap<u64, Vec<(&'a Value, RuleId)>>,
+    node_rules: HashMap<u64, Vec<LoweredNode<'a>>>,
     /// How many choices (`or` of two or more) enclose the format being lowered.
     choice_depth: usize,
     /// `options.json` as the key of the cross-document cache of lowered schemas (formatted once
     /// per document, not once per schema).
     json_options_key: String,
+}
+
+/// A document node lowered to a rule of its own: what it was lowered as (the rule's name, the
+/// end strings after it) and the rule.
+struct LoweredNode<'a> {
+    node: &'a Value,
+    name: &'static str,
+    end: Vec<String>,
+    rule: RuleId,
 }
 
 impl<'a> Lowering<'a> {
@@ -337,14 +346,14 @@ impl<'a> Lowering<'a> {
                 // is read by one item, not one per tool. The same node met again (a repeated
                 // choice) is the same rule, so the choices around it stay equal.
                 let key = Self::node_key(v, end, "choice");
-                if let Some(rule) = self.lowered_before(key, v) {
+                if let Some(rule) = self.lowered_before(key, v, end, "choice") {
                     return Ok(Expr::Rule(rule));
                 }
                 let schema = self.json_schema(&f, xml)?;
                 let rule = self.b.rule("choice", schema);
                 self.b.keep_rule(rule);
                 self.b.cache_rule(rule);
-                self.remember(key, v, rule);
+                self.remember(key, v, end, "choice", rule);
                 Ok(Expr::Rule(rule))
             }
             "grammar" => {
@@ -386,7 +395,7 @@ impl<'a> Lowering<'a> {
                 // within, twice.
                 let key = (kind == "or").then(|| Self::node_key(v, end, "or"));
                 if let Some(key) = key
-                    && let Some(rule) = self.lowered_before(key, v)
+                    && let Some(rule) = self.lowered_before(key, v, end, "or")
                 {
                     self.b.keep_rule(rule);
                     return Ok(Expr::Rule(rule));
@@ -403,7 +412,7 @@ impl<'a> Lowering<'a> {
                 }
                 let Some(key) = key else { return Ok(Expr::seq(parts)) };
                 let rule = self.b.rule("or", Expr::alt(parts));
-                self.remember(key, v, rule);
+                self.remember(key, v, end, "or", rule);
                 Ok(Expr::Rule(rule))
             }
             "optional" | "plus" | "star" => {
@@ -512,13 +521,17 @@ impl<'a> Lowering<'a> {
     /// The rule an equal node got when it was lowered the same way before (its lowering depends
     /// on nothing else: the options are the document's, and what a choice's elements become does
     /// not depend on what encloses the choice).
-    fn lowered_before(&self, key: u64, node: &Value) -> Option<RuleId> {
-        self.node_rules.get(&key)?.iter().find(|(n, _)| *n == node).map(|&(_, rule)| rule)
+    fn lowered_before(&self, key: u64, node: &Value, end: &[String], name: &str) -> Option<RuleId> {
+        self.node_rules
+            .get(&key)?
+            .iter()
+            .find(|n| n.name == name && n.end == end && crate::json_schema::same_value(n.node, node))
+            .map(|n| n.rule)
     }
 
-    /// Remembers the rule `node` was lowered to under `key`.
-    fn remember(&mut self, key: u64, node: &'a Value, rule: RuleId) {
-        self.node_rules.entry(key).or_default().push((node, rule));
+    /// Remembers the rule `node` was lowered to as a rule `name` before `end`, under `key`.
+    fn remember(&mut self, key: u64, node: &'a Value, end: &[String], name: &'static str, rule: RuleId) {
+        self.node_rules.entry(key).or_default().push(LoweredNode { node, name, end: end.to_vec(), rule });
     }
 
     fn json_schema(&mut self, f: &Fields<'a, '_>, xml: bool) -> Result<Expr, StructuralTagError> {
@@ -566,7 +579,9 @@ impl<'a> Lowering<'a> {
             return self.xml_parameters(schema, &format!("{}/json_schema", f.ptr), xml_style);
         }
         let hash = crate::json_schema::value_hash(schema, &());
-        if let Some(&(_, rule)) = self.schemas.get(&hash).and_then(|v| v.iter().find(|(s, _)| *s == schema)) {
+        if let Some(&(_, rule)) =
+            self.schemas.get(&hash).and_then(|v| v.iter().find(|(s, _)| crate::json_schema::same_value(s, schema)))
+        {
             return Ok(Expr::Rule(rule));
         }
         let g = crate::json_schema::lowered_grammar(schema, hash, &self.options.json, &self.json_options_key)

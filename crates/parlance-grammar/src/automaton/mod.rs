@@ -1077,21 +1077,24 @@ pub(crate) fn build<'a>(
         inline_depth: 0,
         class_sequences: HashMap::default(),
     };
-    let start = nfa.new_state()?;
-    let end = nfa.build(expr, start, rule_map)?;
-    let edges = NfaEdges::new(nfa.states, &nfa.edges);
-    let dfa = determinize(&edges, start, end, max_states, deadline)?;
-    // A subset of NFA states that all reach the end reaches a final state: trimming the DFA is
-    // needed only when some NFA state cannot (a reference to a rule that never matches, an empty
-    // class).
-    let dfa = if nfa.all_reach(end) {
-        dfa
-    } else {
-        match dfa.trim() {
-            Some(d) => d,
-            None => return Ok(empty_automaton()),
+    let grafted = match Choice::of(expr, rule_map, inline) {
+        Some(choice) => choice.dfa(rule_map, inline, max_states, deadline)?,
+        None => None,
+    };
+    let dfa = match grafted {
+        Some(dfa) => dfa,
+        None => {
+            let start = nfa.new_state()?;
+            let end = nfa.build(expr, start, rule_map)?;
+            let edges = NfaEdges::new(nfa.states, &nfa.edges);
+            let dfa = determinize(&edges, start, end, max_states, deadline)?;
+            // A subset of NFA states that all reach the end reaches a final state: trimming
+            // the DFA is needed only when some NFA state cannot (a reference to a rule that
+            // never matches, an empty class).
+            if nfa.all_reach(end) { Some(dfa) } else { dfa.trim() }
         }
     };
+    let Some(dfa) = dfa else { return Ok(empty_automaton()) };
     // Minimization pays off where automata are shared (equal languages, equal encodings); a large
     // automaton built once for one grammar is used as the subset construction leaves it.
     let minimize_up_to = match finish {
@@ -1103,6 +1106,228 @@ pub(crate) fn build<'a>(
         return Ok(Automaton::from_core(dfa.into_core(false)));
     }
     Ok(Automaton::from_core(dfa.minimize(deadline)?.canonical().into_core(true)))
+}
+
+/// A symbol on the way into a [`Choice`]'s alternative: a byte, or a reference to a rule (its
+/// automaton rule id).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Symbol {
+    Byte(u8),
+    Rule(u32),
+}
+
+/// A choice among many alternatives that each begin with a fixed string of symbols (literals,
+/// special tokens, rule references) and may go on with anything (the tail): gpt-oss's messages,
+/// one per tool, `<|channel|>commentary to=functions.NAME …` then the tool's schema. Its DFA is
+/// the trie of the beginnings with each tail's own DFA grafted where its beginning ends, which
+/// the subset construction would reach too, at thousands of instructions per trie state.
+struct Choice<'e> {
+    /// Per alternative, its beginning and what follows it (empty: nothing).
+    alternatives: Vec<(Vec<Symbol>, Vec<&'e Expr>)>,
+}
+
+/// Alternatives a choice needs before it is built as a trie (fewer are cheap either way).
+const CHOICE_MIN_ALTERNATIVES: usize = 16;
+
+impl<'e> Choice<'e> {
+    fn of<'a>(
+        e: &'e Expr,
+        rule_map: &dyn Fn(u32) -> Option<u32>,
+        inline: &'a dyn Fn(u32) -> Option<&'a Expr>,
+    ) -> Option<Choice<'e>> {
+        let Expr::Alt(parts) = e else { return None };
+        if parts.len() < CHOICE_MIN_ALTERNATIVES {
+            return None;
+        }
+        let mut alternatives = Vec::with_capacity(parts.len());
+        for part in parts {
+            fn flatten<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+                match e {
+                    Expr::Seq(items) => items.iter().for_each(|i| flatten(i, out)),
+                    other => out.push(other),
+                }
+            }
+            let mut items = Vec::new();
+            flatten(part, &mut items);
+            let mut beginning = Vec::new();
+            let mut dead = false;
+            let mut at = 0;
+            while at < items.len() {
+                match items[at] {
+                    Expr::Empty => {}
+                    Expr::Literal(text) => beginning.extend(text.bytes().map(Symbol::Byte)),
+                    Expr::Token(id) => {
+                        beginning.extend(crate::grammar::special_token_bytes(*id).into_iter().map(Symbol::Byte));
+                    }
+                    Expr::Rule(r) if inline(r.0).is_none() => match rule_map(r.0) {
+                        Some(id) => beginning.push(Symbol::Rule(id)),
+                        None => dead = true,
+                    },
+                    _ => break,
+                }
+                at += 1;
+            }
+            // A reference that can never match: the alternative matches nothing.
+            if !dead {
+                alternatives.push((beginning, items[at..].to_vec()));
+            }
+        }
+        Some(Choice { alternatives })
+    }
+
+    /// The DFA (`Some(None)` when the language is empty), or `None` when a tail begins where
+    /// another alternative's string goes on, ends, or another tail begins: grafting it there
+    /// would take a subset construction after all, which then builds the whole choice.
+    fn dfa<'a>(
+        self,
+        rule_map: &dyn Fn(u32) -> Option<u32>,
+        inline: &'a dyn Fn(u32) -> Option<&'a Expr>,
+        max_states: usize,
+        deadline: Instant,
+    ) -> Result<Option<Option<Dfa>>, BuildError> {
+        // The trie of the beginnings.
+        let mut edges: Vec<Vec<(Symbol, u32)>> = vec![Vec::new()];
+        let mut ends: Vec<u32> = Vec::with_capacity(self.alternatives.len());
+        for (beginning, _) in &self.alternatives {
+            let mut node = 0u32;
+            for &symbol in beginning {
+                node = match edges[node as usize].iter().find(|(s, _)| *s == symbol) {
+                    Some(&(_, child)) => child,
+                    None => {
+                        if edges.len() >= max_states {
+                            return Err(BuildError::Limit("automaton states", edges.len() + 1, max_states));
+                        }
+                        let child = edges.len() as u32;
+                        edges.push(Vec::new());
+                        edges[node as usize].push((symbol, child));
+                        child
+                    }
+                };
+            }
+            ends.push(node);
+        }
+        if Instant::now() > deadline {
+            return Err(BuildError::Timeout);
+        }
+        // Each tail where its beginning ends: that node must lead nowhere else (checked before
+        // any tail is built).
+        let mut finals = vec![false; edges.len()];
+        let mut grafts: Vec<u32> = Vec::new();
+        for ((_, tail), &node) in self.alternatives.iter().zip(&ends) {
+            match tail.is_empty() {
+                true => finals[node as usize] = true,
+                false => grafts.push(node),
+            }
+        }
+        grafts.sort_unstable();
+        let alone = grafts.windows(2).all(|w| w[0] != w[1])
+            && grafts.iter().all(|&node| edges[node as usize].is_empty() && !finals[node as usize]);
+        if !alone {
+            return Ok(None);
+        }
+        let mut tails: Vec<(u32, Dfa)> = Vec::new();
+        // A tail that matches nothing leaves its beginning leading nowhere: trim then.
+        let mut dead_end = false;
+        for ((_, tail), &node) in self.alternatives.iter().zip(&ends) {
+            if tail.is_empty() {
+                continue;
+            }
+            let mut nfa = Nfa {
+                states: 0,
+                edges: Vec::new(),
+                max_states,
+                deadline,
+                regex_depth: 0,
+                inline,
+                shared: HashMap::default(),
+                inline_depth: 0,
+                class_sequences: HashMap::default(),
+            };
+            let start = nfa.new_state()?;
+            let mut next = nfa.new_state()?;
+            let end = next;
+            for part in tail.iter().rev() {
+                next = nfa.build_to(part, next, rule_map)?;
+            }
+            nfa.edge(start, Label::Eps, next);
+            let nfa_edges = NfaEdges::new(nfa.states, &nfa.edges);
+            let dfa = determinize(&nfa_edges, start, end, max_states, deadline)?;
+            let dfa = if nfa.all_reach(end) { Some(dfa) } else { dfa.trim() };
+            match dfa {
+                Some(dfa) => tails.push((node, dfa)),
+                None => dead_end = true,
+            }
+        }
+
+        // Byte classes: each byte of a beginning a class of its own, cut further where a tail's
+        // classes are.
+        let mut boundary = [false; 257];
+        boundary[0] = true;
+        boundary[256] = true;
+        for node in &edges {
+            for &(symbol, _) in node {
+                if let Symbol::Byte(b) = symbol {
+                    boundary[b as usize] = true;
+                    boundary[b as usize + 1] = true;
+                }
+            }
+        }
+        for (_, tail) in &tails {
+            for (b, pair) in tail.classes.windows(2).enumerate() {
+                boundary[b + 1] |= pair[0] != pair[1];
+            }
+        }
+        let mut classes = [0u8; 256];
+        let mut reps = Vec::new();
+        let mut c: i32 = -1;
+        for b in 0..256 {
+            if boundary[b] {
+                c += 1;
+                reps.push(b);
+            }
+            classes[b] = c as u8;
+        }
+        let nclasses = reps.len();
+        // Tail states after their first, which is the trie node it is grafted on.
+        let total = edges.len() + tails.iter().map(|(_, t)| t.len() - 1).sum::<usize>();
+        if total > max_states {
+            return Err(BuildError::Limit("automaton states", total, max_states));
+        }
+        let mut trans = vec![DEAD; total * nclasses];
+        let mut rule_edges: Vec<Vec<(u32, u32)>> = vec![Vec::new(); total];
+        finals.resize(total, false);
+        for (s, node) in edges.iter().enumerate() {
+            for &(symbol, t) in node {
+                match symbol {
+                    Symbol::Byte(b) => trans[s * nclasses + classes[b as usize] as usize] = t,
+                    Symbol::Rule(r) => rule_edges[s].push((r, t)),
+                }
+            }
+            rule_edges[s].sort_unstable();
+        }
+        let mut offset = edges.len() as u32;
+        for (node, tail) in &tails {
+            let state = |t: u32| match t {
+                DEAD => DEAD,
+                0 => *node,
+                t => offset + t - 1,
+            };
+            for s in 0..tail.len() as u32 {
+                let at = state(s) as usize;
+                for (g, &b) in reps.iter().enumerate() {
+                    trans[at * nclasses + g] = state(tail.trans[s as usize * tail.nclasses + tail.classes[b] as usize]);
+                }
+                rule_edges[at] = tail.rule_edges[s as usize].iter().map(|&(r, t)| (r, state(t))).collect();
+                finals[at] = tail.finals[s as usize];
+            }
+            offset += tail.len() as u32 - 1;
+        }
+        let dfa = Dfa { classes, nclasses, trans, rule_edges, finals };
+        Ok(Some(match dead_end || !dfa.finals.contains(&true) {
+            false => Some(dfa),
+            true => dfa.trim(),
+        }))
+    }
 }
 
 /// The automaton of the rule-free expression `e`, to test many texts with [`Core::matches`]
@@ -1217,9 +1442,20 @@ fn determinize(
     // The same kernel (targets before the epsilon closure) recurs from many states: its state is
     // remembered so the closure is computed once.
     let mut kernel_ids: HashMap<Vec<u32>, u32> = HashMap::default();
+    // Kernels and subsets of one NFA state (most of them: a literal's chain, a trie of tool names)
+    // are found by that state, without hashing or copying a vector.
+    let mut single_kernel = vec![DEAD; edges.len()];
+    let mut single_set = vec![DEAD; edges.len()];
     let mut sets: Vec<Vec<u32>> = vec![init.clone()];
-    ids.insert(init, 0);
-    let mut trans: Vec<u32> = Vec::new();
+    match init[..] {
+        [one] => single_set[one as usize] = 0,
+        _ => {
+            ids.insert(init, 0);
+        }
+    }
+    // Rows for about as many states as the NFA has (most automata here have fewer), so that
+    // growing the table rarely copies it; the excess is given back at the end.
+    let mut trans: Vec<u32> = Vec::with_capacity(edges.len().min(1 << 14) * nclasses);
     let mut rule_edges: Vec<Vec<(u32, u32)>> = Vec::new();
     let mut finals = Vec::new();
     // Byte edges of the current subset as class ranges, and the class boundaries between which
@@ -1249,7 +1485,11 @@ fn determinize(
         let mut target_of = |kernel: &mut Vec<u32>, sets: &mut Vec<Vec<u32>>| -> Result<u32, BuildError> {
             kernel.sort_unstable();
             kernel.dedup();
-            if let Some(&id) = kernel_ids.get(kernel.as_slice()) {
+            let known = match kernel[..] {
+                [one] => Some(single_kernel[one as usize]).filter(|&id| id != DEAD),
+                _ => kernel_ids.get(kernel.as_slice()).copied(),
+            };
+            if let Some(id) = known {
                 return Ok(id);
             }
             stamp += 1;
@@ -1257,19 +1497,33 @@ fn determinize(
             buf.extend_from_slice(kernel);
             closure(edges, &mut buf, &mut mark, stamp);
             buf.retain(|&s| important[s as usize]);
-            let id = match ids.get(buf.as_slice()) {
-                Some(&id) => id,
+            let found = match buf[..] {
+                [one] => Some(single_set[one as usize]).filter(|&id| id != DEAD),
+                _ => ids.get(buf.as_slice()).copied(),
+            };
+            let id = match found {
+                Some(id) => id,
                 None => {
                     if sets.len() >= max_states {
                         return Err(BuildError::Limit("automaton states", sets.len() + 1, max_states));
                     }
                     let id = sets.len() as u32;
-                    ids.insert(buf.clone(), id);
+                    match buf[..] {
+                        [one] => single_set[one as usize] = id,
+                        _ => {
+                            ids.insert(buf.clone(), id);
+                        }
+                    }
                     sets.push(buf.clone());
                     id
                 }
             };
-            kernel_ids.insert(kernel.clone(), id);
+            match kernel[..] {
+                [one] => single_kernel[one as usize] = id,
+                _ => {
+                    kernel_ids.insert(kernel.clone(), id);
+                }
+            }
             Ok(id)
         };
         cuts.clear();
@@ -1305,6 +1559,7 @@ fn determinize(
         rule_edges.push(redges);
         i += 1;
     }
+    trans.shrink_to_fit();
     Ok(Dfa { classes, nclasses, trans, rule_edges, finals })
 }
 
@@ -1863,6 +2118,63 @@ mod tests {
         }
         // The dead sink's class holds no live state of a trimmed automaton.
         class[..n].iter().filter(|&&c| c != class[n]).collect::<std::collections::HashSet<_>>().len()
+    }
+
+    #[test]
+    fn a_choice_grafted_on_its_trie_is_the_language_of_the_subset_construction() {
+        // Random choices of 16 to 40 alternatives: a beginning of literals, special tokens and
+        // rule references, then maybe a tail (a loop, a class, an alternation), some rules never
+        // matching. Built as a choice (trie and grafted tails, or the fallback) and through the
+        // subset construction (the same choice inside a sequence), minimized: the same automaton.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let rule_map = |r: u32| (r != 3).then_some(r);
+        let class = || Expr::CharClass { negated: false, ranges: vec![('a', 'c')] };
+        let (mut grafted, mut fell_back) = (0, 0);
+        for _ in 0..300 {
+            let unique = next(3) != 0;
+            let alternatives: Vec<Expr> = (0..16 + next(25))
+                .map(|i| {
+                    let mut parts: Vec<Expr> = (0..1 + next(4))
+                        .map(|_| match next(6) {
+                            0 => Expr::Token(crate::grammar::MAX_SPECIAL_TOKEN_ID - next(3) as u32),
+                            1 => Expr::Rule(crate::grammar::RuleId(next(4) as u32)),
+                            _ => Expr::literal(["a", "ab", "b", "ca", "abc", "c"][next(6) as usize]),
+                        })
+                        .collect();
+                    // A name of its own (a tool's), so that most tails stand alone.
+                    if unique {
+                        parts.push(Expr::literal(format!("{i};")));
+                    }
+                    match next(5) {
+                        0 => parts.push(Expr::repeat(class(), 0, None)),
+                        1 => parts.extend([class(), Expr::literal("!")]),
+                        2 => parts
+                            .push(Expr::alt(vec![Expr::literal("x"), Expr::repeat(Expr::literal("y"), 1, Some(3))])),
+                        _ => {}
+                    }
+                    Expr::Seq(parts)
+                })
+                .collect();
+            let choice = Expr::Alt(alternatives);
+            let finish = Finish::MinimizeUpTo(usize::MAX);
+            let by_choice = build(&choice, &rule_map, &|_| None, 100_000, deadline, finish).expect("builds");
+            let plain = Expr::Seq(vec![choice.clone(), Expr::Empty]);
+            let by_subsets = build(&plain, &rule_map, &|_| None, 100_000, deadline, finish).expect("builds");
+            assert_eq!(by_choice.shallow_key().1, by_subsets.shallow_key().1, "{choice:?}");
+            let Some(c) = Choice::of(&choice, &rule_map, &|_| None) else { panic!("a choice") };
+            match c.dfa(&rule_map, &|_| None, 100_000, deadline).expect("builds") {
+                Some(_) => grafted += 1,
+                None => fell_back += 1,
+            }
+        }
+        assert!(grafted > 30 && fell_back > 30, "both ways exercised: {grafted} grafted, {fell_back} fell back");
     }
 
     #[test]

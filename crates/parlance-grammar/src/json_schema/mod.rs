@@ -254,7 +254,7 @@ pub(crate) fn lowered_grammar(
     };
     if let Ok(cache) = schema_cache().lock()
         && let Some((_, _, g)) =
-            cache.map.get(&hash).and_then(|v| v.iter().find(|(s, o, _)| s == schema && *o == options_key))
+            cache.map.get(&hash).and_then(|v| v.iter().find(|(s, o, _)| same_value(s, schema) && *o == options_key))
     {
         return Ok(g.clone());
     }
@@ -329,6 +329,42 @@ pub(crate) fn clear_lowered_schemas() {
     if let Ok(mut cache) = schema_cache().lock() {
         *cache = SchemaCache::default();
     }
+}
+
+/// Whether two JSON values are the same, object members compared in their order (as
+/// [`value_hash`] hashes them: values equal as maps in another order are never looked up as
+/// equal anyway). Unlike `==`, which looks each member up by its key (a SipHash per member), a
+/// walk side by side; iterative, since values nest without bound.
+pub(crate) fn same_value(a: &Value, b: &Value) -> bool {
+    let mut stack = vec![(a, b)];
+    while let Some((a, b)) = stack.pop() {
+        match (a, b) {
+            (Value::Array(x), Value::Array(y)) => {
+                if x.len() != y.len() {
+                    return false;
+                }
+                stack.extend(x.iter().zip(y));
+            }
+            (Value::Object(x), Value::Object(y)) => {
+                if x.len() != y.len() {
+                    return false;
+                }
+                for ((kx, vx), (ky, vy)) in x.iter().zip(y) {
+                    if kx != ky {
+                        return false;
+                    }
+                    stack.push((vx, vy));
+                }
+            }
+            (Value::Array(_) | Value::Object(_), _) | (_, Value::Array(_) | Value::Object(_)) => return false,
+            (a, b) => {
+                if a != b {
+                    return false;
+                }
+            }
+        }
+    }
+    true
 }
 
 /// A JSON value's content hash, with `salt` (what else the key holds).

@@ -253,6 +253,22 @@ fn the_compiler_caches_by_document_text() {
     let a = tiny.compile_structural_tag(doc, &options).expect("compiles");
     let b = tiny.compile_structural_tag(doc, &options).expect("compiles");
     assert!(!Arc::ptr_eq(&a, &b), "a zero limit caches nothing");
+    // The same text under other options is another grammar.
+    let mut strict = StructuralTagOptions::default();
+    strict.json.strict_properties = !options.json.strict_properties;
+    let other = compiler.compile_structural_tag(doc, &strict).expect("compiles");
+    assert!(!Arc::ptr_eq(&fresh, &other), "options are part of the key");
+    assert!(Arc::ptr_eq(&fresh, &compiler.compile_structural_tag(doc, &options).expect("compiles")));
+    // A limit that holds one grammar keeps the one used last.
+    let probe = GrammarCompiler::new(synthetic_vocab());
+    probe.compile_structural_tag(doc, &options).expect("compiles");
+    let bytes = probe.cache_bytes();
+    let one = GrammarCompiler::with_cache_limit(synthetic_vocab(), bytes + bytes / 2);
+    let doc_b = r#"{"format": {"type": "const_string", "value": "ho"}}"#;
+    let a = one.compile_structural_tag(doc, &options).expect("compiles");
+    let b = one.compile_structural_tag(doc_b, &options).expect("compiles");
+    assert!(Arc::ptr_eq(&b, &one.compile_structural_tag(doc_b, &options).expect("compiles")), "b is kept");
+    assert!(!Arc::ptr_eq(&a, &one.compile_structural_tag(doc, &options).expect("compiles")), "a made room for b");
 }
 
 /// The mask entries of a tool's arguments are computed once per vocabulary, whatever other tools a
