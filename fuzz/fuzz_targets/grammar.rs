@@ -3,7 +3,8 @@
 //!   same grammar, and compile (or fail with an error) under lowered limits;
 //! - odd, bit 1 clear (`0x01`, `0x05`, …): the rest is a JSON Schema; it compiles or fails with an error;
 //! - odd, bit 1 set (`0x03`, `0x07`, …): the rest is an XGrammar structural tag (special tokens
-//!   `<|call|>` and `<|start|>` resolve by text); it lowers and compiles or fails with an error.
+//!   `<|call|>` and `<|start|>` resolve by text); it lowers and compiles or fails with an error,
+//!   lowered from its text (schemas kept as text) to the same grammar or the same error.
 //!
 //! A compiled grammar is then walked: masks filled over a byte vocabulary, the input's own bytes fed
 //! one at a time, rollbacks. Any `Err` is fine; a panic, abort, hang (limits lowered) or a mask that
@@ -17,7 +18,7 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use parlance_grammar::{
     CompiledGrammar, Grammar, JsonSchemaOptions, Limits, Matcher, StructuralTagOptions, TokenVocab,
-    json_schema_to_grammar, structural_tag_to_grammar,
+    json_schema_to_grammar, structural_tag_text_to_grammar, structural_tag_to_grammar,
 };
 
 /// Multi-byte tokens (ids from 259 on): JSON punctuation glued to string characters, escapes,
@@ -71,7 +72,15 @@ fuzz_target!(|data: &[u8]| {
         let json = JsonSchemaOptions { limits: limits(), ..JsonSchemaOptions::default() };
         let special_tokens = [("<|call|>".to_owned(), 257), ("<|start|>".to_owned(), 258)].into_iter().collect();
         let options = StructuralTagOptions { json, special_tokens };
-        let Ok(grammar) = structural_tag_to_grammar(&doc, &options) else { return };
+        // From its text (schemas kept as text), the same grammar or the same error.
+        let as_value = structural_tag_to_grammar(&doc, &options);
+        let from_text = structural_tag_text_to_grammar(text, &options);
+        match (&as_value, &from_text) {
+            (Ok(a), Ok(b)) => assert_eq!(a.to_string(), b.to_string(), "from its text, another grammar"),
+            (Err(a), Err(b)) => assert_eq!(a, b, "from its text, another error"),
+            _ => panic!("from its text: {from_text:?}, as a value: {as_value:?}"),
+        }
+        let Ok(grammar) = as_value else { return };
         // The lowered grammar prints to text that parses back to the same rules (parsing numbers
         // rules by first mention, so their order may differ: compared as sets of rule lines).
         let printed = grammar.to_string();

@@ -35,7 +35,9 @@ pub use mask::check_mask_entries;
 #[cfg(feature = "rayon")]
 pub use matcher::fill_next_token_bitmasks;
 pub use matcher::{Matcher, MatcherError};
-pub use structural_tag::{StructuralTagError, StructuralTagOptions, structural_tag_to_grammar};
+pub use structural_tag::{
+    StructuralTagError, StructuralTagOptions, structural_tag_text_to_grammar, structural_tag_to_grammar,
+};
 pub use vocab::{TokenVocab, VocabError};
 
 impl CompiledGrammar {
@@ -72,12 +74,7 @@ impl CompiledGrammar {
         json: &str,
         options: &StructuralTagOptions,
     ) -> Result<CompiledGrammar, CompileError> {
-        let doc = structural_tag::parse_document(json).map_err(|e| {
-            CompileError::StructuralTag(structural_tag::StructuralTagError::Invalid {
-                pointer: String::new(),
-                message: format!("not JSON: {e}"),
-            })
-        })?;
+        let doc = structural_tag::parse_document(json).map_err(structural_tag::not_json)?;
         let grammar = structural_tag::lower(&doc.root, &doc.raw_schemas, options, Some(&vocab))?;
         CompiledGrammar::with_limits(vocab, &grammar, options.json.limits.clone())
     }

@@ -185,6 +185,22 @@ pub fn structural_tag_to_grammar(doc: &Value, options: &StructuralTagOptions) ->
     lower(doc, &[], options, None)
 }
 
+/// [`structural_tag_to_grammar`] for the document's JSON text, as servers receive it: each
+/// `json_schema` value is kept as its text and found by it among the schemas lowered before. The same
+/// grammar, or the same error, as the document's value gives.
+pub fn structural_tag_text_to_grammar(
+    json: &str,
+    options: &StructuralTagOptions,
+) -> Result<Grammar, StructuralTagError> {
+    let doc = parse_document(json).map_err(not_json)?;
+    lower(&doc.root, &doc.raw_schemas, options, None)
+}
+
+/// A document that is not JSON.
+pub(crate) fn not_json(e: serde_json::Error) -> StructuralTagError {
+    invalid("", format!("not JSON: {e}"))
+}
+
 /// [`structural_tag_to_grammar`], tokens named by text also resolved through `vocab`.
 pub(crate) fn lower<'a>(
     doc: &'a Value,
