@@ -213,19 +213,18 @@ impl Workload {
                 )
             }
             Workload::Harmony => {
-                // Harmony's markers are special tokens: token formats, never their text. Written
-                // into one buffer (the choice of messages twice: first, and after each
-                // `<|start|>assistant`), as a server building the document would.
+                // Harmony's markers are special tokens: token formats, never their text. The
+                // runner's `tags_with_separator`, its separator `<|start|>assistant` a format (a
+                // special token, then text: parlance's extension, as XGrammar takes only a string).
+                // Written into one buffer, as a server building the document would.
                 use std::fmt::Write as _;
                 let token = |t: &str| format!(r#"{{"type":"token","token":{}}}"#, json!(t));
                 let text = |t: &str| format!(r#"{{"type":"const_string","value":{}}}"#, json!(t));
                 let (channel, message, constrain) =
                     (token("<|channel|>"), token("<|message|>"), token("<|constrain|>"));
                 let any = r#"{"type":"any_text"}"#;
-                let mut doc = String::with_capacity(2 * tools.iter().map(|t| t.parameters.len() + 400).sum::<usize>());
-                doc.push_str(r#"{"type":"structural_tag","format":{"type":"sequence","elements":["#);
-                let one_start = doc.len();
-                doc.push_str(r#"{"type":"or","elements":["#);
+                let mut doc = String::with_capacity(tools.iter().map(|t| t.parameters.len() + 400).sum::<usize>());
+                doc.push_str(r#"{"type":"structural_tag","format":{"type":"tags_with_separator","tags":["#);
                 let message_tag = |doc: &mut String, header: &str, body: &str, end: &str| {
                     let _ = write!(
                         doc,
@@ -245,17 +244,13 @@ impl Workload {
                     );
                     message_tag(&mut doc, &format!("commentary to=functions.{} ", t.name), &body, "<|call|>");
                 }
-                doc.pop(); // the last element's comma
-                doc.push_str("]}");
-                let one = one_start..doc.len();
+                doc.pop(); // the last tag's comma
                 let _ = write!(
                     doc,
-                    r#",{{"type":"star","content":{{"type":"sequence","elements":[{},{},"#,
+                    r#"],"separator":{{"type":"sequence","elements":[{},{}]}},"at_least_one":true}}}}"#,
                     token("<|start|>"),
                     text("assistant")
                 );
-                doc.extend_from_within(one);
-                doc.push_str("]}}]}}");
                 doc
             }
         }

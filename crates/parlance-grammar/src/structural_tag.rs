@@ -19,9 +19,11 @@
 //! `any_order` — is an error naming the field and its JSON pointer, never silently a different
 //! language.
 //!
-//! One extension, which XGrammar does not read: a `triggered_tags` tag may begin with a token
+//! Two extensions, which XGrammar does not read: a `triggered_tags` tag may begin with a token
 //! (`{"type": "token", …}`); it is triggered by that token beside the text triggers (parlance's
 //! own grammars use it for an optional special-token call opener, Llama 3.x's `<|python_tag|>`).
+//! And a `tags_with_separator` separator may be a format, not only a string (a special token
+//! between messages: gpt-oss's `<|start|>assistant`, which as text no special token matches).
 
 use crate::grammar::{Expr, Grammar, GrammarBuilder, GrammarError, MAX_SPECIAL_TOKEN_ID, RuleId, TagDispatch, Trigger};
 use crate::json_schema::{JsonSchemaOptions, SchemaError, json_schema_to_grammar};
@@ -460,22 +462,31 @@ impl<'a> Lowering<'a> {
             "token_triggered_tags" => self.token_triggered_tags(&f, end),
             "triggered_tags" => self.triggered_tags(&f, end),
             "tags_with_separator" => {
-                let separator = f.string("separator")?;
-                let mut alternatives = Vec::new();
-                for (i, t) in f.array("tags")?.iter().enumerate() {
-                    let tag_ptr = format!("{ptr}/tags/{i}");
-                    let Value::Object(t) = t else { return Err(invalid(&tag_ptr, "a tag is a JSON object")) };
-                    let (begin, rest) = self.tag_with_token_begin(t, &tag_ptr)?;
-                    alternatives.push(Expr::seq(vec![trigger_expr(begin), rest]));
-                }
+                // A separator that is a format, not a string, is parlance's own extension (a
+                // special token between the tags: gpt-oss's `<|start|>assistant`).
+                let separator = match f.get("separator")? {
+                    Value::String(text) => Expr::literal(text.clone()),
+                    sep @ Value::Object(_) => self.format(sep, &format!("{ptr}/separator"), &[])?,
+                    _ => return Err(invalid(&format!("{ptr}/separator"), "expected a string or a format")),
+                };
+                let tags = f.array("tags")?;
+                // A choice among tags: each tag's schema is a unit, as in an `or`.
+                let choice = usize::from(tags.len() > 1);
+                self.choice_depth += choice;
+                let alternatives = self.tag_alternatives(tags, ptr);
+                self.choice_depth -= choice;
+                let alternatives = alternatives?;
                 if alternatives.is_empty() {
                     return Err(invalid(&format!("{ptr}/tags"), "expected at least one tag"));
                 }
-                let one = Expr::Rule(self.b.rule("tag", Expr::alt(alternatives)));
+                let rule = self.b.rule("tag", Expr::alt(alternatives));
+                let one = Expr::Rule(rule);
                 let list = if f.flag("stop_after_first")? {
                     one
                 } else {
-                    let more = Expr::seq(vec![Expr::literal(separator), one.clone()]);
+                    // Written twice below: one automaton both places refer to, not two copies.
+                    self.b.keep_rule(rule);
+                    let more = Expr::seq(vec![separator, one.clone()]);
                     Expr::seq(vec![one, Expr::repeat(more, 0, None)])
                 };
                 Ok(if f.flag("at_least_one")? { list } else { Expr::optional(list) })
@@ -759,6 +770,18 @@ impl<'a> Lowering<'a> {
         let content = self.format(f.get("content")?, &format!("{ptr}/content"), &detected)?;
         let end = Expr::alt(ends.into_iter().map(Expr::literal).collect());
         Ok((begin, Expr::seq(vec![content, end])))
+    }
+
+    /// Each tag of `tags` (at `{ptr}/tags/i`) as the expression that matches it, its begin first.
+    fn tag_alternatives(&mut self, tags: &'a [Value], ptr: &str) -> Result<Vec<Expr>, StructuralTagError> {
+        let mut alternatives = Vec::with_capacity(tags.len());
+        for (i, t) in tags.iter().enumerate() {
+            let tag_ptr = format!("{ptr}/tags/{i}");
+            let Value::Object(t) = t else { return Err(invalid(&tag_ptr, "a tag is a JSON object")) };
+            let (begin, rest) = self.tag_with_token_begin(t, &tag_ptr)?;
+            alternatives.push(Expr::seq(vec![trigger_expr(begin), rest]));
+        }
+        Ok(alternatives)
     }
 
     fn token_triggered_tags(&mut self, f: &Fields<'a, '_>, end: &[String]) -> Result<Expr, StructuralTagError> {

@@ -123,6 +123,30 @@ fn separators_repeats_and_dispatch() {
             ("<b>x</b>y</b>", false),
         ],
     );
+    // The separator as a format (parlance's extension): a special token, then text. Its text is
+    // no separator.
+    let doc = json!({"format": {"type": "tags_with_separator", "at_least_one": true,
+        "separator": {"type": "sequence", "elements": [{"type": "token", "token": "<special>"},
+            {"type": "const_string", "value": "x"}]},
+        "tags": [{"begin": "<a>", "content": {"type": "regex", "pattern": "[0-9]+"}, "end": "</a>"},
+            {"begin": "<b>", "content": {"type": "const_string", "value": "b"}, "end": "</b>"}]}});
+    let special = synthetic_vocab().special_token_id("<special>").expect("a special token");
+    for grammar in compile(&doc) {
+        let run = |pieces: &[Result<&str, u32>]| {
+            let mut m = Matcher::new(grammar.clone()).expect("matcher");
+            pieces.iter().all(|p| match p {
+                Ok(text) => m.accept_bytes(text.as_bytes()),
+                Err(token) => m.accept_token(*token),
+            }) && m.is_accepting()
+        };
+        assert!(run(&[Ok("<a>1</a>"), Err(special), Ok("x<b>b</b>"), Err(special), Ok("x<a>22</a>")]));
+        assert!(!run(&[Ok("<a>1</a><special>x<b>b</b>")]), "the token's text");
+        assert!(!run(&[Ok("<a>1</a>"), Err(special), Ok("<b>b</b>")]), "the separator's text after the token");
+        assert!(!run(&[Ok("<a>1</a>"), Err(special), Ok("x")]), "a separator before no tag");
+    }
+    let separator_error = json!({"format": {"type": "tags_with_separator", "separator": 7, "tags": [
+        {"begin": "<a>", "content": {"type": "const_string", "value": "a"}, "end": "</a>"}]}});
+    assert!(error(&separator_error).to_string().contains("/format/separator"), "{}", error(&separator_error));
     let doc = json!({"format": {"type": "repeat", "min": 1, "max": 2, "content": {"type": "or", "elements": [
         {"type": "const_string", "value": "x"}, {"type": "grammar", "grammar": "root ::= [0-9] \"!\""}]}}});
     check(&doc, &[("x", true), ("7!x", true), ("xxx", false), ("", false)]);
