@@ -715,7 +715,31 @@ type ByteSequences = Vec<Vec<(u8, u8)>>;
 /// Inlining nested deeper than this keeps rule-reference edges (bounded native recursion).
 const INLINE_DEPTH: usize = 48;
 
-impl Nfa<'_> {
+impl<'a> Nfa<'a> {
+    fn new(max_states: usize, deadline: Instant, inline: &'a dyn Fn(u32) -> Option<&'a Expr>) -> Nfa<'a> {
+        Nfa {
+            states: 0,
+            edges: Vec::new(),
+            max_states,
+            deadline,
+            regex_depth: 0,
+            inline,
+            shared: HashMap::default(),
+            inline_depth: 0,
+            class_sequences: HashMap::default(),
+        }
+    }
+
+    /// The subset construction of the NFA from `start` to the final state `end`, trimmed;
+    /// `None` when nothing reaches `end`.
+    fn dfa(&self, start: u32, end: u32) -> Result<Option<Dfa>, BuildError> {
+        let edges = NfaEdges::new(self.states, &self.edges);
+        let dfa = determinize(&edges, start, end, self.max_states, self.deadline)?;
+        // A subset of NFA states that all reach the end reaches a final state: trimming the DFA
+        // is needed only when some NFA state cannot (a reference to a rule that never matches,
+        // an empty class).
+        Ok(if self.all_reach(end) { Some(dfa) } else { dfa.trim() })
+    }
     fn new_state(&mut self) -> Result<u32, BuildError> {
         if self.states >= self.max_states {
             return Err(BuildError::Limit("automaton states", self.states + 1, self.max_states));
@@ -1066,17 +1090,7 @@ pub(crate) fn build<'a>(
     deadline: Instant,
     finish: Finish,
 ) -> Result<Automaton, BuildError> {
-    let mut nfa = Nfa {
-        states: 0,
-        edges: Vec::new(),
-        max_states,
-        deadline,
-        regex_depth: 0,
-        inline,
-        shared: HashMap::default(),
-        inline_depth: 0,
-        class_sequences: HashMap::default(),
-    };
+    let mut nfa = Nfa::new(max_states, deadline, inline);
     let grafted = match Choice::of(expr, rule_map, inline) {
         Some(choice) => choice.dfa(rule_map, inline, max_states, deadline)?,
         None => None,
@@ -1086,12 +1100,7 @@ pub(crate) fn build<'a>(
         None => {
             let start = nfa.new_state()?;
             let end = nfa.build(expr, start, rule_map)?;
-            let edges = NfaEdges::new(nfa.states, &nfa.edges);
-            let dfa = determinize(&edges, start, end, max_states, deadline)?;
-            // A subset of NFA states that all reach the end reaches a final state: trimming
-            // the DFA is needed only when some NFA state cannot (a reference to a rule that
-            // never matches, an empty class).
-            if nfa.all_reach(end) { Some(dfa) } else { dfa.trim() }
+            nfa.dfa(start, end)?
         }
     };
     let Some(dfa) = dfa else { return Ok(empty_automaton()) };
@@ -1232,17 +1241,7 @@ impl<'e> Choice<'e> {
             if tail.is_empty() {
                 continue;
             }
-            let mut nfa = Nfa {
-                states: 0,
-                edges: Vec::new(),
-                max_states,
-                deadline,
-                regex_depth: 0,
-                inline,
-                shared: HashMap::default(),
-                inline_depth: 0,
-                class_sequences: HashMap::default(),
-            };
+            let mut nfa = Nfa::new(max_states, deadline, inline);
             let start = nfa.new_state()?;
             let mut next = nfa.new_state()?;
             let end = next;
@@ -1250,10 +1249,7 @@ impl<'e> Choice<'e> {
                 next = nfa.build_to(part, next, rule_map)?;
             }
             nfa.edge(start, Label::Eps, next);
-            let nfa_edges = NfaEdges::new(nfa.states, &nfa.edges);
-            let dfa = determinize(&nfa_edges, start, end, max_states, deadline)?;
-            let dfa = if nfa.all_reach(end) { Some(dfa) } else { dfa.trim() };
-            match dfa {
+            match nfa.dfa(start, end)? {
                 Some(dfa) => tails.push((node, dfa)),
                 None => dead_end = true,
             }
@@ -1277,16 +1273,7 @@ impl<'e> Choice<'e> {
                 boundary[b + 1] |= pair[0] != pair[1];
             }
         }
-        let mut classes = [0u8; 256];
-        let mut reps = Vec::new();
-        let mut c: i32 = -1;
-        for b in 0..256 {
-            if boundary[b] {
-                c += 1;
-                reps.push(b);
-            }
-            classes[b] = c as u8;
-        }
+        let (classes, reps) = byte_classes(&boundary);
         let nclasses = reps.len();
         // Tail states after their first, which is the trie node it is grafted on.
         let total = edges.len() + tails.iter().map(|(_, t)| t.len() - 1).sum::<usize>();
@@ -1315,7 +1302,8 @@ impl<'e> Choice<'e> {
             for s in 0..tail.len() as u32 {
                 let at = state(s) as usize;
                 for (g, &b) in reps.iter().enumerate() {
-                    trans[at * nclasses + g] = state(tail.trans[s as usize * tail.nclasses + tail.classes[b] as usize]);
+                    trans[at * nclasses + g] =
+                        state(tail.trans[s as usize * tail.nclasses + tail.classes[b as usize] as usize]);
                 }
                 rule_edges[at] = tail.rule_edges[s as usize].iter().map(|&(r, t)| (r, state(t))).collect();
                 finals[at] = tail.finals[s as usize];
@@ -1399,6 +1387,22 @@ fn closure(edges: &NfaEdges, set: &mut Vec<u32>, mark: &mut [u32], stamp: u32) {
     set.sort_unstable();
 }
 
+/// Byte classes cut at `boundary` (a class starts at each byte marked; 0 and 256 are): each byte's
+/// class, and each class's first byte.
+fn byte_classes(boundary: &[bool; 257]) -> ([u8; 256], Vec<u8>) {
+    let mut classes = [0u8; 256];
+    let mut reps = Vec::new();
+    let mut c: i32 = -1;
+    for b in 0..256 {
+        if boundary[b] {
+            c += 1;
+            reps.push(b as u8);
+        }
+        classes[b] = c as u8;
+    }
+    (classes, reps)
+}
+
 fn determinize(
     edges: &NfaEdges,
     start: u32,
@@ -1416,16 +1420,7 @@ fn determinize(
             boundary[b as usize + 1] = true;
         }
     }
-    let mut classes = [0u8; 256];
-    let mut reps = Vec::new();
-    let mut c: i32 = -1;
-    for b in 0..256 {
-        if boundary[b] {
-            c += 1;
-            reps.push(b as u8);
-        }
-        classes[b] = c as u8;
-    }
+    let (classes, reps) = byte_classes(&boundary);
     let nclasses = reps.len();
     let mut mark = vec![0u32; edges.len()];
     let mut stamp = 1u32;

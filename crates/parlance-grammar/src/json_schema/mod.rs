@@ -252,24 +252,10 @@ pub(crate) fn lowered_grammar(
         (schema_hash, options_key).hash(&mut h);
         h.finish()
     };
-    if let Ok(cache) = schema_cache().lock()
-        && let Some((_, _, g)) =
-            cache.map.get(&hash).and_then(|v| v.iter().find(|(s, o, _)| same_value(s, schema) && *o == options_key))
-    {
-        return Ok(g.clone());
-    }
-    let (grammar, _) = json_schema_to_grammar(schema, options)?;
-    let grammar = Arc::new(grammar);
-    if let Ok(mut cache) = schema_cache().lock() {
-        // The schema's own size stands for the entry's: its grammar is about as large.
-        let bytes = 3 * value_size(schema) + options_key.len();
-        if cache.entries < SCHEMA_CACHE_ENTRIES && cache.bytes + bytes <= SCHEMA_CACHE_BYTES {
-            cache.entries += 1;
-            cache.bytes += bytes;
-            cache.map.entry(hash).or_default().push((schema.clone(), options_key.to_owned(), grammar.clone()));
-        }
-    }
-    Ok(grammar)
+    // The schema's own size stands for the entry's: its grammar is about as large.
+    let bytes = 3 * value_size(schema) + options_key.len();
+    let found = Lookup { hash, options_key, bytes, same: |s: &Value| same_value(s, schema) };
+    found.cached(|c| &mut c.map, || schema.clone(), || Ok(json_schema_to_grammar(schema, options)?.0))
 }
 
 /// [`lowered_grammar`] for a schema given as its JSON text (a structural tag's, see
@@ -285,36 +271,75 @@ pub(crate) fn lowered_grammar_text(
         (text, options_key).hash(&mut h);
         h.finish()
     };
-    if let Ok(cache) = schema_cache().lock()
-        && let Some((_, _, g)) =
-            cache.texts.get(&hash).and_then(|v| v.iter().find(|(t, o, _)| t == text && *o == options_key))
+    // The text's size stands for the entry's, as the schema's does in `lowered_grammar`.
+    let bytes = 4 * text.len() + options_key.len();
+    let found = Lookup { hash, options_key, bytes, same: |t: &String| t == text };
+    found.cached(
+        |c| &mut c.texts,
+        || text.to_owned(),
+        || {
+            // The text was read as JSON already (a raw value of the document).
+            let schema: Value = serde_json::from_str(text)
+                .map_err(|e| SchemaError::Invalid { pointer: String::new(), message: format!("not JSON: {e}") })?;
+            Ok(json_schema_to_grammar(&schema, options)?.0)
+        },
+    )
+}
+
+/// A lookup in the cache of lowered schemas: the key's hash, the options, the entry's size, and
+/// whether a stored key is this one.
+struct Lookup<'o, F> {
+    hash: u64,
+    options_key: &'o str,
+    bytes: usize,
+    same: F,
+}
+
+impl<F> Lookup<'_, F> {
+    /// The cached grammar of this key, or `lower`'s, stored under `key()` in the map `map` picks
+    /// when the cache has room (errors are not cached).
+    fn cached<K>(
+        self,
+        map: fn(&mut SchemaCache) -> &mut LoweredBy<K>,
+        key: impl FnOnce() -> K,
+        lower: impl FnOnce() -> Result<Grammar, SchemaError>,
+    ) -> Result<Arc<Grammar>, SchemaError>
+    where
+        F: Fn(&K) -> bool,
     {
-        return Ok(g.clone());
-    }
-    // The text was read as JSON already (a raw value of the document).
-    let schema: Value = serde_json::from_str(text)
-        .map_err(|e| SchemaError::Invalid { pointer: String::new(), message: format!("not JSON: {e}") })?;
-    let grammar = Arc::new(json_schema_to_grammar(&schema, options)?.0);
-    if let Ok(mut cache) = schema_cache().lock() {
-        // The text's size stands for the entry's, as the schema's does in `lowered_grammar`.
-        let bytes = 4 * text.len() + options_key.len();
-        if cache.entries < SCHEMA_CACHE_ENTRIES && cache.bytes + bytes <= SCHEMA_CACHE_BYTES {
-            cache.entries += 1;
-            cache.bytes += bytes;
-            cache.texts.entry(hash).or_default().push((text.to_owned(), options_key.to_owned(), grammar.clone()));
+        let options_key = self.options_key;
+        if let Ok(mut cache) = schema_cache().lock()
+            && let Some((_, _, g)) = map(&mut cache)
+                .get(&self.hash)
+                .and_then(|v| v.iter().find(|(k, o, _)| (self.same)(k) && o == options_key))
+        {
+            return Ok(g.clone());
         }
+        let grammar = Arc::new(lower()?);
+        if let Ok(mut cache) = schema_cache().lock()
+            && cache.entries < SCHEMA_CACHE_ENTRIES
+            && cache.bytes + self.bytes <= SCHEMA_CACHE_BYTES
+        {
+            cache.entries += 1;
+            cache.bytes += self.bytes;
+            map(&mut cache).entry(self.hash).or_default().push((key(), options_key.to_owned(), grammar.clone()));
+        }
+        Ok(grammar)
     }
-    Ok(grammar)
 }
 
 const SCHEMA_CACHE_ENTRIES: usize = 8192;
 const SCHEMA_CACHE_BYTES: usize = 128 << 20;
 
+/// Lowered grammars by the hash of their key: each key (a schema, or its text), its options and
+/// its grammar.
+type LoweredBy<K> = HashMap<u64, Vec<(K, String, Arc<Grammar>)>>;
+
 #[derive(Default)]
 struct SchemaCache {
-    map: HashMap<u64, Vec<(Value, String, Arc<Grammar>)>>,
+    map: LoweredBy<Value>,
     /// The same grammars by the schema's text ([`lowered_grammar_text`]).
-    texts: HashMap<u64, Vec<(String, String, Arc<Grammar>)>>,
+    texts: LoweredBy<String>,
     entries: usize,
     bytes: usize,
 }
