@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use parlance::{Delta, Format, ParseOptions, Parser};
 
-const FORMATS: [&str; 18] = [
+const FORMATS: [&str; 19] = [
     include_str!("../formats/Qwen-Qwen3-0.6B.json"),
     include_str!("../formats/Qwen3-Coder.json"),
     include_str!("../formats/deepseek-ai-DeepSeek-V3.1.json"),
@@ -37,6 +37,7 @@ const FORMATS: [&str; 18] = [
     include_str!("../formats/vllm-hyperclovax-seed-think-14b.json"),
     include_str!("../formats/llama-cpp-ochafik-apriel-1.5-15b-thinker.json"),
     include_str!("../formats/ovms-gpt-oss.json"),
+    include_str!("../formats/axolotl-llama4.json"),
 ];
 
 fn formats() -> &'static Vec<Format> {
