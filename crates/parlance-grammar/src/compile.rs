@@ -453,7 +453,7 @@ fn compile(
             Ok(_) => compact_key(g, rule, inline_budget, limits.automaton_states),
             Err(_) => None,
         };
-        if let Some(cached) = compact.as_ref().and_then(|key| shape_cache().lock().ok()?.map.get(key).cloned()) {
+        if let Some(cached) = compact.as_deref().and_then(cached_automaton) {
             // Stored only without rule references: nothing to map.
             total = add_states(total, cached.len(), name, &limits).map_err(|e| said_of(g, rule, e))?;
             rules.push((*cached).clone());
@@ -512,14 +512,8 @@ fn compile(
         if let Some(key) = compact
             && !fell_back
             && !a.has_rule_edges()
-            && a.len() <= SHAPE_MAX_STATES
-            && let Ok(mut cache) = shape_cache().lock()
         {
-            let bytes = key.len() * 4 + a.approx_bytes();
-            if cache.map.len() < SHAPE_MAX_ENTRIES && cache.bytes + bytes <= SHAPE_MAX_BYTES {
-                cache.bytes += bytes;
-                cache.map.insert(key, Arc::new(a.clone()));
-            }
+            keep_automaton(key, a.clone());
         }
         total = add_states(total, a.len(), name, &limits).map_err(|e| said_of(g, rule, e))?;
         rules.push(a);
@@ -674,14 +668,11 @@ impl RuleShape {
     }
 
     fn cached(&self) -> Option<Arc<Automaton>> {
-        shape_cache().lock().ok()?.map.get(&self.key).cloned()
+        cached_automaton(&self.key)
     }
 
     /// Caches `a`, whose rule references are compiled ids (`grammar_rule` maps them back).
     fn store(&self, a: &Automaton, grammar_rule: &dyn Fn(u32) -> Option<u32>) {
-        if a.len() > SHAPE_MAX_STATES {
-            return;
-        }
         // Every reference must be one of the shape's rules, or the entry would differ.
         let Some(positions) = a
             .rules()
@@ -691,13 +682,26 @@ impl RuleShape {
         else {
             return;
         };
-        let local = a.with_rules(positions);
-        let Ok(mut cache) = shape_cache().lock() else { return };
-        let bytes = self.key.len() * 4 + local.approx_bytes();
-        if cache.map.len() < SHAPE_MAX_ENTRIES && cache.bytes + bytes <= SHAPE_MAX_BYTES {
-            cache.bytes += bytes;
-            cache.map.insert(self.key.clone(), Arc::new(local));
-        }
+        keep_automaton(self.key.clone(), a.with_rules(positions));
+    }
+}
+
+/// The process-wide cache's automaton under `key` (a shape's, or a unit's `compact_key`).
+fn cached_automaton(key: &[u32]) -> Option<Arc<Automaton>> {
+    shape_cache().lock().ok()?.map.get(key).cloned()
+}
+
+/// Keeps `a` under `key` in the process-wide cache, when it is small enough and the cache has
+/// room.
+fn keep_automaton(key: Vec<u32>, a: Automaton) {
+    if a.len() > SHAPE_MAX_STATES {
+        return;
+    }
+    let Ok(mut cache) = shape_cache().lock() else { return };
+    let bytes = key.len() * 4 + a.approx_bytes();
+    if cache.map.len() < SHAPE_MAX_ENTRIES && cache.bytes + bytes <= SHAPE_MAX_BYTES {
+        cache.bytes += bytes;
+        cache.map.insert(key, Arc::new(a));
     }
 }
 

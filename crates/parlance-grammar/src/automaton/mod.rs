@@ -1090,7 +1090,6 @@ pub(crate) fn build<'a>(
     deadline: Instant,
     finish: Finish,
 ) -> Result<Automaton, BuildError> {
-    let mut nfa = Nfa::new(max_states, deadline, inline);
     let grafted = match Choice::of(expr, rule_map, inline) {
         Some(choice) => choice.dfa(rule_map, inline, max_states, deadline)?,
         None => None,
@@ -1098,6 +1097,7 @@ pub(crate) fn build<'a>(
     let dfa = match grafted {
         Some(dfa) => dfa,
         None => {
+            let mut nfa = Nfa::new(max_states, deadline, inline);
             let start = nfa.new_state()?;
             let end = nfa.build(expr, start, rule_map)?;
             nfa.dfa(start, end)?
@@ -1119,7 +1119,7 @@ pub(crate) fn build<'a>(
 
 /// A symbol on the way into a [`Choice`]'s alternative: a byte, or a reference to a rule (its
 /// automaton rule id).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Symbol {
     Byte(u8),
     Rule(u32),

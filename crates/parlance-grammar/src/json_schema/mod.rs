@@ -247,11 +247,7 @@ pub(crate) fn lowered_grammar(
     options: &JsonSchemaOptions,
     options_key: &str,
 ) -> Result<Arc<Grammar>, SchemaError> {
-    let hash = {
-        let mut h = crate::earley::ItemHasher::default();
-        (schema_hash, options_key).hash(&mut h);
-        h.finish()
-    };
+    let hash = lookup_hash(schema_hash, options_key);
     // The schema's own size stands for the entry's: its grammar is about as large.
     let bytes = 3 * value_size(schema) + options_key.len();
     let found = Lookup { hash, options_key, bytes, same: |s: &Value| same_value(s, schema) };
@@ -266,11 +262,7 @@ pub(crate) fn lowered_grammar_text(
     options: &JsonSchemaOptions,
     options_key: &str,
 ) -> Result<Arc<Grammar>, SchemaError> {
-    let hash = {
-        let mut h = crate::earley::ItemHasher::default();
-        (text, options_key).hash(&mut h);
-        h.finish()
-    };
+    let hash = lookup_hash(text, options_key);
     // The text's size stands for the entry's, as the schema's does in `lowered_grammar`.
     let bytes = 4 * text.len() + options_key.len();
     let found = Lookup { hash, options_key, bytes, same: |t: &String| t == text };
@@ -284,6 +276,13 @@ pub(crate) fn lowered_grammar_text(
             Ok(json_schema_to_grammar(&schema, options)?.0)
         },
     )
+}
+
+/// The hash a key (a schema's hash, or its text) and the options are looked up under.
+fn lookup_hash(key: impl Hash, options_key: &str) -> u64 {
+    let mut h = crate::earley::ItemHasher::default();
+    (key, options_key).hash(&mut h);
+    h.finish()
 }
 
 /// A lookup in the cache of lowered schemas: the key's hash, the options, the entry's size, and

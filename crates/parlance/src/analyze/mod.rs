@@ -371,6 +371,16 @@ fn analyze_with(template: &ChatTemplate, mut probe: Probe) -> Result<Format, Ana
     Ok(format)
 }
 
+/// The probes' one call, its arguments as the template takes them (a JSON string where it prints
+/// the wire's string, else an object).
+fn one_call(tools: &crate::format::ToolCallFormat) -> Json {
+    let arguments = match tools.arguments_from_string {
+        true => json!(json!({probe::ARG_1: probe::VALUE_1}).to_string()),
+        false => json!({probe::ARG_1: probe::VALUE_1}),
+    };
+    probe::call(probe::ID_1, probe::FN_1, arguments)
+}
+
 /// What a turn holding content and a call writes between the two beyond the content's own end:
 /// the end of a content message and the header of the next (`<|im_end|>\n<|im_start|>assistant`),
 /// when the template writes such a turn as two messages. `None` when nothing but whitespace.
@@ -380,12 +390,7 @@ fn before_calls(probe: &Probe, format: &Format) -> Option<String> {
         .into_iter()
         .map(|m| m.trim())
         .find(|m| !m.is_empty())?;
-    let calls = vec![probe::call(probe::ID_1, probe::FN_1, json!({probe::ARG_1: probe::VALUE_1}))];
-    let calls = match tools.arguments_from_string {
-        true => vec![probe::call(probe::ID_1, probe::FN_1, json!(json!({probe::ARG_1: probe::VALUE_1}).to_string()))],
-        false => calls,
-    };
-    let output = probe.output_with_calls_and(calls, &[("content", json!(CONTENT))], &[])?;
+    let output = probe.output_with_calls_and(vec![one_call(tools)], &[("content", json!(CONTENT))], &[])?;
     let after = output.text.find(CONTENT)? + CONTENT.len();
     let at = diff::find_from(&output.text, opener, after)?;
     let between = output.text[after..at].trim();
@@ -408,12 +413,7 @@ fn content_inside_section(probe: &Probe, format: &Format) -> Option<(String, Str
     {
         return None;
     }
-    let arguments = match tools.arguments_from_string {
-        true => json!(json!({probe::ARG_1: probe::VALUE_1}).to_string()),
-        false => json!({probe::ARG_1: probe::VALUE_1}),
-    };
-    let calls = vec![probe::call(probe::ID_1, probe::FN_1, arguments)];
-    let output = probe.output_with_calls_and(calls, &[("content", json!(CONTENT))], &[])?;
+    let output = probe.output_with_calls_and(vec![one_call(tools)], &[("content", json!(CONTENT))], &[])?;
     let at = output.text.find(CONTENT)?;
     let (before, after) = (output.text[..at].trim_end(), output.text[at + CONTENT.len()..].trim_start());
     (1..section.len()).filter(|&k| section.is_char_boundary(k)).find_map(|k| {
