@@ -63,7 +63,7 @@ impl CompiledGrammar {
         doc: &serde_json::Value,
         options: &StructuralTagOptions,
     ) -> Result<CompiledGrammar, CompileError> {
-        let grammar = structural_tag::lower(doc, &[], options, Some(&vocab))?;
+        let grammar = structural_tag::lower(&structural_tag::Node::from_value(doc), &[], options, Some(&vocab))?;
         CompiledGrammar::with_limits(vocab, &grammar, options.json.limits.clone())
     }
 

@@ -227,9 +227,10 @@ impl Matcher {
     }
 
     /// Advances by raw bytes (one step for [`Matcher::rollback`]). Returns `false` (state unchanged) if
-    /// the grammar does not allow them.
+    /// the grammar does not allow them. Bytes never spell a special token: the byte 0xFF, which no
+    /// UTF-8 text holds and the grammar's special-token bytes begin with, is refused.
     pub fn accept_bytes(&mut self, bytes: &[u8]) -> bool {
-        if self.terminated {
+        if self.terminated || bytes.contains(&crate::grammar::SPECIAL_TOKEN_BYTE) {
             return false;
         }
         self.push(bytes)

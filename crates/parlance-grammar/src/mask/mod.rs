@@ -337,7 +337,7 @@ pub(crate) fn entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<Arc<Ma
     // compute their (costly) structural key. Small ones are also looked up by their byte
     // transitions alone, for entries whose walk never reached a rule reference (a dispatch's free
     // text, for any tool set).
-    let small = g.pool_size(rule) <= POOL_MAX_STATES;
+    let small = g.pool_size(rule) <= POOL_MAX_STATES && !cheaper_than_its_key(g, rule, state);
     let pooled = small && g.tables.rules[rule as usize].recurs();
     let key = pooled.then(|| g.key(rule));
     // Without references the two keys say the same (see `CompiledGrammar::key`).
@@ -364,6 +364,38 @@ pub(crate) fn entry(g: &CompiledGrammar, rule: u32, state: u32) -> Result<Arc<Ma
 
 /// Rules whose automata (with the rules they reach) exceed this many states are not pooled.
 const POOL_MAX_STATES: usize = 4_000;
+
+/// Automata above this many states pool an entry only when its walk may be long (see
+/// [`cheaper_than_its_key`]).
+const KEY_COST_STATES: usize = 256;
+
+/// Tokens a walk may reach below which an entry of a large automaton is not pooled.
+const FEW_TOKENS: usize = 1_024;
+
+/// Whether computing the entry of `(rule, state)` costs less than the structural key of a large
+/// automaton that pooling would need: the state reads no reference, and the tokens its first bytes
+/// lead are few, so the walk can visit no more than their subtrees. gpt-oss's choice of messages,
+/// one per tool, starts with a special token: every request with a new tool is a new automaton
+/// of thousands of states, whose key cost ten times its first mask.
+fn cheaper_than_its_key(g: &CompiledGrammar, rule: u32, state: u32) -> bool {
+    let a = &g.tables.rules[rule as usize];
+    if g.pool_size(rule) <= KEY_COST_STATES || !a.local_edges(state).is_empty() {
+        return false;
+    }
+    let live = a.live_bytes(state);
+    let trie = g.vocab.trie();
+    let mut reach = 0;
+    for &(b, n) in &trie.roots {
+        if live[b as usize / 64] >> (b % 64) & 1 == 1 {
+            let node = &trie.nodes[n as usize];
+            reach += (node.hi - node.lo) as usize;
+            if reach > FEW_TOKENS {
+                return false;
+            }
+        }
+    }
+    true
+}
 
 /// Components (strongly connected byte-transition regions, such as the inside of a JSON string)
 /// larger than this are not shared.

@@ -60,7 +60,8 @@ pub struct TokenVocab {
     /// Each token's text.
     tokens: Vec<Vec<u8>>,
     /// Each token's bytes for the grammar: its text, or for a special token the bytes that stand
-    /// for it (`grammar::special_token_bytes`), which no text matches.
+    /// for it (`grammar::special_token_bytes`), which no text matches; empty (never allowed) for a
+    /// regular token holding the byte those begin with.
     grammar_bytes: Vec<Vec<u8>>,
     special: Vec<bool>,
     /// Special tokens but EOS, by text (UTF-8 ones): resolving a token a grammar names by text.
@@ -98,8 +99,15 @@ impl TokenVocab {
             *special.get_mut(id as usize).ok_or(VocabError::IdOutOfRange { id, size })? = true;
         }
         // Special tokens (EOS apart) are in the trie under their own bytes: a grammar allows one
-        // only where it names it.
+        // only where it names it. Those bytes begin with 0xFF, which no UTF-8 text holds; a regular
+        // token holding it (byte-level vocabularies have the raw byte: Llama 3's `ÿ`) could only
+        // ever begin to spell a special token, so no grammar allows it.
         let mut grammar_bytes = tokens.clone();
+        for (id, bytes) in grammar_bytes.iter_mut().enumerate() {
+            if !special[id] && bytes.contains(&crate::grammar::SPECIAL_TOKEN_BYTE) {
+                bytes.clear();
+            }
+        }
         for &id in special_ids {
             if !eos_ids.contains(&id) {
                 if id > crate::grammar::MAX_SPECIAL_TOKEN_ID {

@@ -560,3 +560,73 @@ fn a_choice_met_again_is_one_rule_only_where_it_means_the_same() {
     assert_eq!(rules(&twice), rules(&once));
     check(&twice, &[(r#"{"city": "Oslo"}|hi"#, true), (r#"hi|{"city": "Oslo"}"#, true), ("hi", false)]);
 }
+
+/// Pooling a mask entry needs its automaton's structural key, which costs in proportion to the
+/// automaton. A choice of 40 messages each opened by a special token (gpt-oss's, one per tool) is an
+/// automaton that every request with a new tool builds anew, and its first mask admits that token
+/// alone: it is computed without pooling, and it is right. Free text watched by a large dispatch
+/// reaches the whole vocabulary: its entry is still pooled, for the next tool set.
+#[test]
+fn a_large_automatons_entry_is_pooled_only_when_its_walk_may_be_long() {
+    let Some((vocab, _)) = crate::common::real_vocab("llama3_1", "<|eot_id|>") else { return };
+    let header = vocab.special_token_id("<|start_header_id|>").expect("a special token");
+    let options = StructuralTagOptions::default();
+    let mut mask = vec![0u32; vocab.mask_words()];
+    let allowed = |mask: &[u32]| -> Vec<u32> {
+        (0..vocab.len() as u32).filter(|&t| mask[t as usize / 32] >> (t % 32) & 1 == 1).collect()
+    };
+    let messages: Vec<Value> = (0..40)
+        .map(|i| {
+            json!({"begin": {"type": "token", "token": "<|start_header_id|>"},
+                "content": {"type": "const_string", "value": format!("message {}", format!("{i:02}").repeat(12))},
+                "end": "."})
+        })
+        .collect();
+    let doc =
+        json!({"format": {"type": "tags_with_separator", "tags": messages, "separator": "\n", "at_least_one": true}});
+    let grammar = Arc::new(CompiledGrammar::from_structural_tag(vocab.clone(), &doc, &options).expect("compiles"));
+    let before = vocab.cached_mask_entries();
+    let mut m = Matcher::new(grammar).expect("matcher");
+    m.fill_next_token_bitmask(&mut mask).expect("mask");
+    assert_eq!(allowed(&mask), vec![header]);
+    assert_eq!(vocab.cached_mask_entries(), before, "the special token's entry is not pooled");
+    assert!(m.accept_token(header) && m.accept_bytes(format!("message {}.", "17".repeat(12)).as_bytes()));
+    assert!(m.is_accepting());
+
+    let tags: Vec<Value> = (0..40)
+        .map(|i| json!({"begin": format!("<call name=\"tool_number_{i}_of_a_long_list\">"), "content": {"type": "const_string", "value": "{}"}, "end": "</call>"}))
+        .collect();
+    let doc = json!({"format": {"type": "triggered_tags", "triggers": ["<call"], "tags": tags}});
+    let grammar = Arc::new(CompiledGrammar::from_structural_tag(vocab.clone(), &doc, &options).expect("compiles"));
+    let before = vocab.cached_mask_entries();
+    Matcher::new(grammar).expect("matcher").fill_next_token_bitmask(&mut mask).expect("mask");
+    assert!(allowed(&mask).len() > vocab.len() / 2, "free text admits most tokens");
+    assert!(vocab.cached_mask_entries() > before, "the free text's entry is pooled");
+}
+
+/// A grammar reads a special token as bytes that begin with 0xFF, which no UTF-8 text holds. A
+/// byte-level vocabulary has a token for the raw byte 0xFF (Llama 3's `ÿ`) and for every byte after
+/// it: neither those tokens nor raw bytes may spell a special token.
+#[test]
+fn raw_bytes_never_spell_a_special_token() {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.push(vec![b'a', 0xFF]);
+    tokens.push(b"<tool>".to_vec());
+    tokens.push(b"<eos>".to_vec());
+    let n = tokens.len() as u32;
+    let (tool, eos) = (n - 2, n - 1);
+    let vocab = Arc::new(parlance_grammar::TokenVocab::new(tokens, &[tool], &[eos]).expect("vocab"));
+    let doc = json!({"format": {"type": "sequence", "elements": [{"type": "const_string", "value": "a"}, {"type": "token", "token": "<tool>"}]}});
+    let grammar =
+        Arc::new(CompiledGrammar::from_structural_tag(vocab.clone(), &doc, &StructuralTagOptions::default()).unwrap());
+    let mut m = Matcher::new(grammar).expect("matcher");
+    assert_eq!(crate::common::check_mask_brute_force(&mut m, &vocab, "start"), vec![u32::from(b'a')]);
+    assert!(!m.accept_token(n - 3), "`a` then the raw byte 0xFF");
+    assert!(m.accept_token(u32::from(b'a')));
+    assert_eq!(crate::common::check_mask_brute_force(&mut m, &vocab, "before the token"), vec![tool]);
+    assert!(!m.accept_token(0xFF), "the raw byte 0xFF");
+    // The special token's own grammar bytes, given as bytes: 0xFF, then its id in three bytes.
+    let spelled = [0xFF, (tool >> 16) as u8, (tool >> 8) as u8, tool as u8];
+    assert!(!m.accept_bytes(&spelled));
+    assert!(m.accept_token(tool) && m.is_accepting());
+}

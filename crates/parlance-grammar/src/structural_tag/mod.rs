@@ -28,8 +28,15 @@
 use crate::grammar::{Expr, Grammar, GrammarBuilder, GrammarError, MAX_SPECIAL_TOKEN_ID, RuleId, TagDispatch, Trigger};
 use crate::json_schema::{JsonSchemaOptions, SchemaError, json_schema_to_grammar};
 use crate::regex::regex_error;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+mod document;
+
+pub(crate) use document::Node;
+pub(crate) use document::parse_document;
+use document::{Object, Schema};
 
 /// How structural tags are compiled.
 #[derive(Debug, Clone, Default)]
@@ -87,104 +94,9 @@ pub enum StructuralTagError {
 /// Format objects nest at most this deep (the lowering recurses once per level).
 const MAX_DEPTH: usize = 64;
 
-/// What [`parse_document`] puts where a `json_schema` value was, followed by the index of its
-/// text. Only the lowering of a document parsed so reads it, and there every `json_schema` value
-/// is one: a user's string cannot pass for it.
-const RAW_SCHEMA: &str = "\u{0}parlance raw json_schema ";
-
-/// A structural tag parsed from its text, every `json_schema` value kept as its text (equal texts
-/// once): a request naming 128 tools builds no value tree of the schemas, whose lowering the
-/// process-wide cache of `json_schema::lowered_grammar_text` finds by the text.
-pub(crate) struct Document<'t> {
-    pub(crate) root: Value,
-    pub(crate) raw_schemas: Vec<&'t str>,
-}
-
-/// Parses a structural tag's JSON text (see [`Document`]).
-pub(crate) fn parse_document(json: &str) -> Result<Document<'_>, serde_json::Error> {
-    use serde::de::DeserializeSeed;
-    let mut raws = RawSchemas::default();
-    let mut de = serde_json::Deserializer::from_str(json);
-    let root = Node(&mut raws).deserialize(&mut de)?;
-    de.end()?;
-    Ok(Document { root, raw_schemas: raws.texts })
-}
-
-#[derive(Default)]
-struct RawSchemas<'t> {
-    texts: Vec<&'t str>,
-    index: HashMap<&'t str, usize>,
-}
-
-/// Deserializes one value as `serde_json::Value` would, but for `json_schema` members.
-struct Node<'s, 't>(&'s mut RawSchemas<'t>);
-
-impl<'de, 's> serde::de::DeserializeSeed<'de> for Node<'s, 'de> {
-    type Value = Value;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de, 's> serde::de::Visitor<'de> for Node<'s, 'de> {
-    type Value = Value;
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(Node(&mut *self.0))? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut members = Map::new();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            let value = if key == "json_schema" {
-                let raw: &'de serde_json::value::RawValue = map.next_value()?;
-                let next = self.0.texts.len();
-                let index = *self.0.index.entry(raw.get()).or_insert(next);
-                if index == next {
-                    self.0.texts.push(raw.get());
-                }
-                Value::String(format!("{RAW_SCHEMA}{index}"))
-            } else {
-                map.next_value_seed(Node(&mut *self.0))?
-            };
-            members.insert(key.into_owned(), value);
-        }
-        Ok(Value::Object(members))
-    }
-}
-
 /// Lowers a structural-tag document to a grammar.
 pub fn structural_tag_to_grammar(doc: &Value, options: &StructuralTagOptions) -> Result<Grammar, StructuralTagError> {
-    lower(doc, &[], options, None)
+    lower(&Node::from_value(doc), &[], options, None)
 }
 
 /// [`structural_tag_to_grammar`] for the document's JSON text, as servers receive it: each
@@ -205,24 +117,24 @@ pub(crate) fn not_json(e: serde_json::Error) -> StructuralTagError {
 
 /// [`structural_tag_to_grammar`], tokens named by text also resolved through `vocab`.
 pub(crate) fn lower<'a>(
-    doc: &'a Value,
+    doc: &'a Node<'a>,
     raw_schemas: &'a [&'a str],
     options: &'a StructuralTagOptions,
     vocab: Option<&crate::vocab::TokenVocab>,
 ) -> Result<Grammar, StructuralTagError> {
-    let Value::Object(top) = doc else {
+    let Node::Object(top) = doc else {
         return Err(invalid("", "a structural tag is a JSON object"));
     };
     // The legacy `{"structures", "triggers"}` shape is one `triggered_tags`; errors point into
     // the converted format (its `/tags/i` is `/structures/i`).
     let converted;
     let (format, ptr) = if top.contains_key("structures") {
-        converted = legacy(top)?;
+        converted = legacy(top, raw_schemas)?;
         (&converted, "")
     } else {
         match top.get("type") {
             None => {}
-            Some(Value::String(t)) if t == "structural_tag" => {}
+            Some(Node::String(t)) if t == "structural_tag" => {}
             Some(other) => return Err(invalid("/type", format!("expected \"structural_tag\", got {other}"))),
         }
         (top.get("format").ok_or_else(|| invalid("", "missing `format`"))?, "/format")
@@ -240,42 +152,86 @@ pub(crate) fn lower<'a>(
         json_options_key: crate::json_schema::options_key(&options.json),
     };
     let root = lower.b.declare("root");
-    let body = lower.format(format, ptr, &[])?;
+    let body = lower.format(format, &Ptr::root(ptr), &[])?;
     lower.b.define(root, body);
     lower.b.build(root).map_err(|source| StructuralTagError::Grammar { pointer: String::new(), source })
 }
 
 /// The legacy `{"structures", "triggers"}` shape as the `triggered_tags` format it means.
-fn legacy(top: &Map<String, Value>) -> Result<Value, StructuralTagError> {
-    let Some(Value::Array(structures)) = top.get("structures") else {
+fn legacy<'a>(top: &Object<'a>, raw_schemas: &[&str]) -> Result<Node<'a>, StructuralTagError> {
+    let Some(Node::Array(structures)) = top.get("structures") else {
         return Err(invalid("/structures", "expected an array"));
     };
+    let text = |s: &'static str| Node::String(s.into());
     let mut tags = Vec::new();
     for (i, s) in structures.iter().enumerate() {
         let ptr = format!("/structures/{i}");
-        let Value::Object(s) = s else { return Err(invalid(&ptr, "expected an object")) };
+        let Node::Object(s) = s else { return Err(invalid(&ptr, "expected an object")) };
         let field = |name: &str| s.get(name).ok_or_else(|| invalid(&ptr, format!("missing `{name}`")));
-        let schema = field("schema")?;
-        tags.push(serde_json::json!({
-            "type": "tag",
-            "begin": field("begin")?,
-            "content": {"type": "json_schema", "json_schema": schema},
-            "end": field("end")?,
-        }));
+        let schema = Schema::Value(std::borrow::Cow::Owned(field("schema")?.to_value(raw_schemas)));
+        let content = Object::from_members(vec![
+            ("type".into(), text("json_schema")),
+            ("json_schema".into(), Node::Schema(schema)),
+        ]);
+        tags.push(Node::Object(Object::from_members(vec![
+            ("type".into(), text("tag")),
+            ("begin".into(), field("begin")?.clone()),
+            ("content".into(), Node::Object(content)),
+            ("end".into(), field("end")?.clone()),
+        ])));
     }
-    Ok(serde_json::json!({
-        "type": "triggered_tags",
-        "triggers": top.get("triggers").cloned().unwrap_or(Value::Null),
-        "tags": tags,
-    }))
+    Ok(Node::Object(Object::from_members(vec![
+        ("type".into(), text("triggered_tags")),
+        ("triggers".into(), top.get("triggers").cloned().unwrap_or(Node::Null)),
+        ("tags".into(), Node::Array(tags)),
+    ])))
 }
 
-fn invalid(pointer: &str, message: impl Into<String>) -> StructuralTagError {
-    StructuralTagError::Invalid { pointer: pointer.to_owned(), message: message.into() }
+fn invalid(pointer: impl std::fmt::Display, message: impl Into<String>) -> StructuralTagError {
+    StructuralTagError::Invalid { pointer: pointer.to_string(), message: message.into() }
 }
 
-fn unsupported(pointer: &str, what: impl Into<String>) -> StructuralTagError {
-    StructuralTagError::Unsupported { pointer: pointer.to_owned(), what: what.into() }
+fn unsupported(pointer: impl std::fmt::Display, what: impl Into<String>) -> StructuralTagError {
+    StructuralTagError::Unsupported { pointer: pointer.to_string(), what: what.into() }
+}
+
+/// A JSON pointer into the document, written out only where an error names it: a request's
+/// document has thousands of nodes, and formatting each one's pointer was a tenth of its lowering.
+#[derive(Clone, Copy)]
+struct Ptr<'p> {
+    parent: Option<&'p Ptr<'p>>,
+    key: &'p str,
+    index: Option<usize>,
+}
+
+impl<'p> Ptr<'p> {
+    /// The pointer `at` itself (`""` or `/format`).
+    fn root(at: &'p str) -> Ptr<'p> {
+        Ptr { parent: None, key: at, index: None }
+    }
+
+    /// The member `key` of the node here.
+    fn at(&'p self, key: &'p str) -> Ptr<'p> {
+        Ptr { parent: Some(self), key, index: None }
+    }
+
+    /// Item `index` of the array in member `key` of the node here.
+    fn item(&'p self, key: &'p str, index: usize) -> Ptr<'p> {
+        Ptr { parent: Some(self), key, index: Some(index) }
+    }
+}
+
+impl std::fmt::Display for Ptr<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(parent) = self.parent {
+            write!(f, "{parent}/")?;
+        }
+        f.write_str(self.key)?;
+        match self.index {
+            Some(i) => write!(f, "/{i}"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The format types an untyped object is tried as, in XGrammar's order, with the fields that
@@ -320,7 +276,7 @@ struct Lowering<'a> {
 /// A document node lowered to a rule of its own: what it was lowered as (the rule's name, the
 /// end strings after it) and the rule.
 struct LoweredNode<'a> {
-    node: &'a Value,
+    node: &'a Node<'a>,
     name: &'static str,
     end: Vec<String>,
     rule: RuleId,
@@ -329,7 +285,7 @@ struct LoweredNode<'a> {
 impl<'a> Lowering<'a> {
     /// Lowers the format at `ptr`; `end` holds the enclosing tag's end strings when this format is
     /// what comes right before that end (automatic end detection).
-    fn format(&mut self, v: &'a Value, ptr: &str, end: &[String]) -> Result<Expr, StructuralTagError> {
+    fn format(&mut self, v: &'a Node<'a>, ptr: &Ptr<'_>, end: &[String]) -> Result<Expr, StructuralTagError> {
         if self.depth >= MAX_DEPTH {
             return Err(invalid(ptr, format!("formats nested deeper than {MAX_DEPTH}")));
         }
@@ -339,14 +295,14 @@ impl<'a> Lowering<'a> {
         result
     }
 
-    fn format_inner(&mut self, v: &'a Value, ptr: &str, end: &[String]) -> Result<Expr, StructuralTagError> {
-        let Value::Object(o) = v else { return Err(invalid(ptr, "a format is a JSON object")) };
+    fn format_inner(&mut self, v: &'a Node<'a>, ptr: &Ptr<'_>, end: &[String]) -> Result<Expr, StructuralTagError> {
+        let Node::Object(o) = v else { return Err(invalid(ptr, "a format is a JSON object")) };
         let kind = match o.get("type") {
-            Some(Value::String(t)) => t.as_str(),
-            Some(other) => return Err(invalid(&format!("{ptr}/type"), format!("expected a string, got {other}"))),
+            Some(Node::String(t)) => t.as_ref(),
+            Some(other) => return Err(invalid(format!("{ptr}/type"), format!("expected a string, got {other}"))),
             None => UNTYPED
                 .iter()
-                .find(|(_, fields)| fields.iter().all(|f| o.contains_key(*f)))
+                .find(|(_, fields)| fields.iter().all(|f| o.contains_key(f)))
                 .map(|(t, _)| *t)
                 .unwrap_or("any_text"),
         };
@@ -377,14 +333,14 @@ impl<'a> Lowering<'a> {
             "grammar" => {
                 let text = f.string("grammar")?;
                 let g = Grammar::parse(text)
-                    .map_err(|source| StructuralTagError::Grammar { pointer: ptr.to_owned(), source })?;
+                    .map_err(|source| StructuralTagError::Grammar { pointer: ptr.to_string(), source })?;
                 Ok(Expr::Rule(self.b.import(&g)))
             }
             "regex" => {
                 let pattern = f.string("pattern")?;
                 regex_syntax::Parser::new().parse(pattern).map_err(|e| {
                     let shown = crate::shown::quoted(pattern);
-                    invalid(&format!("{ptr}/pattern"), format!("invalid regex {shown}: {}", regex_error(&e)))
+                    invalid(format!("{ptr}/pattern"), format!("invalid regex {shown}: {}", regex_error(&e)))
                 })?;
                 Ok(Expr::Regex(pattern.to_owned()))
             }
@@ -404,7 +360,7 @@ impl<'a> Lowering<'a> {
             "sequence" | "or" => {
                 let elements = f.array("elements")?;
                 if elements.is_empty() {
-                    return Err(invalid(&format!("{ptr}/elements"), "expected at least one element"));
+                    return Err(invalid(format!("{ptr}/elements"), "expected at least one element"));
                 }
                 // An `or` is a rule of its own. Documents repeat a whole choice (gpt-oss: the first
                 // message, then `<|start|>assistant` and the same choice again); a choice met a
@@ -424,7 +380,7 @@ impl<'a> Lowering<'a> {
                     let end = if kind == "or" || i == last { end } else { &[] };
                     let choice = usize::from(kind == "or" && elements.len() > 1);
                     self.choice_depth += choice;
-                    let part = self.format(e, &format!("{ptr}/elements/{i}"), end);
+                    let part = self.format(e, &ptr.item("elements", i), end);
                     self.choice_depth -= choice;
                     parts.push(part?);
                 }
@@ -434,7 +390,7 @@ impl<'a> Lowering<'a> {
                 Ok(Expr::Rule(rule))
             }
             "optional" | "plus" | "star" => {
-                let content = self.format(f.get("content")?, &format!("{ptr}/content"), end)?;
+                let content = self.format(f.get("content")?, &ptr.at("content"), end)?;
                 let (min, max) = match kind {
                     "optional" => (0, Some(1)),
                     "plus" => (1, None),
@@ -445,29 +401,29 @@ impl<'a> Lowering<'a> {
             "repeat" => {
                 let min = f.count("min")?;
                 let max = match f.get("max")? {
-                    Value::Number(n) if n.as_i64() == Some(-1) => None,
+                    Node::Number(n) if n.as_i64() == Some(-1) => None,
                     _ => Some(f.count("max")?),
                 };
                 if max.is_some_and(|max| max < min) {
                     return Err(invalid(ptr, "`max` is below `min`"));
                 }
-                let content = self.format(f.get("content")?, &format!("{ptr}/content"), end)?;
+                let content = self.format(f.get("content")?, &ptr.at("content"), end)?;
                 Ok(Expr::repeat(content, min, max))
             }
             "tag" => {
                 let (begin, rest) = self.tag_with_token_begin(o, ptr)?;
                 Ok(Expr::seq(vec![trigger_expr(begin), rest]))
             }
-            "token" => Ok(Expr::Token(self.token(f.get("token")?, &format!("{ptr}/token"))?)),
+            "token" => Ok(Expr::Token(self.token(f.get("token")?, &ptr.at("token"))?)),
             "token_triggered_tags" => self.token_triggered_tags(&f, end),
             "triggered_tags" => self.triggered_tags(&f, end),
             "tags_with_separator" => {
                 // A separator that is a format, not a string, is parlance's own extension (a
                 // special token between the tags: gpt-oss's `<|start|>assistant`).
                 let separator = match f.get("separator")? {
-                    Value::String(text) => Expr::literal(text.clone()),
-                    sep @ Value::Object(_) => self.format(sep, &format!("{ptr}/separator"), &[])?,
-                    _ => return Err(invalid(&format!("{ptr}/separator"), "expected a string or a format")),
+                    Node::String(text) => Expr::literal(text.as_ref()),
+                    sep @ Node::Object(_) => self.format(sep, &ptr.at("separator"), &[])?,
+                    _ => return Err(invalid(format!("{ptr}/separator"), "expected a string or a format")),
                 };
                 let tags = f.array("tags")?;
                 // A choice among tags: each tag's schema is a unit, as in an `or`.
@@ -477,7 +433,7 @@ impl<'a> Lowering<'a> {
                 self.choice_depth -= choice;
                 let alternatives = alternatives?;
                 if alternatives.is_empty() {
-                    return Err(invalid(&format!("{ptr}/tags"), "expected at least one tag"));
+                    return Err(invalid(format!("{ptr}/tags"), "expected at least one tag"));
                 }
                 let rule = self.b.rule("tag", Expr::alt(alternatives));
                 let one = Expr::Rule(rule);
@@ -494,19 +450,18 @@ impl<'a> Lowering<'a> {
             "dispatch" => {
                 let mut tags = Vec::new();
                 for (i, rule) in f.array("rules")?.iter().enumerate() {
-                    let rule_ptr = format!("{ptr}/rules/{i}");
-                    let (Some(Value::String(trigger)), Some(format), 2) =
-                        (rule.get(0), rule.get(1), rule.as_array().map_or(0, Vec::len))
-                    else {
-                        return Err(invalid(&rule_ptr, "a dispatch rule is [trigger string, format]"));
+                    let rule_ptr = ptr.item("rules", i);
+                    let rule = rule.as_array().unwrap_or_default();
+                    let (Some(Node::String(trigger)), Some(format), 2) = (rule.first(), rule.get(1), rule.len()) else {
+                        return Err(invalid(rule_ptr, "a dispatch rule is [trigger string, format]"));
                     };
                     if trigger.is_empty() {
-                        return Err(invalid(&format!("{rule_ptr}/0"), "a trigger must not be empty"));
+                        return Err(invalid(format!("{rule_ptr}/0"), "a trigger must not be empty"));
                     }
-                    let body = self.format(format, &format!("{rule_ptr}/1"), &[])?;
+                    let body = self.format(format, &rule_ptr.at("1"), &[])?;
                     let rule = self.b.rule("dispatch", body);
                     self.b.cache_rule(rule);
-                    tags.push((Trigger::Text(trigger.clone()), Expr::Rule(rule)));
+                    tags.push((Trigger::Text(trigger.to_string()), Expr::Rule(rule)));
                 }
                 let looping = f.opt_flag("loop")?.unwrap_or(true);
                 Ok(free_text(tags, f.strings("excludes")?, end, looping))
@@ -515,14 +470,13 @@ impl<'a> Lowering<'a> {
                 f.refuse_nonempty("exclude_tokens")?;
                 let mut tags = Vec::new();
                 for (i, rule) in f.array("rules")?.iter().enumerate() {
-                    let rule_ptr = format!("{ptr}/rules/{i}");
-                    let (Some(token), Some(format), 2) =
-                        (rule.get(0), rule.get(1), rule.as_array().map_or(0, Vec::len))
-                    else {
-                        return Err(invalid(&rule_ptr, "a token_dispatch rule is [token, format]"));
+                    let rule_ptr = ptr.item("rules", i);
+                    let rule = rule.as_array().unwrap_or_default();
+                    let (Some(token), Some(format), 2) = (rule.first(), rule.get(1), rule.len()) else {
+                        return Err(invalid(rule_ptr, "a token_dispatch rule is [token, format]"));
                     };
-                    let id = self.token(token, &format!("{rule_ptr}/0"))?;
-                    let body = self.format(format, &format!("{rule_ptr}/1"), &[])?;
+                    let id = self.token(token, &rule_ptr.at("0"))?;
+                    let body = self.format(format, &rule_ptr.at("1"), &[])?;
                     let rule = self.b.rule("dispatch", body);
                     self.b.cache_rule(rule);
                     tags.push((Trigger::Token(id), Expr::Rule(rule)));
@@ -536,28 +490,27 @@ impl<'a> Lowering<'a> {
                     "format type `{kind}` (free text over tokens; parlance's free text is text, special tokens only where named)"
                 ),
             )),
-            other => Err(invalid(&format!("{ptr}/type"), format!("unknown format type `{other}`"))),
+            other => Err(invalid(format!("{ptr}/type"), format!("unknown format type `{other}`"))),
         }
     }
 
     /// The key under which `node`, lowered as a rule `name` before `end`, is remembered.
-    fn node_key(node: &Value, end: &[String], name: &str) -> u64 {
-        crate::json_schema::value_hash(node, &(name, end))
+    fn node_key(node: &Node<'_>, end: &[String], name: &str) -> u64 {
+        let mut h = crate::earley::ItemHasher::default();
+        node.hash_into(&mut h);
+        (name, end).hash(&mut h);
+        h.finish()
     }
 
     /// The rule an equal node got when it was lowered the same way before (its lowering depends
     /// on nothing else: the options are the document's, and what a choice's elements become does
     /// not depend on what encloses the choice).
-    fn lowered_before(&self, key: u64, node: &Value, end: &[String], name: &str) -> Option<RuleId> {
-        self.node_rules
-            .get(&key)?
-            .iter()
-            .find(|n| n.name == name && n.end == end && crate::json_schema::same_value(n.node, node))
-            .map(|n| n.rule)
+    fn lowered_before(&self, key: u64, node: &Node<'_>, end: &[String], name: &str) -> Option<RuleId> {
+        self.node_rules.get(&key)?.iter().find(|n| n.name == name && n.end == end && n.node.same(node)).map(|n| n.rule)
     }
 
     /// Remembers the rule `node` was lowered to as a rule `name` before `end`, under `key`.
-    fn remember(&mut self, key: u64, node: &'a Value, end: &[String], name: &'static str, rule: RuleId) {
+    fn remember(&mut self, key: u64, node: &'a Node<'a>, end: &[String], name: &'static str, rule: RuleId) {
         self.node_rules.entry(key).or_default().push(LoweredNode { node, name, end: end.to_vec(), rule });
     }
 
@@ -574,34 +527,32 @@ impl<'a> Lowering<'a> {
         }
         f.refuse(&["max_whitespace_cnt"])?;
         if f.opt_flag("any_order")?.unwrap_or(false) {
-            return Err(unsupported(&format!("{}/any_order", f.ptr), "`any_order: true`"));
+            return Err(unsupported(format!("{}/any_order", f.ptr), "`any_order: true`"));
         }
         if !f.strings("excludes")?.is_empty() {
-            return Err(unsupported(&format!("{}/excludes", f.ptr), "`excludes` on a json_schema format"));
+            return Err(unsupported(format!("{}/excludes", f.ptr), "`excludes` on a json_schema format"));
         }
-        let schema = f.get("json_schema")?;
-        let raw = match schema {
-            Value::String(s) => s
-                .strip_prefix(RAW_SCHEMA)
-                .and_then(|i| i.parse::<usize>().ok())
-                .and_then(|i| Some((i, *self.raw_schemas.get(i)?))),
-            _ => None,
-        };
-        if let Some((index, text)) = raw {
-            if let Some(xml_style) = xml_style {
-                let schema: Value = serde_json::from_str(text)
-                    .map_err(|e| invalid(&format!("{}/json_schema", f.ptr), e.to_string()))?;
-                return self.xml_parameters(&schema, &format!("{}/json_schema", f.ptr), xml_style);
-            }
-            if let Some(&rule) = self.raw_rules.get(&index) {
+        let schema = match f.get("json_schema")? {
+            Node::Schema(Schema::Text(index)) => {
+                let text = self.raw_schemas.get(*index).copied().unwrap_or("null");
+                if let Some(xml_style) = xml_style {
+                    let schema: Value = serde_json::from_str(text)
+                        .map_err(|e| invalid(format!("{}/json_schema", f.ptr), e.to_string()))?;
+                    return self.xml_parameters(&schema, &format!("{}/json_schema", f.ptr), xml_style);
+                }
+                if let Some(&rule) = self.raw_rules.get(index) {
+                    return Ok(Expr::Rule(rule));
+                }
+                let g = crate::json_schema::lowered_grammar_text(text, &self.options.json, &self.json_options_key)
+                    .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_string(), source })?;
+                let rule = self.b.import_within(&g, Some(&f.ptr.to_string()));
+                self.raw_rules.insert(*index, rule);
                 return Ok(Expr::Rule(rule));
             }
-            let g = crate::json_schema::lowered_grammar_text(text, &self.options.json, &self.json_options_key)
-                .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_owned(), source })?;
-            let rule = self.b.import_within(&g, Some(f.ptr));
-            self.raw_rules.insert(index, rule);
-            return Ok(Expr::Rule(rule));
-        }
+            Node::Schema(Schema::Value(schema)) => schema.as_ref(),
+            // Both readers keep every `json_schema` member as a schema.
+            _ => return Err(invalid(format!("{}/json_schema", f.ptr), "expected a JSON Schema")),
+        };
         if let Some(xml_style) = xml_style {
             return self.xml_parameters(schema, &format!("{}/json_schema", f.ptr), xml_style);
         }
@@ -612,9 +563,9 @@ impl<'a> Lowering<'a> {
             return Ok(Expr::Rule(rule));
         }
         let g = crate::json_schema::lowered_grammar(schema, hash, &self.options.json, &self.json_options_key)
-            .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_owned(), source })?;
+            .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_string(), source })?;
         // Errors in its rules name this format's pointer, then the pointer into the schema.
-        let rule = self.b.import_within(&g, Some(f.ptr));
+        let rule = self.b.import_within(&g, Some(&f.ptr.to_string()));
         self.schemas.entry(hash).or_default().push((schema, rule));
         Ok(Expr::Rule(rule))
     }
@@ -631,7 +582,7 @@ impl<'a> Lowering<'a> {
         };
         if schema.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false)) {
             return Err(unsupported(
-                &format!("{ptr}/additionalProperties"),
+                format!("{ptr}/additionalProperties"),
                 format!("additional properties in the {} style", style.name()),
             ));
         }
@@ -668,17 +619,17 @@ impl<'a> Lowering<'a> {
     }
 
     /// A special token named by id or text (a `token` format's `token`, a tag's token begin or end).
-    fn token(&self, v: &Value, ptr: &str) -> Result<u32, StructuralTagError> {
+    fn token(&self, v: &Node<'_>, ptr: &Ptr<'_>) -> Result<u32, StructuralTagError> {
         match v {
-            Value::Number(n) => n
+            Node::Number(n) => n
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
                 .filter(|&n| n <= MAX_SPECIAL_TOKEN_ID)
                 .ok_or_else(|| invalid(ptr, "expected a token id")),
-            Value::String(text) => self
+            Node::String(text) => self
                 .options
                 .special_tokens
-                .get(text)
+                .get(text.as_ref())
                 .copied()
                 .or_else(|| self.vocab.and_then(|v| v.special_token_id(text)))
                 .ok_or_else(|| {
@@ -697,22 +648,22 @@ impl<'a> Lowering<'a> {
     }
 
     /// A tag's `begin` or `end` given as `{"type": "token", "token": …}`.
-    fn token_object(&self, o: &Map<String, Value>, ptr: &str) -> Result<u32, StructuralTagError> {
-        if o.get("type").and_then(Value::as_str).is_some_and(|t| t != "token") {
-            return Err(invalid(&format!("{ptr}/type"), "expected a `token`"));
+    fn token_object(&self, o: &Object<'_>, ptr: &Ptr<'_>) -> Result<u32, StructuralTagError> {
+        if o.get("type").and_then(Node::as_str).is_some_and(|t| t != "token") {
+            return Err(invalid(format!("{ptr}/type"), "expected a `token`"));
         }
         let token = o.get("token").ok_or_else(|| invalid(ptr, "missing `token`"))?;
-        self.token(token, &format!("{ptr}/token"))
+        self.token(token, &ptr.at("token"))
     }
 
     /// A tag whose begin may be a token: `(begin, rest)`.
     fn tag_with_token_begin(
         &mut self,
-        o: &'a Map<String, Value>,
-        ptr: &str,
+        o: &'a Object<'a>,
+        ptr: &Ptr<'_>,
     ) -> Result<(Trigger, Expr), StructuralTagError> {
-        if let Some(Value::Object(begin)) = o.get("begin") {
-            let id = self.token_object(begin, &format!("{ptr}/begin"))?;
+        if let Some(Node::Object(begin)) = o.get("begin") {
+            let id = self.token_object(begin, &ptr.at("begin"))?;
             let (_, rest) = self.tag_after(o, ptr, true)?;
             return Ok((Trigger::Token(id), rest));
         }
@@ -721,7 +672,7 @@ impl<'a> Lowering<'a> {
     }
 
     /// A `tag` object: its `begin`, and the rest (content, then one of its ends).
-    fn tag(&mut self, o: &'a Map<String, Value>, ptr: &str) -> Result<(String, Expr), StructuralTagError> {
+    fn tag(&mut self, o: &'a Object<'a>, ptr: &Ptr<'_>) -> Result<(String, Expr), StructuralTagError> {
         self.tag_after(o, ptr, false)
     }
 
@@ -729,55 +680,55 @@ impl<'a> Lowering<'a> {
     /// text begin returned is empty.
     fn tag_after(
         &mut self,
-        o: &'a Map<String, Value>,
-        ptr: &str,
+        o: &'a Object<'a>,
+        ptr: &Ptr<'_>,
         token_begin: bool,
     ) -> Result<(String, Expr), StructuralTagError> {
         let f = Fields { o, ptr };
-        if let Some(Value::String(t)) = o.get("type")
+        if let Some(Node::String(t)) = o.get("type")
             && t != "tag"
         {
-            return Err(invalid(&format!("{ptr}/type"), format!("expected a `tag`, got `{t}`")));
+            return Err(invalid(format!("{ptr}/type"), format!("expected a `tag`, got `{t}`")));
         }
         let begin = match f.get("begin")? {
             _ if token_begin => String::new(),
-            Value::String(s) => s.clone(),
-            Value::Object(_) => {
-                return Err(unsupported(&format!("{ptr}/begin"), "token `begin` (token-level formats)"));
+            Node::String(s) => s.to_string(),
+            Node::Object(_) => {
+                return Err(unsupported(format!("{ptr}/begin"), "token `begin` (token-level formats)"));
             }
-            _ => return Err(invalid(&format!("{ptr}/begin"), "expected a string")),
+            _ => return Err(invalid(format!("{ptr}/begin"), "expected a string")),
         };
-        if let Value::Object(end) = f.get("end")? {
-            let id = self.token_object(end, &format!("{ptr}/end"))?;
-            let content = self.format(f.get("content")?, &format!("{ptr}/content"), &[])?;
+        if let Node::Object(end) = f.get("end")? {
+            let id = self.token_object(end, &ptr.at("end"))?;
+            let content = self.format(f.get("content")?, &ptr.at("content"), &[])?;
             return Ok((begin, Expr::seq(vec![content, Expr::Token(id)])));
         }
         let ends: Vec<String> = match f.get("end")? {
-            Value::String(s) => vec![s.clone()],
-            Value::Array(list) => list
+            Node::String(s) => vec![s.to_string()],
+            Node::Array(list) => list
                 .iter()
                 .enumerate()
                 .map(|(i, e)| {
-                    e.as_str().map(str::to_owned).ok_or_else(|| invalid(&format!("{ptr}/end/{i}"), "expected a string"))
+                    e.as_str().map(str::to_owned).ok_or_else(|| invalid(format!("{ptr}/end/{i}"), "expected a string"))
                 })
                 .collect::<Result<_, _>>()?,
-            _ => return Err(invalid(&format!("{ptr}/end"), "expected a string or an array of strings")),
+            _ => return Err(invalid(format!("{ptr}/end"), "expected a string or an array of strings")),
         };
         if ends.is_empty() {
-            return Err(invalid(&format!("{ptr}/end"), "expected at least one end"));
+            return Err(invalid(format!("{ptr}/end"), "expected at least one end"));
         }
         let detected: Vec<String> = ends.iter().filter(|e| !e.is_empty()).cloned().collect();
-        let content = self.format(f.get("content")?, &format!("{ptr}/content"), &detected)?;
+        let content = self.format(f.get("content")?, &ptr.at("content"), &detected)?;
         let end = Expr::alt(ends.into_iter().map(Expr::literal).collect());
         Ok((begin, Expr::seq(vec![content, end])))
     }
 
     /// Each tag of `tags` (at `{ptr}/tags/i`) as the expression that matches it, its begin first.
-    fn tag_alternatives(&mut self, tags: &'a [Value], ptr: &str) -> Result<Vec<Expr>, StructuralTagError> {
+    fn tag_alternatives(&mut self, tags: &'a [Node<'a>], ptr: &Ptr<'_>) -> Result<Vec<Expr>, StructuralTagError> {
         let mut alternatives = Vec::with_capacity(tags.len());
         for (i, t) in tags.iter().enumerate() {
-            let tag_ptr = format!("{ptr}/tags/{i}");
-            let Value::Object(t) = t else { return Err(invalid(&tag_ptr, "a tag is a JSON object")) };
+            let tag_ptr = ptr.item("tags", i);
+            let Node::Object(t) = t else { return Err(invalid(tag_ptr, "a tag is a JSON object")) };
             let (begin, rest) = self.tag_with_token_begin(t, &tag_ptr)?;
             alternatives.push(Expr::seq(vec![trigger_expr(begin), rest]));
         }
@@ -791,20 +742,17 @@ impl<'a> Lowering<'a> {
             .array("trigger_tokens")?
             .iter()
             .enumerate()
-            .map(|(i, t)| self.token(t, &format!("{ptr}/trigger_tokens/{i}")))
+            .map(|(i, t)| self.token(t, &ptr.item("trigger_tokens", i)))
             .collect::<Result<_, _>>()?;
         let (mut tags, mut first) = (Vec::new(), Vec::new());
         for (i, t) in f.array("tags")?.iter().enumerate() {
-            let tag_ptr = format!("{ptr}/tags/{i}");
-            let Value::Object(t) = t else { return Err(invalid(&tag_ptr, "a tag is a JSON object")) };
+            let tag_ptr = ptr.item("tags", i);
+            let Node::Object(t) = t else { return Err(invalid(tag_ptr, "a tag is a JSON object")) };
             let (Trigger::Token(id), rest) = self.tag_with_token_begin(t, &tag_ptr)? else {
-                return Err(invalid(&format!("{tag_ptr}/begin"), "a token_triggered_tags tag begins with a token"));
+                return Err(invalid(format!("{tag_ptr}/begin"), "a token_triggered_tags tag begins with a token"));
             };
             if !triggers.contains(&id) {
-                return Err(invalid(
-                    &format!("{tag_ptr}/begin"),
-                    format!("token {id} is not among the trigger tokens"),
-                ));
+                return Err(invalid(format!("{tag_ptr}/begin"), format!("token {id} is not among the trigger tokens")));
             }
             let rule = self.b.rule("tag", rest);
             self.b.cache_rule(rule);
@@ -812,7 +760,7 @@ impl<'a> Lowering<'a> {
             tags.push((Trigger::Token(id), Expr::Rule(rule)));
         }
         if tags.is_empty() {
-            return Err(invalid(&format!("{ptr}/tags"), "expected at least one tag"));
+            return Err(invalid(format!("{ptr}/tags"), "expected at least one tag"));
         }
         let once = f.flag("stop_after_first")?;
         let dispatch = free_text(tags, Vec::new(), end, !once);
@@ -827,15 +775,15 @@ impl<'a> Lowering<'a> {
         let ptr = f.ptr;
         let triggers = f.strings("triggers")?;
         if triggers.is_empty() {
-            return Err(invalid(&format!("{ptr}/triggers"), "expected at least one trigger"));
+            return Err(invalid(format!("{ptr}/triggers"), "expected at least one trigger"));
         }
         for (i, t) in triggers.iter().enumerate() {
             if t.is_empty() {
-                return Err(invalid(&format!("{ptr}/triggers/{i}"), "a trigger must not be empty"));
+                return Err(invalid(format!("{ptr}/triggers/{i}"), "a trigger must not be empty"));
             }
             if let Some(j) = triggers.iter().position(|u| u != t && u.starts_with(t.as_str())) {
                 return Err(invalid(
-                    &format!("{ptr}/triggers/{i}"),
+                    format!("{ptr}/triggers/{i}"),
                     format!("trigger {t:?} is a prefix of trigger {j}"),
                 ));
             }
@@ -843,9 +791,9 @@ impl<'a> Lowering<'a> {
         let mut tags = Vec::new();
         let mut first = Vec::new();
         for (i, t) in f.array("tags")?.iter().enumerate() {
-            let tag_ptr = format!("{ptr}/tags/{i}");
-            let Value::Object(t) = t else { return Err(invalid(&tag_ptr, "a tag is a JSON object")) };
-            if let Some(Value::Object(_)) = t.get("begin") {
+            let tag_ptr = ptr.item("tags", i);
+            let Node::Object(t) = t else { return Err(invalid(tag_ptr, "a tag is a JSON object")) };
+            if let Some(Node::Object(_)) = t.get("begin") {
                 // A tag that begins with a special token is triggered by that token, beside the
                 // text triggers (a parlance extension of XGrammar's `triggered_tags`).
                 let (trigger, rest) = self.tag_with_token_begin(t, &tag_ptr)?;
@@ -857,7 +805,7 @@ impl<'a> Lowering<'a> {
             }
             let (begin, rest) = self.tag(t, &tag_ptr)?;
             let Some(trigger) = triggers.iter().find(|t| begin.starts_with(t.as_str())) else {
-                return Err(invalid(&format!("{tag_ptr}/begin"), format!("begin {begin:?} starts with no trigger")));
+                return Err(invalid(format!("{tag_ptr}/begin"), format!("begin {begin:?} starts with no trigger")));
             };
             let after = Expr::seq(vec![Expr::literal(&begin[trigger.len()..]), rest]);
             let rule = self.b.rule("tag", after);
@@ -866,7 +814,7 @@ impl<'a> Lowering<'a> {
             tags.push((Trigger::Text(trigger.clone()), Expr::Rule(rule)));
         }
         if tags.is_empty() {
-            return Err(invalid(&format!("{ptr}/tags"), "expected at least one tag"));
+            return Err(invalid(format!("{ptr}/tags"), "expected at least one tag"));
         }
         let once = f.flag("stop_after_first")?;
         let dispatch = free_text(tags, f.strings("excludes")?, end, !once);
@@ -904,8 +852,8 @@ fn free_text(tags: Vec<(Trigger, Expr)>, mut excludes: Vec<String>, end: &[Strin
 
 /// Typed access to a format object's fields, errors naming their pointer.
 struct Fields<'a, 'p> {
-    o: &'a Map<String, Value>,
-    ptr: &'p str,
+    o: &'a Object<'a>,
+    ptr: &'p Ptr<'p>,
 }
 
 impl<'a> Fields<'a, '_> {
@@ -913,61 +861,61 @@ impl<'a> Fields<'a, '_> {
         format!("{}/{name}", self.ptr)
     }
 
-    fn get(&self, name: &str) -> Result<&'a Value, StructuralTagError> {
+    fn get(&self, name: &str) -> Result<&'a Node<'a>, StructuralTagError> {
         self.o.get(name).ok_or_else(|| invalid(self.ptr, format!("missing `{name}`")))
     }
 
     fn string(&self, name: &str) -> Result<&'a str, StructuralTagError> {
-        self.get(name)?.as_str().ok_or_else(|| invalid(&self.at(name), "expected a string"))
+        self.get(name)?.as_str().ok_or_else(|| invalid(self.at(name), "expected a string"))
     }
 
     fn opt_string(&self, name: &str) -> Result<Option<&'a str>, StructuralTagError> {
         match self.o.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(invalid(&self.at(name), "expected a string")),
+            None | Some(Node::Null) => Ok(None),
+            Some(Node::String(s)) => Ok(Some(s.as_ref())),
+            Some(_) => Err(invalid(self.at(name), "expected a string")),
         }
     }
 
-    fn array(&self, name: &str) -> Result<&'a Vec<Value>, StructuralTagError> {
-        self.get(name)?.as_array().ok_or_else(|| invalid(&self.at(name), "expected an array"))
+    fn array(&self, name: &str) -> Result<&'a [Node<'a>], StructuralTagError> {
+        self.get(name)?.as_array().ok_or_else(|| invalid(self.at(name), "expected an array"))
     }
 
     /// A list of strings; absent or null is empty.
     fn strings(&self, name: &str) -> Result<Vec<String>, StructuralTagError> {
         match self.o.get(name) {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(list)) => list
+            None | Some(Node::Null) => Ok(Vec::new()),
+            Some(Node::Array(list)) => list
                 .iter()
                 .enumerate()
                 .map(|(i, v)| {
                     v.as_str()
                         .map(str::to_owned)
-                        .ok_or_else(|| invalid(&format!("{}/{i}", self.at(name)), "expected a string"))
+                        .ok_or_else(|| invalid(format!("{}/{i}", self.at(name)), "expected a string"))
                 })
                 .collect(),
-            Some(_) => Err(invalid(&self.at(name), "expected an array of strings")),
+            Some(_) => Err(invalid(self.at(name), "expected an array of strings")),
         }
     }
 
     fn opt_flag(&self, name: &str) -> Result<Option<bool>, StructuralTagError> {
         match self.o.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(_) => Err(invalid(&self.at(name), "expected true or false")),
+            None | Some(Node::Null) => Ok(None),
+            Some(Node::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(invalid(self.at(name), "expected true or false")),
         }
     }
 
     /// An optional count (`0 ..= 2³¹ − 1`, as XGrammar bounds them).
     fn opt_count(&self, name: &str) -> Result<Option<u32>, StructuralTagError> {
         match self.o.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => n
+            None | Some(Node::Null) => Ok(None),
+            Some(Node::Number(n)) => n
                 .as_u64()
                 .filter(|&n| n <= i32::MAX as u64)
                 .map(|n| Some(n as u32))
-                .ok_or_else(|| invalid(&self.at(name), "expected a count from 0 to 2147483647")),
-            Some(_) => Err(invalid(&self.at(name), "expected a count from 0 to 2147483647")),
+                .ok_or_else(|| invalid(self.at(name), "expected a count from 0 to 2147483647")),
+            Some(_) => Err(invalid(self.at(name), "expected a count from 0 to 2147483647")),
         }
     }
 
@@ -979,16 +927,16 @@ impl<'a> Fields<'a, '_> {
         self.get(name)?
             .as_u64()
             .and_then(|n| u32::try_from(n).ok())
-            .ok_or_else(|| invalid(&self.at(name), "expected a non-negative integer"))
+            .ok_or_else(|| invalid(self.at(name), "expected a non-negative integer"))
     }
 
     /// A token list that would narrow free text in a way not enforced: an error when not empty.
     fn refuse_nonempty(&self, name: &str) -> Result<(), StructuralTagError> {
         match self.o.get(name) {
-            None | Some(Value::Null) => Ok(()),
-            Some(Value::Array(list)) if list.is_empty() => Ok(()),
+            None | Some(Node::Null) => Ok(()),
+            Some(Node::Array(list)) if list.is_empty() => Ok(()),
             Some(_) => Err(unsupported(
-                &self.at(name),
+                self.at(name),
                 format!("`{name}` (free text holds no special token anyway; excluding other tokens is not enforced)"),
             )),
         }
@@ -997,8 +945,8 @@ impl<'a> Fields<'a, '_> {
     /// Fields that would change the language in ways not enforced: an error when set.
     fn refuse(&self, names: &[&str]) -> Result<(), StructuralTagError> {
         for name in names {
-            if self.o.get(*name).is_some_and(|v| !v.is_null()) {
-                return Err(unsupported(&self.at(name), format!("`{name}`")));
+            if self.o.get(name).is_some_and(|v| !v.is_null()) {
+                return Err(unsupported(self.at(name), format!("`{name}`")));
             }
         }
         Ok(())
