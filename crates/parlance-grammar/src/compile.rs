@@ -11,7 +11,7 @@
 //! own in a dispatch, of any size, marked by `GrammarBuilder::cache_rule`): a request whose tools
 //! were seen before builds only the new ones.
 
-use crate::automaton::{self, Automaton, BuildError, DEAD, Finish};
+use crate::automaton::{self, Automaton, BuildError, Finish};
 use crate::earley::FastMap;
 use crate::earley::Tables;
 use crate::grammar::{Expr, Grammar, GrammarError, RuleId};
@@ -867,11 +867,11 @@ fn rules_reaching_final(rules: &[Automaton], use_bytes: bool) -> Vec<bool> {
             continue;
         }
         if use_bytes {
-            for &t in a.class_targets(s) {
-                if t != DEAD && !std::mem::replace(&mut seen[iu][t as usize], true) {
+            automaton::for_each_live(a.class_targets(s), |_, t| {
+                if !std::mem::replace(&mut seen[iu][t as usize], true) {
                     stack.push((i, t));
                 }
-            }
+            });
         }
         for (r, t) in a.rule_edges(s) {
             if seen[iu][t as usize] {
