@@ -967,3 +967,45 @@ fn nested_elements_follow_the_schema() {
         assert_eq!(accepts(&vocab, &grammar, &bad), Ok(false), "{bad}");
     }
 }
+
+/// Whitespace may trail the last call. After one bare JSON call (Llama 3.1's, parallel calls off) it
+/// is read inside the call's tag, not after the whole dispatch, where it would also follow the
+/// text before any call; where calls loop, the text after them holds it. Either way the language
+/// is the same: trailing whitespace after a call, text alone, and no more than 32 blanks after a
+/// single call.
+#[test]
+fn whitespace_after_the_last_call_is_read_where_it_costs_nothing() {
+    let Some(corpus) = corpus::corpus() else { return };
+    let vocab = byte_vocab();
+    let cases = [("meta-llama-Llama-3.1-8B-Instruct", false), ("Qwen-Qwen3-0.6B", true)];
+    for (id, parallel) in cases {
+        let (template, analyze_options) = corpus_template(&corpus, id);
+        let format = analyze(&template, &analyze_options).unwrap();
+        let request =
+            ParseOptions { tools: two_tools(None), parallel_tool_calls: Some(parallel), ..ParseOptions::default() };
+        let doc = constrain::structural_tag_with(&format, &request, &Default::default()).unwrap();
+        // The calls' dispatch is the last element of the output: no whitespace format after it.
+        let mut last = &doc["format"];
+        while last["type"] == "sequence" {
+            last = last["elements"].as_array().unwrap().last().unwrap();
+        }
+        assert_eq!(last["type"], "triggered_tags", "{id}: {last}");
+        let grammar = parlance_grammar::structural_tag_to_grammar(&doc, &Default::default()).unwrap();
+        let call = if parallel {
+            "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"offset\": 2}}\n</tool_call>".to_owned()
+        } else {
+            "{\"name\": \"get_time\", \"parameters\": {\"offset\": 2}}".to_owned()
+        };
+        for (text, want) in [
+            (call.clone(), true),
+            (format!("{call}\n"), true),
+            (format!("{call} \n\t "), true),
+            (format!("{call}{}", " ".repeat(32)), true),
+            ("Just text. ".to_owned(), true),
+            (format!("{call}{}", " ".repeat(33)), parallel),
+            (format!("{call}\nMore text."), parallel),
+        ] {
+            assert_eq!(accepts(&vocab, &grammar, &text), Ok(want), "{id}: {text:?}");
+        }
+    }
+}
