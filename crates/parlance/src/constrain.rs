@@ -5,8 +5,8 @@
 //! One `Format`, two uses: the request is the parser's own [`ParseOptions`], and whether the prompt
 //! left reasoning open is decided by the parser's rule, so grammar and parser read a turn alike.
 //! Markers are written as the template writes them, trimmed; the whitespace the template puts around
-//! a marker is optional whitespace in the grammar (models do and do not write it), and JSON
-//! arguments allow JSON whitespace. Free text (content, reasoning, raw string values) never contains
+//! a marker is optional whitespace in the grammar (models do and do not write it, at most 32), and a
+//! call's JSON object and its JSON arguments allow JSON whitespace. Free text (content, reasoning, raw string values) never contains
 //! the markers that would end or open something else (automatic end detection).
 //!
 //! Families: JSON-native (wrapped or bare, arrays, name as key, a `function` wrapper, an id field;
@@ -62,6 +62,11 @@ pub enum ConstrainError {
 /// loosely inside a marker (32), so the indentation templates leak between calls (vLLM's DeepSeek V3
 /// template: 16 spaces and a line break) is admitted.
 const WS: &str = "[ \\t\\r\\n]{0,32}";
+
+/// Whitespace inside a call's JSON object (`{"name" : "f", …}`): JSON's, unbounded, as in the
+/// arguments' own JSON that follows. (Bounded, each run was a chain of 33 automaton states in every
+/// tool's grammar: more than half of compiling a derived grammar for new tools.)
+const JSON_WS: &str = "[ \\t\\r\\n]*";
 
 /// How a grammar is derived besides the request.
 #[derive(Debug, Clone, Default)]
@@ -924,9 +929,9 @@ impl Syntax {
         self
     }
 
-    /// Optional whitespace, as `WS`.
+    /// JSON whitespace (`JSON_WS`).
     fn ws(mut self) -> Self {
-        self.pending.push_str(WS);
+        self.pending.push_str(JSON_WS);
         self
     }
 
