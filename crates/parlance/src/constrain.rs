@@ -574,7 +574,7 @@ fn whitespace_after_calls(dispatch: &mut Json) -> Option<Json> {
         return None;
     }
     let Some(tags) = dispatch.get_mut("tags").and_then(Json::as_array_mut) else { return Some(regex(WS)) };
-    if !tags.iter().all(|t| t["end"] == "") {
+    if !tags.iter().all(|t| t["end"] == Json::from("")) {
         return Some(regex(WS));
     }
     for tag in tags {
