@@ -545,43 +545,15 @@ fn body(
     // content with the template's opener for that (Llama 4's `<|python_start|>`, closed by the
     // section start); the parser reads it as a marker wherever it opens the output.
     let opener = tools.content_start_with_calls.trim();
-    let calls = |at_least_one: bool| {
-        let mut dispatch = dispatch(at_least_one);
-        let mut parts = Vec::new();
-        if !opener.is_empty() {
-            parts.push(optional(cs(opener)));
-        }
-        let trailing = whitespace_after_calls(&mut dispatch);
-        parts.push(dispatch);
-        parts.extend(trailing);
-        seq(parts)
+    let calls = |at_least_one: bool| match opener {
+        "" => seq(vec![dispatch(at_least_one), regex(WS)]),
+        opener => seq(vec![optional(cs(opener)), dispatch(at_least_one), regex(WS)]),
     };
     Ok(match content {
         // JSON content or calls (calls with no free text around them).
         Some(_) if !required => or(vec![text, calls(true)]),
         _ => calls(required),
     })
-}
-
-/// Where the whitespace that may trail the last call goes, for a `triggered_tags` of calls: after
-/// the dispatch (returned) only where nothing else can hold it. Free text after a call holds it
-/// where calls loop; where one call ends the dispatch, a call whose tag has no end string holds
-/// it at the end of its content. Whitespace after the dispatch also follows the text before any
-/// call, where every token holding a space would have to be walked for the first mask: a quarter
-/// of deriving Llama 3.1's grammar for six new tools.
-fn whitespace_after_calls(dispatch: &mut Json) -> Option<Json> {
-    if dispatch["stop_after_first"] != Json::Bool(true) {
-        return None;
-    }
-    let Some(tags) = dispatch.get_mut("tags").and_then(Json::as_array_mut) else { return Some(regex(WS)) };
-    if !tags.iter().all(|t| t["end"] == Json::from("")) {
-        return Some(regex(WS));
-    }
-    for tag in tags {
-        let content = tag["content"].take();
-        tag["content"] = seq(vec![content, regex(WS)]);
-    }
-    None
 }
 
 /// The output of a template whose every block opens with `Format::output_prefix` and whose prompt
