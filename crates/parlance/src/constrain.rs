@@ -704,11 +704,12 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
         // Bare JSON: the object's opening up to its first key is the trigger.
         let first = first_call_key(fields, name);
         let trigger = format!("{{{}", json!(first));
-        let rest = match &fields.function {
+        // The inner call object only where a `function` wrapper holds it (a schema copy each).
+        let inner = match &fields.function {
             Some(_) => json_call(&JsonCallFields { function: None, ..fields.clone() }, name, &parameters),
-            None => json_call(fields, name, &parameters),
+            None => Json::Null,
         };
-        let after_key = json_after_first_key(fields, name, &parameters, rest);
+        let after_key = json_after_first_key(fields, name, &parameters, inner);
         let content = if call_end.is_empty() { after_key } else { seq(vec![after_key, regex(WS)]) };
         let in_section = if call_end.is_empty() { object } else { seq(vec![object, regex(WS), cs(call_end)]) };
         return Ok(Call {
@@ -964,7 +965,8 @@ fn first_call_key(fields: &JsonCallFields, name: &str) -> String {
     }
 }
 
-/// A bare JSON call after its trigger (`{"name"`): the rest of the object.
+/// A bare JSON call after its trigger (`{"name"`): the rest of the object; `inner`, the call object
+/// inside a `function` wrapper, is read only where there is one.
 fn json_after_first_key(fields: &JsonCallFields, name: &str, parameters: &Json, inner: Json) -> Json {
     let mut syntax = Syntax::default().ws().text(":").ws();
     if fields.function.is_some() {
