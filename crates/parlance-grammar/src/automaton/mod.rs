@@ -1283,24 +1283,24 @@ impl<'e> Choice<'e> {
             }
         }
 
-        // Byte classes: each byte of a beginning a class of its own, cut further where a tail's
-        // classes are.
-        let mut boundary = [false; 257];
-        boundary[0] = true;
-        boundary[256] = true;
+        // Byte classes: each byte of a beginning a class of its own and every other byte one
+        // class (not one per gap between them: a trie of a hundred tool names has eighty classes
+        // that way, half of them bytes no name holds), split further as each tail's classes are.
+        let mut used = [false; 256];
         for &(_, symbol, _) in &edges {
             if let Symbol::Byte(b) = symbol {
-                boundary[b as usize] = true;
-                boundary[b as usize + 1] = true;
+                used[b as usize] = true;
             }
         }
+        let mut classes = [0u8; 256];
+        let mut nclasses = refine_classes(&mut classes, |b| if used[b] { b as u16 + 1 } else { 0 });
         for (_, tail) in &tails {
-            for (b, pair) in tail.classes.windows(2).enumerate() {
-                boundary[b + 1] |= pair[0] != pair[1];
-            }
+            nclasses = refine_classes(&mut classes, |b| u16::from(tail.classes[b]));
         }
-        let (classes, reps) = byte_classes(&boundary);
-        let nclasses = reps.len();
+        let mut reps = vec![0u8; nclasses];
+        for b in (0..256).rev() {
+            reps[classes[b] as usize] = b as u8;
+        }
         // Tail states after their first, which is the trie node it is grafted on.
         let total = nodes + tails.iter().map(|(_, t)| t.len() - 1).sum::<usize>();
         if total > max_states {
@@ -1425,6 +1425,18 @@ fn byte_classes(boundary: &[bool; 257]) -> ([u8; 256], Vec<u8>) {
         classes[b] = c as u8;
     }
     (classes, reps)
+}
+
+/// Splits `classes` (a partition of the bytes into numbered classes) so that bytes that `part`
+/// tells apart are apart, numbering the classes by their first byte; returns their number.
+fn refine_classes(classes: &mut [u8; 256], part: impl Fn(usize) -> u16) -> usize {
+    let mut ids: HashMap<(u8, u16), u8> = HashMap::default();
+    for (b, class) in classes.iter_mut().enumerate() {
+        let next = ids.len();
+        // At most 256 classes: a class per byte, so `next` fits a byte.
+        *class = *ids.entry((*class, part(b))).or_insert(next as u8);
+    }
+    ids.len()
 }
 
 fn determinize(
