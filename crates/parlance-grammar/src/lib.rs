@@ -63,7 +63,7 @@ impl CompiledGrammar {
         doc: &serde_json::Value,
         options: &StructuralTagOptions,
     ) -> Result<CompiledGrammar, CompileError> {
-        let grammar = structural_tag::lower(&structural_tag::Node::from_value(doc), &[], options, Some(&vocab))?;
+        let grammar = structural_tag::lower(&structural_tag::Node::from_value(doc), options, Some(&vocab))?;
         CompiledGrammar::with_limits(vocab, &grammar, options.json.limits.clone())
     }
 
@@ -75,7 +75,7 @@ impl CompiledGrammar {
         options: &StructuralTagOptions,
     ) -> Result<CompiledGrammar, CompileError> {
         let doc = structural_tag::parse_document(json).map_err(structural_tag::not_json)?;
-        let grammar = structural_tag::lower(&doc.root, &doc.raw_schemas, options, Some(&vocab))?;
+        let grammar = structural_tag::lower(&doc.root, options, Some(&vocab))?;
         CompiledGrammar::with_limits(vocab, &grammar, options.json.limits.clone())
     }
 }

@@ -26,16 +26,17 @@ pub(crate) enum Node<'t> {
     Object(Object<'t>),
     /// The value of a `json_schema` member.
     Schema(Schema<'t>),
-    /// Deeper than [`MAX_NESTING`] in a document given as a value: no format is read there (formats
-    /// nest at most 64 deep), and nothing is kept of it.
-    Deep,
+    /// A part of a document given as a value kept as it is: a legacy `schema` (read whole as a
+    /// schema), and whatever lies deeper than [`MAX_NESTING`] (no format is read there: formats
+    /// nest at most 64 deep).
+    Value(&'t Value),
 }
 
 /// A `json_schema` member's value.
 #[derive(Debug, Clone)]
 pub(crate) enum Schema<'t> {
-    /// Its text, by index into [`Document::raw_schemas`] (equal texts share one).
-    Text(usize),
+    /// Its index among the document's schema texts (equal texts, one index), and its text.
+    Text(usize, &'t str),
     /// The value itself.
     Value(Cow<'t, Value>),
 }
@@ -47,7 +48,7 @@ pub(crate) struct Object<'t> {
     members: Vec<(Cow<'t, str>, Node<'t>)>,
 }
 
-/// Levels of a value-given document read into nodes; below, [`Node::Deep`]. (Text documents are
+/// Levels of a value-given document read into nodes; below, [`Node::Value`]. (Text documents are
 /// bounded by serde_json's own limit of 128.)
 const MAX_NESTING: usize = 512;
 
@@ -124,22 +125,22 @@ impl<'t> Node<'t> {
         matches!(self, Node::Null)
     }
 
-    /// The node as a JSON value (a schema given as text, as that text parsed).
-    pub(crate) fn to_value(&self, raw_schemas: &[&str]) -> Value {
-        match self {
-            Node::Null | Node::Deep => Value::Null,
+    /// The node as a JSON value (a schema given as text, as that text parsed: an error where
+    /// serde_json cannot, a text nested deeper than its limit).
+    pub(crate) fn to_value(&self) -> Result<Value, serde_json::Error> {
+        Ok(match self {
+            Node::Null => Value::Null,
             Node::Bool(b) => Value::Bool(*b),
             Node::Number(n) => Value::Number(n.clone()),
             Node::String(s) => Value::String(s.to_string()),
-            Node::Array(a) => Value::Array(a.iter().map(|n| n.to_value(raw_schemas)).collect()),
-            Node::Object(o) => {
-                Value::Object(o.members.iter().map(|(k, v)| (k.to_string(), v.to_value(raw_schemas))).collect())
-            }
+            Node::Array(a) => Value::Array(a.iter().map(Node::to_value).collect::<Result<_, _>>()?),
+            Node::Object(o) => Value::Object(
+                o.members.iter().map(|(k, v)| Ok((k.to_string(), v.to_value()?))).collect::<Result<_, _>>()?,
+            ),
             Node::Schema(Schema::Value(v)) => v.as_ref().clone(),
-            Node::Schema(Schema::Text(i)) => {
-                raw_schemas.get(*i).and_then(|t| serde_json::from_str(t).ok()).unwrap_or(Value::Null)
-            }
-        }
+            Node::Schema(Schema::Text(_, text)) => serde_json::from_str(text)?,
+            Node::Value(v) => (*v).clone(),
+        })
     }
 
     /// The node read from a value, borrowing its strings; `json_schema` members are the values
@@ -150,7 +151,7 @@ impl<'t> Node<'t> {
 
     fn from_value_at(v: &'t Value, depth: usize) -> Node<'t> {
         if depth >= MAX_NESTING {
-            return Node::Deep;
+            return Node::Value(v);
         }
         match v {
             Value::Null => Node::Null,
@@ -164,6 +165,7 @@ impl<'t> Node<'t> {
                     .map(|(k, x)| {
                         let node = match k.as_str() {
                             "json_schema" => Node::Schema(Schema::Value(Cow::Borrowed(x))),
+                            "schema" => Node::Value(x),
                             _ => Node::from_value_at(x, depth + 1),
                         };
                         (Cow::Borrowed(k.as_str()), node)
@@ -192,16 +194,16 @@ impl<'t> Node<'t> {
                     v.hash_into(h);
                 }
             }
-            Node::Schema(Schema::Text(i)) => (6u8, i).hash(h),
+            Node::Schema(Schema::Text(i, _)) => (6u8, i).hash(h),
             Node::Schema(Schema::Value(v)) => (7u8, crate::json_schema::value_hash(v, &())).hash(h),
-            Node::Deep => 8u8.hash(h),
+            Node::Value(v) => (8u8, crate::json_schema::value_hash(v, &())).hash(h),
         }
     }
 
     /// Whether two nodes are equal (members compared in their order).
     pub(crate) fn same(&self, other: &Node<'_>) -> bool {
         match (self, other) {
-            (Node::Null, Node::Null) | (Node::Deep, Node::Deep) => true,
+            (Node::Null, Node::Null) => true,
             (Node::Bool(a), Node::Bool(b)) => a == b,
             (Node::Number(a), Node::Number(b)) => a == b,
             (Node::String(a), Node::String(b)) => a == b,
@@ -210,27 +212,79 @@ impl<'t> Node<'t> {
                 a.members.len() == b.members.len()
                     && a.members.iter().zip(&b.members).all(|((ka, va), (kb, vb))| ka == kb && va.same(vb))
             }
-            (Node::Schema(Schema::Text(a)), Node::Schema(Schema::Text(b))) => a == b,
+            (Node::Schema(Schema::Text(a, _)), Node::Schema(Schema::Text(b, _))) => a == b,
             (Node::Schema(Schema::Value(a)), Node::Schema(Schema::Value(b))) => crate::json_schema::same_value(a, b),
+            (Node::Value(a), Node::Value(b)) => crate::json_schema::same_value(a, b),
             _ => false,
         }
     }
 }
 
 impl fmt::Display for Node<'_> {
-    /// As JSON (what an error says it got); a schema given as text as `{…}`.
+    /// As compact JSON, what an error says it got: the same text whether the document came as text
+    /// or as a value. A value nested too deep to print or to parse is `…`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Node::Schema(Schema::Text(_)) | Node::Deep => f.write_str("{…}"),
-            other => write!(f, "{}", other.to_value(&[])),
+        if !self.nesting_at_most(SHOWN_NESTING) {
+            return f.write_str("…");
+        }
+        match self.to_value() {
+            Ok(v) if nesting_at_most(&v, SHOWN_NESTING) => write!(f, "{v}"),
+            _ => f.write_str("…"),
         }
     }
 }
 
-/// A structural tag read from its text: the root, and the texts of its `json_schema` values.
+/// Levels an error shows of a value; deeper, it says `…`. Below serde_json's limit of 128, so that
+/// a schema kept as text shows as its value does.
+const SHOWN_NESTING: usize = 100;
+
+impl Node<'_> {
+    /// Whether the node nests at most `max` levels, values kept as they are included.
+    fn nesting_at_most(&self, max: usize) -> bool {
+        let mut stack = vec![(self, 0usize)];
+        while let Some((n, depth)) = stack.pop() {
+            let fits = match n {
+                Node::Array(a) => {
+                    stack.extend(a.iter().map(|x| (x, depth + 1)));
+                    depth <= max
+                }
+                Node::Object(o) => {
+                    stack.extend(o.members.iter().map(|(_, x)| (x, depth + 1)));
+                    depth <= max
+                }
+                Node::Value(v) | Node::Schema(Schema::Value(Cow::Borrowed(v))) => {
+                    depth <= max && nesting_at_most(v, max - depth)
+                }
+                Node::Schema(Schema::Value(Cow::Owned(v))) => depth <= max && nesting_at_most(v, max - depth),
+                _ => depth <= max,
+            };
+            if !fits {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Whether `v` nests at most `max` levels (iterative: the value may come from a stranger).
+fn nesting_at_most(v: &Value, max: usize) -> bool {
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        if depth > max {
+            return false;
+        }
+        match v {
+            Value::Array(a) => stack.extend(a.iter().map(|x| (x, depth + 1))),
+            Value::Object(o) => stack.extend(o.values().map(|x| (x, depth + 1))),
+            _ => {}
+        }
+    }
+    true
+}
+
+/// A structural tag read from its text.
 pub(crate) struct Document<'t> {
     pub(crate) root: Node<'t>,
-    pub(crate) raw_schemas: Vec<&'t str>,
 }
 
 /// Reads a structural tag's JSON text (see [`Document`]).
@@ -239,12 +293,12 @@ pub(crate) fn parse_document(json: &str) -> Result<Document<'_>, serde_json::Err
     let mut de = serde_json::Deserializer::from_str(json);
     let root = Seed(&mut raws).deserialize(&mut de)?;
     de.end()?;
-    Ok(Document { root, raw_schemas: raws.texts })
+    Ok(Document { root })
 }
 
 #[derive(Default)]
 struct RawSchemas<'t> {
-    texts: Vec<&'t str>,
+    /// Each schema text's index, by the text.
     index: HashMap<&'t str, usize>,
 }
 
@@ -302,12 +356,9 @@ impl<'de> Visitor<'de> for Seed<'_, 'de> {
         while let Some(key) = map.next_key_seed(Key)? {
             let value = if key == "json_schema" {
                 let raw: &'de serde_json::value::RawValue = map.next_value()?;
-                let next = self.0.texts.len();
+                let next = self.0.index.len();
                 let index = *self.0.index.entry(raw.get()).or_insert(next);
-                if index == next {
-                    self.0.texts.push(raw.get());
-                }
-                Node::Schema(Schema::Text(index))
+                Node::Schema(Schema::Text(index, raw.get()))
             } else {
                 map.next_value_seed(Seed(&mut *self.0))?
             };
@@ -357,7 +408,7 @@ mod tests {
             text += "\"k1\": \"last\", \"k0\": [1]}";
             let doc = parse_document(&text).unwrap();
             let value: Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(doc.root.to_value(&doc.raw_schemas), value, "{n} members");
+            assert_eq!(doc.root.to_value().unwrap(), value, "{n} members");
             let Node::Object(o) = &doc.root else { panic!("an object") };
             assert_eq!(
                 o.iter().map(|(k, _)| k).collect::<Vec<_>>(),
@@ -371,15 +422,24 @@ mod tests {
     fn schemas_are_kept_as_their_text_once_and_strings_borrowed_unless_escaped() {
         let text = r#"{"a": {"json_schema": {"type": "string"}}, "b": [{"json_schema": {"type": "string"}}, {"json_schema": true}], "c": "x\ny", "d": "plain"}"#;
         let doc = parse_document(text).unwrap();
-        assert_eq!(doc.raw_schemas, vec![r#"{"type": "string"}"#, "true"]);
         let Node::Object(o) = &doc.root else { panic!("an object") };
-        assert!(
-            matches!(o.get("a"), Some(Node::Object(a)) if matches!(a.get("json_schema"), Some(Node::Schema(Schema::Text(0)))))
-        );
+        fn schema<'t>(node: Option<&Node<'t>>) -> Option<(usize, &'t str)> {
+            match node {
+                Some(Node::Object(o)) => match o.get("json_schema") {
+                    Some(Node::Schema(Schema::Text(index, text))) => Some((*index, *text)),
+                    _ => None,
+                },
+                _ => None,
+            }
+        }
+        assert_eq!(schema(o.get("a")), Some((0, r#"{"type": "string"}"#)));
+        let b = o.get("b").and_then(Node::as_array).unwrap();
+        assert_eq!(schema(b.first()), Some((0, r#"{"type": "string"}"#)), "the same text, the same index");
+        assert_eq!(schema(b.get(1)), Some((1, "true")));
         assert!(matches!(o.get("c"), Some(Node::String(Cow::Owned(s))) if s == "x\ny"));
         assert!(matches!(o.get("d"), Some(Node::String(Cow::Borrowed("plain")))));
         let value: Value = serde_json::from_str(text).unwrap();
-        assert_eq!(doc.root.to_value(&doc.raw_schemas), value);
+        assert_eq!(doc.root.to_value().unwrap(), value);
     }
 
     #[test]
@@ -418,7 +478,11 @@ mod tests {
             depth += 1;
         }
         assert_eq!(depth, MAX_NESTING);
-        assert!(matches!(at, Node::Deep));
+        assert!(matches!(at, Node::Value(v) if nesting_at_most(v, 100_000) && !nesting_at_most(v, 1_000)));
+        // Shown in an error as `…`, not printed (printing recurses).
+        assert_eq!(node.to_string(), "…");
+        let shallow = serde_json::json!({"a": [1, {"b": "c"}]});
+        assert_eq!(Node::from_value(&shallow).to_string(), shallow.to_string());
         // Dropping the value itself must not recurse 100,000 deep either.
         let mut v = value;
         while let Value::Array(mut a) = v {

@@ -96,7 +96,7 @@ const MAX_DEPTH: usize = 64;
 
 /// Lowers a structural-tag document to a grammar.
 pub fn structural_tag_to_grammar(doc: &Value, options: &StructuralTagOptions) -> Result<Grammar, StructuralTagError> {
-    lower(&Node::from_value(doc), &[], options, None)
+    lower(&Node::from_value(doc), options, None)
 }
 
 /// [`structural_tag_to_grammar`] for the document's JSON text, as servers receive it: each
@@ -107,7 +107,7 @@ pub fn structural_tag_text_to_grammar(
     options: &StructuralTagOptions,
 ) -> Result<Grammar, StructuralTagError> {
     let doc = parse_document(json).map_err(not_json)?;
-    lower(&doc.root, &doc.raw_schemas, options, None)
+    lower(&doc.root, options, None)
 }
 
 /// A document that is not JSON.
@@ -118,7 +118,6 @@ pub(crate) fn not_json(e: serde_json::Error) -> StructuralTagError {
 /// [`structural_tag_to_grammar`], tokens named by text also resolved through `vocab`.
 pub(crate) fn lower<'a>(
     doc: &'a Node<'a>,
-    raw_schemas: &'a [&'a str],
     options: &'a StructuralTagOptions,
     vocab: Option<&crate::vocab::TokenVocab>,
 ) -> Result<Grammar, StructuralTagError> {
@@ -129,7 +128,7 @@ pub(crate) fn lower<'a>(
     // the converted format (its `/tags/i` is `/structures/i`).
     let converted;
     let (format, ptr) = if top.contains_key("structures") {
-        converted = legacy(top, raw_schemas)?;
+        converted = legacy(top)?;
         (&converted, "")
     } else {
         match top.get("type") {
@@ -145,7 +144,6 @@ pub(crate) fn lower<'a>(
         vocab,
         depth: 0,
         schemas: HashMap::new(),
-        raw_schemas,
         raw_rules: HashMap::new(),
         node_rules: HashMap::new(),
         choice_depth: 0,
@@ -158,7 +156,7 @@ pub(crate) fn lower<'a>(
 }
 
 /// The legacy `{"structures", "triggers"}` shape as the `triggered_tags` format it means.
-fn legacy<'a>(top: &Object<'a>, raw_schemas: &[&str]) -> Result<Node<'a>, StructuralTagError> {
+fn legacy<'a>(top: &Object<'a>) -> Result<Node<'a>, StructuralTagError> {
     let Some(Node::Array(structures)) = top.get("structures") else {
         return Err(invalid("/structures", "expected an array"));
     };
@@ -168,7 +166,14 @@ fn legacy<'a>(top: &Object<'a>, raw_schemas: &[&str]) -> Result<Node<'a>, Struct
         let ptr = format!("/structures/{i}");
         let Node::Object(s) = s else { return Err(invalid(&ptr, "expected an object")) };
         let field = |name: &str| s.get(name).ok_or_else(|| invalid(&ptr, format!("missing `{name}`")));
-        let schema = Schema::Value(std::borrow::Cow::Owned(field("schema")?.to_value(raw_schemas)));
+        // Given as a value, the schema is that value; read from text, its value, which only a text
+        // nested deeper than serde_json reads (a `json_schema` property deep inside) cannot be.
+        let schema = match field("schema")? {
+            Node::Value(v) => Schema::Value(std::borrow::Cow::Borrowed(*v)),
+            other => Schema::Value(std::borrow::Cow::Owned(
+                other.to_value().map_err(|e| invalid(format!("{ptr}/schema"), e.to_string()))?,
+            )),
+        };
         let content = Object::from_members(vec![
             ("type".into(), text("json_schema")),
             ("json_schema".into(), Node::Schema(schema)),
@@ -259,9 +264,8 @@ struct Lowering<'a> {
     /// schema once. (Across documents, `json_schema::lowered_grammar` caches the lowering.)
     /// (By content hash: documents may name thousands of tools.)
     schemas: HashMap<u64, Vec<(&'a Value, RuleId)>>,
-    /// The texts of `json_schema` values of a document read by [`parse_document`].
-    raw_schemas: &'a [&'a str],
-    /// The rule of each of those lowered so far (style `json`), by the text's index.
+    /// The rule of each `json_schema` text lowered so far (style `json`), by the text's index (see
+    /// `document::Schema::Text`).
     raw_rules: HashMap<usize, RuleId>,
     /// The rules made for document nodes so far (each `or`, each unit), by the hash of the node,
     /// the rule's name and the end strings (see [`Lowering::lowered_before`]).
@@ -533,8 +537,7 @@ impl<'a> Lowering<'a> {
             return Err(unsupported(format!("{}/excludes", f.ptr), "`excludes` on a json_schema format"));
         }
         let schema = match f.get("json_schema")? {
-            Node::Schema(Schema::Text(index)) => {
-                let text = self.raw_schemas.get(*index).copied().unwrap_or("null");
+            Node::Schema(Schema::Text(index, text)) => {
                 if let Some(xml_style) = xml_style {
                     let schema: Value = serde_json::from_str(text)
                         .map_err(|e| invalid(format!("{}/json_schema", f.ptr), e.to_string()))?;

@@ -630,3 +630,33 @@ fn raw_bytes_never_spell_a_special_token() {
     assert!(!m.accept_bytes(&spelled));
     assert!(m.accept_token(tool) && m.is_accepting());
 }
+
+/// An error shows the node it got as compact JSON, the same from the text and from the value, a
+/// `json_schema` member inside it included (read from text, it is kept as its text). A legacy
+/// `schema` given as a value is that value, whole however deep, not a copy cut short.
+#[test]
+fn errors_show_what_they_got_alike_and_legacy_schemas_stay_whole() {
+    let got = error(&json!({"type": {"json_schema": 1, "a": [true]}, "format": {}}));
+    assert!(got.to_string().contains(r#"{"json_schema":1,"a":[true]}"#), "{got}");
+    let mut deep = json!("x");
+    for _ in 0..600 {
+        deep = json!([deep]);
+    }
+    let text = deep.to_string();
+    let legacy =
+        |schema: Value| json!({"structures": [{"begin": "<a>", "schema": schema, "end": "</a>"}], "triggers": ["<a>"]});
+    let as_format = |schema: Value| {
+        json!({"format": {"type": "triggered_tags", "triggers": ["<a>"],
+            "tags": [{"begin": "<a>", "content": {"type": "json_schema", "json_schema": schema}, "end": "</a>"}]}})
+    };
+    // The same verdict as the schema given as a format, whatever it is (a schema this deep may be
+    // past the schema compiler's own limits); never another schema.
+    let options = StructuralTagOptions::default();
+    let whole = structural_tag_to_grammar(&as_format(json!({"const": deep.clone()})), &options);
+    let old = structural_tag_to_grammar(&legacy(json!({"const": deep.clone()})), &options);
+    match (whole, old) {
+        (Ok(a), Ok(b)) => assert_eq!(a.to_string(), b.to_string()),
+        (Err(a), Err(b)) => assert_eq!(a.to_string().replace("/format", ""), b.to_string(), "{text:.40}"),
+        (a, b) => panic!("as a format {:?}, legacy {:?}", a.map(|_| ()), b.map(|_| ())),
+    }
+}
