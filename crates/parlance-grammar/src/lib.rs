@@ -75,7 +75,7 @@ impl CompiledGrammar {
         options: &StructuralTagOptions,
     ) -> Result<CompiledGrammar, CompileError> {
         let doc = structural_tag::parse_document(json).map_err(structural_tag::not_json)?;
-        let grammar = structural_tag::lower(&doc.root, options, Some(&vocab))?;
+        let grammar = structural_tag::lower(&doc, options, Some(&vocab))?;
         CompiledGrammar::with_limits(vocab, &grammar, options.json.limits.clone())
     }
 }

@@ -6,8 +6,9 @@
 //! left reasoning open is decided by the parser's rule, so grammar and parser read a turn alike.
 //! Markers are written as the template writes them, trimmed; the whitespace the template puts around
 //! a marker is optional whitespace in the grammar (models do and do not write it, at most 32), and a
-//! call's JSON object and its JSON arguments allow JSON whitespace. Free text (content, reasoning, raw string values) never contains
-//! the markers that would end or open something else (automatic end detection).
+//! call's JSON object and its JSON arguments allow JSON whitespace. Free text (content, reasoning,
+//! raw string values) never contains the markers that would end or open something else (automatic
+//! end detection).
 //!
 //! Families: JSON-native (wrapped or bare, arrays, name as key, a `function` wrapper, an id field;
 //! markdown blocks, Command R's `Action:` and a fenced JSON list, are such a section),
@@ -704,12 +705,7 @@ fn call(format: &Format, tools: &ToolCallFormat, tool: &Json) -> Result<Call, Co
         // Bare JSON: the object's opening up to its first key is the trigger.
         let first = first_call_key(fields, name);
         let trigger = format!("{{{}", json!(first));
-        // The inner call object only where a `function` wrapper holds it (a schema copy each).
-        let inner = match &fields.function {
-            Some(_) => json_call(&JsonCallFields { function: None, ..fields.clone() }, name, &parameters),
-            None => Json::Null,
-        };
-        let after_key = json_after_first_key(fields, name, &parameters, inner);
+        let after_key = json_after_first_key(fields, name, &parameters);
         let content = if call_end.is_empty() { after_key } else { seq(vec![after_key, regex(WS)]) };
         let in_section = if call_end.is_empty() { object } else { seq(vec![object, regex(WS), cs(call_end)]) };
         return Ok(Call {
@@ -965,12 +961,12 @@ fn first_call_key(fields: &JsonCallFields, name: &str) -> String {
     }
 }
 
-/// A bare JSON call after its trigger (`{"name"`): the rest of the object; `inner`, the call object
-/// inside a `function` wrapper, is read only where there is one.
-fn json_after_first_key(fields: &JsonCallFields, name: &str, parameters: &Json, inner: Json) -> Json {
+/// A bare JSON call after its trigger (`{"name"`): the rest of the object (behind a `function`
+/// wrapper, the call object it holds).
+fn json_after_first_key(fields: &JsonCallFields, name: &str, parameters: &Json) -> Json {
     let mut syntax = Syntax::default().ws().text(":").ws();
     if fields.function.is_some() {
-        syntax = syntax.node(inner);
+        syntax = syntax.node(json_call(&JsonCallFields { function: None, ..fields.clone() }, name, parameters));
     } else {
         let mut members = call_members(fields, name, parameters).into_iter();
         if let Some((_, value)) = members.next() {

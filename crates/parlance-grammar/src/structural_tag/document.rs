@@ -200,6 +200,33 @@ impl<'t> Node<'t> {
         }
     }
 
+    /// Whether the node nests at most `max` levels, values kept as they are included (iterative).
+    fn nesting_at_most(&self, max: usize) -> bool {
+        let mut stack = vec![(self, 0usize)];
+        while let Some((n, depth)) = stack.pop() {
+            if depth > max {
+                return false;
+            }
+            let kept = match n {
+                Node::Array(a) => {
+                    stack.extend(a.iter().map(|x| (x, depth + 1)));
+                    None
+                }
+                Node::Object(o) => {
+                    stack.extend(o.members.iter().map(|(_, x)| (x, depth + 1)));
+                    None
+                }
+                Node::Value(v) => Some(*v),
+                Node::Schema(Schema::Value(v)) => Some(v.as_ref()),
+                _ => None,
+            };
+            if kept.is_some_and(|v| !nesting_at_most(v, max - depth)) {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Whether two nodes are equal (members compared in their order).
     pub(crate) fn same(&self, other: &Node<'_>) -> bool {
         match (self, other) {
@@ -238,34 +265,6 @@ impl fmt::Display for Node<'_> {
 /// a schema kept as text shows as its value does.
 const SHOWN_NESTING: usize = 100;
 
-impl Node<'_> {
-    /// Whether the node nests at most `max` levels, values kept as they are included.
-    fn nesting_at_most(&self, max: usize) -> bool {
-        let mut stack = vec![(self, 0usize)];
-        while let Some((n, depth)) = stack.pop() {
-            let fits = match n {
-                Node::Array(a) => {
-                    stack.extend(a.iter().map(|x| (x, depth + 1)));
-                    depth <= max
-                }
-                Node::Object(o) => {
-                    stack.extend(o.members.iter().map(|(_, x)| (x, depth + 1)));
-                    depth <= max
-                }
-                Node::Value(v) | Node::Schema(Schema::Value(Cow::Borrowed(v))) => {
-                    depth <= max && nesting_at_most(v, max - depth)
-                }
-                Node::Schema(Schema::Value(Cow::Owned(v))) => depth <= max && nesting_at_most(v, max - depth),
-                _ => depth <= max,
-            };
-            if !fits {
-                return false;
-            }
-        }
-        true
-    }
-}
-
 /// Whether `v` nests at most `max` levels (iterative: the value may come from a stranger).
 fn nesting_at_most(v: &Value, max: usize) -> bool {
     let mut stack = vec![(v, 0usize)];
@@ -282,18 +281,13 @@ fn nesting_at_most(v: &Value, max: usize) -> bool {
     true
 }
 
-/// A structural tag read from its text.
-pub(crate) struct Document<'t> {
-    pub(crate) root: Node<'t>,
-}
-
-/// Reads a structural tag's JSON text (see [`Document`]).
-pub(crate) fn parse_document(json: &str) -> Result<Document<'_>, serde_json::Error> {
+/// Reads a structural tag's JSON text, each `json_schema` value kept as its text.
+pub(crate) fn parse_document(json: &str) -> Result<Node<'_>, serde_json::Error> {
     let mut raws = RawSchemas::default();
     let mut de = serde_json::Deserializer::from_str(json);
     let root = Seed(&mut raws).deserialize(&mut de)?;
     de.end()?;
-    Ok(Document { root })
+    Ok(root)
 }
 
 #[derive(Default)]
@@ -408,8 +402,8 @@ mod tests {
             text += "\"k1\": \"last\", \"k0\": [1]}";
             let doc = parse_document(&text).unwrap();
             let value: Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(doc.root.to_value().unwrap(), value, "{n} members");
-            let Node::Object(o) = &doc.root else { panic!("an object") };
+            assert_eq!(doc.to_value().unwrap(), value, "{n} members");
+            let Node::Object(o) = &doc else { panic!("an object") };
             assert_eq!(
                 o.iter().map(|(k, _)| k).collect::<Vec<_>>(),
                 (0..n).map(|i| format!("k{i}")).collect::<Vec<_>>()
@@ -422,7 +416,7 @@ mod tests {
     fn schemas_are_kept_as_their_text_once_and_strings_borrowed_unless_escaped() {
         let text = r#"{"a": {"json_schema": {"type": "string"}}, "b": [{"json_schema": {"type": "string"}}, {"json_schema": true}], "c": "x\ny", "d": "plain"}"#;
         let doc = parse_document(text).unwrap();
-        let Node::Object(o) = &doc.root else { panic!("an object") };
+        let Node::Object(o) = &doc else { panic!("an object") };
         fn schema<'t>(node: Option<&Node<'t>>) -> Option<(usize, &'t str)> {
             match node {
                 Some(Node::Object(o)) => match o.get("json_schema") {
@@ -439,7 +433,7 @@ mod tests {
         assert!(matches!(o.get("c"), Some(Node::String(Cow::Owned(s))) if s == "x\ny"));
         assert!(matches!(o.get("d"), Some(Node::String(Cow::Borrowed("plain")))));
         let value: Value = serde_json::from_str(text).unwrap();
-        assert_eq!(doc.root.to_value().unwrap(), value);
+        assert_eq!(doc.to_value().unwrap(), value);
     }
 
     #[test]
@@ -450,18 +444,18 @@ mod tests {
             h.finish()
         };
         let texts = [r#"{"a": [1, "x", null]}"#, r#"{"a": [1, "x", false]}"#, r#"{"b": [1, "x", null]}"#, r#"[1.5]"#];
-        let docs: Vec<Document<'_>> = texts.iter().map(|t| parse_document(t).unwrap()).collect();
+        let docs: Vec<Node<'_>> = texts.iter().map(|t| parse_document(t).unwrap()).collect();
         for (i, a) in docs.iter().enumerate() {
             let again = parse_document(texts[i]).unwrap();
-            assert!(a.root.same(&again.root));
-            assert_eq!(hash(&a.root), hash(&again.root));
+            assert!(a.same(&again));
+            assert_eq!(hash(a), hash(&again));
             for (j, b) in docs.iter().enumerate() {
-                assert_eq!(a.root.same(&b.root), i == j, "{} vs {}", texts[i], texts[j]);
+                assert_eq!(a.same(b), i == j, "{} vs {}", texts[i], texts[j]);
             }
         }
         // Read from a value: the same members; a schema is the value.
         let value: Value = serde_json::from_str(texts[0]).unwrap();
-        assert!(Node::from_value(&value).same(&docs[0].root));
+        assert!(Node::from_value(&value).same(&docs[0]));
     }
 
     #[test]

@@ -107,7 +107,7 @@ pub fn structural_tag_text_to_grammar(
     options: &StructuralTagOptions,
 ) -> Result<Grammar, StructuralTagError> {
     let doc = parse_document(json).map_err(not_json)?;
-    lower(&doc.root, options, None)
+    lower(&doc, options, None)
 }
 
 /// A document that is not JSON.
