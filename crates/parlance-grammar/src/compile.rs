@@ -20,7 +20,8 @@ use crate::limits::Limits;
 use crate::mask::MaskEntry;
 use crate::vocab::TokenVocab;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Why a grammar or schema could not be compiled.
@@ -382,6 +383,16 @@ impl<'g> Emptiness<'g> {
     }
 }
 
+/// Rules never copied into their callers: those with long bounded repetitions (a `maxLength: 4096`
+/// string: copied into every use they would make one huge automaton), with a token budget (the
+/// matcher must see their items), and those the front end asked to keep
+/// (`GrammarBuilder::keep_rule`).
+fn rules_kept_apart(g: &Grammar) -> Vec<bool> {
+    let budgeted = |r: usize| g.token_budgets().binary_search_by_key(&(r as u32), |&(id, _)| id.0).is_ok();
+    let kept = |r: usize| g.kept_rules().binary_search(&crate::grammar::RuleId(r as u32)).is_ok();
+    g.rules().iter().enumerate().map(|(i, r)| has_long_repeat(&r.expr) || budgeted(i) || kept(i)).collect()
+}
+
 /// Rules that can reach themselves through references.
 fn recursive_rules(g: &Grammar) -> Vec<bool> {
     let n = g.rules().len();
@@ -419,13 +430,7 @@ fn compile(
     let mut rules: Vec<Automaton> = Vec::new();
     let mut total = 0usize;
     let inline_budget = limits.automaton_states.min(INLINE_STATES);
-    // Rules with long bounded repetitions (a `maxLength: 4096` string) stay rules: copied into every
-    // use they would make one huge automaton. So do rules with a token budget (the matcher must
-    // see their items) and rules the front end asked to keep (`GrammarBuilder::keep_rule`).
-    let budgeted = |r: usize| g.token_budgets().binary_search_by_key(&(r as u32), |&(id, _)| id.0).is_ok();
-    let kept = |r: usize| g.kept_rules().binary_search(&crate::grammar::RuleId(r as u32)).is_ok();
-    let long: Vec<bool> =
-        g.rules().iter().enumerate().map(|(i, r)| has_long_repeat(&r.expr) || budgeted(i) || kept(i)).collect();
+    let long = rules_kept_apart(g);
     let inline_body = |r: u32| (!recursive[r as usize] && !long[r as usize]).then(|| &g.rules()[r as usize].expr);
     let no_inline = |_: u32| None;
     let map = |r: u32| {
@@ -437,88 +442,121 @@ fn compile(
             next
         }))
     };
-    let mut i = 0;
-    while i < ids.borrow().0.len() {
-        let rule = ids.borrow().0[i];
-        if Instant::now() > deadline {
-            return Err(said_of(g, rule, CompileError::Timeout(limits.compile_time)));
-        }
-        let name = &g.rules()[rule].name;
-        let body = &g.rules()[rule].expr;
-        let before = ids.borrow().0.len();
-        let attempt_deadline = deadline.min(Instant::now() + INLINE_TIME);
-        // A unit that holds only imported grammars (a tool's tag around its schema) is known by
-        // them, without encoding what it reaches.
-        let compact = match g.cached_rules().binary_search(&crate::grammar::RuleId(rule as u32)) {
-            Ok(_) => compact_key(g, rule, inline_budget, limits.automaton_states),
-            Err(_) => None,
-        };
-        if let Some(cached) = compact.as_deref().and_then(cached_automaton) {
-            // Stored only without rule references: nothing to map.
-            total = add_states(total, cached.len(), name, &limits).map_err(|e| said_of(g, rule, e))?;
-            rules.push((*cached).clone());
-            i += 1;
-            continue;
-        }
-        let shape = RuleShape::of(g, rule, &recursive, &long, inline_budget, limits.automaton_states);
-        if let Some(shape) = &shape
-            && let Some(cached) = shape.cached()
-        {
-            // The shared tables, their local rules (positions in the shape) mapped to this grammar's.
-            let mut a = (*cached).clone();
-            a.remap_rules(&|local| map(shape.rules[local as usize]));
+    // A unit that holds only imported grammars (a tool's tag around its schema) is known by them,
+    // without encoding what it reaches; those the automaton cache lacks are built ahead.
+    let (mut unit_keys, ahead) = Ahead::plan(g, inline_budget, limits.automaton_states, limits.compile_threads);
+    let build_unit = |rule: usize| {
+        build_unit_alone(g, rule, &recursive, &long, &inline_body, inline_budget, limits.automaton_states, deadline)
+    };
+    let mut build_rules = || -> Result<(), CompileError> {
+        let mut i = 0;
+        while i < ids.borrow().0.len() {
+            let rule = ids.borrow().0[i];
+            if Instant::now() > deadline {
+                return Err(said_of(g, rule, CompileError::Timeout(limits.compile_time)));
+            }
+            let name = &g.rules()[rule].name;
+            let body = &g.rules()[rule].expr;
+            let before = ids.borrow().0.len();
+            let attempt_deadline = deadline.min(Instant::now() + INLINE_TIME);
+            let compact = unit_keys.remove(&rule).flatten();
+            let built_ahead = ahead.result(rule, &build_unit);
+            if built_ahead.is_none()
+                && let Some(cached) = compact.as_deref().and_then(cached_automaton)
+            {
+                // Stored only without rule references: nothing to map.
+                total = add_states(total, cached.len(), name, &limits).map_err(|e| said_of(g, rule, e))?;
+                rules.push((*cached).clone());
+                i += 1;
+                continue;
+            }
+            let (shape, a, fell_back) = match built_ahead {
+                Some((shape, mut a)) => {
+                    // Its references, numbered by grammar rule, become compiled rules in the order
+                    // of those numbers (not of first use, as in a build here: equal languages).
+                    a.remap_rules(&map);
+                    (shape, a, false)
+                }
+                None => {
+                    let shape = RuleShape::of(g, rule, &recursive, &long, inline_budget, limits.automaton_states);
+                    if let Some(shape) = &shape
+                        && let Some(cached) = shape.cached()
+                    {
+                        // The shared tables, their local rules (positions in the shape) mapped to
+                        // this grammar's.
+                        let mut a = (*cached).clone();
+                        a.remap_rules(&|local| map(shape.rules[local as usize]));
+                        total = add_states(total, a.len(), name, &limits).map_err(|e| said_of(g, rule, e))?;
+                        rules.push(a);
+                        i += 1;
+                        continue;
+                    }
+                    let mut fell_back = false;
+                    let a = match automaton::build(
+                        body,
+                        &map,
+                        &inline_body,
+                        inline_budget,
+                        attempt_deadline,
+                        finish_of(&shape),
+                    ) {
+                        Err(BuildError::Limit(..)) | Err(BuildError::Timeout) if Instant::now() < deadline => {
+                            fell_back = true;
+                            // Forget the rules the failed attempt referenced.
+                            let mut guard = ids.borrow_mut();
+                            let (kept, new_id) = &mut *guard;
+                            for r in kept.drain(before..) {
+                                new_id.remove(&r);
+                            }
+                            drop(guard);
+                            automaton::build(
+                                body,
+                                &map,
+                                &no_inline,
+                                limits.automaton_states,
+                                deadline,
+                                finish_of(&shape),
+                            )
+                        }
+                        other => other,
+                    }
+                    .map_err(|e| said_of(g, rule, build_err(name, e, &limits)))?;
+                    (shape, a, fell_back)
+                }
+            };
+            if let Some(shape) = shape {
+                // A unit's tables follow from its shape: keyed by that, its mask entries are found
+                // again without encoding a tool's whole automaton after every cache clear. Only a
+                // unit (always built `Finish::Recurring`: the same shape as a plain rule is
+                // minimized and keeps its encoded key, under another tag), only when it references
+                // no rule (the subset construction numbers states by the grammar's rule ids, which
+                // depend on the whole grammar), and only the first build (the second depends on
+                // when the first gave up). These are the reasons an earlier shape-keyed pool was
+                // reverted (20f71fb).
+                if shape.unit && !fell_back && !a.has_rule_edges() {
+                    a.preset_shallow_key(shape.table_key());
+                }
+                let kept = &ids.borrow().0;
+                shape.store(&a, &|id| kept.get(id as usize).map(|&r| r as u32));
+            }
+            if let Some(key) = compact
+                && !fell_back
+                && !a.has_rule_edges()
+            {
+                keep_automaton(key, a.clone());
+            }
             total = add_states(total, a.len(), name, &limits).map_err(|e| said_of(g, rule, e))?;
             rules.push(a);
             i += 1;
-            continue;
         }
-        // Only automata the shape cache can keep recur (see `RuleShape`); of those, only the small
-        // shared rules are worth minimizing.
-        let finish = match &shape {
-            Some(shape) if shape.unit => Finish::Recurring,
-            Some(_) => Finish::MinimizeUpTo(SHAPE_MAX_STATES),
-            None => Finish::Once,
-        };
-        let mut fell_back = false;
-        let a = match automaton::build(body, &map, &inline_body, inline_budget, attempt_deadline, finish) {
-            Err(BuildError::Limit(..)) | Err(BuildError::Timeout) if Instant::now() < deadline => {
-                fell_back = true;
-                // Forget the rules the failed attempt referenced.
-                let mut guard = ids.borrow_mut();
-                let (kept, new_id) = &mut *guard;
-                for r in kept.drain(before..) {
-                    new_id.remove(&r);
-                }
-                drop(guard);
-                automaton::build(body, &map, &no_inline, limits.automaton_states, deadline, finish)
-            }
-            other => other,
-        }
-        .map_err(|e| said_of(g, rule, build_err(name, e, &limits)))?;
-        if let Some(shape) = shape {
-            // A unit's tables follow from its shape: keyed by that, its mask entries are found
-            // again without encoding a tool's whole automaton after every cache clear. Only a
-            // unit (always built `Finish::Recurring`: the same shape as a plain rule is minimized
-            // and keeps its encoded key, under another tag), only when it references no rule (the
-            // subset construction numbers states by the grammar's rule ids, which depend on the
-            // whole grammar), and only the first build (the second depends on when the first gave
-            // up). These are the reasons an earlier shape-keyed pool was reverted (20f71fb).
-            if shape.unit && !fell_back && !a.has_rule_edges() {
-                a.preset_shallow_key(shape.table_key());
-            }
-            let kept = &ids.borrow().0;
-            shape.store(&a, &|id| kept.get(id as usize).map(|&r| r as u32));
-        }
-        if let Some(key) = compact
-            && !fell_back
-            && !a.has_rule_edges()
-        {
-            keep_automaton(key, a.clone());
-        }
-        total = add_states(total, a.len(), name, &limits).map_err(|e| said_of(g, rule, e))?;
-        rules.push(a);
-        i += 1;
-    }
+        Ok(())
+    };
+    std::thread::scope(|scope| {
+        ahead.start(scope, &build_unit);
+        let built = build_rules();
+        ahead.stop();
+        built
+    })?;
     let kept = ids.into_inner().0;
     let names: Vec<String> = kept.iter().map(|&r| g.rules()[r].name.clone()).collect();
     let productive = productive_rules(&rules);
@@ -558,6 +596,138 @@ fn compile(
         local,
         token_budgets,
     })
+}
+
+/// How a rule's automaton is finished: only automata the shape cache can keep recur (see
+/// `RuleShape`); of those, only the small shared rules are worth minimizing.
+fn finish_of(shape: &Option<RuleShape>) -> Finish {
+    match shape {
+        Some(shape) if shape.unit => Finish::Recurring,
+        Some(_) => Finish::MinimizeUpTo(SHAPE_MAX_STATES),
+        None => Finish::Once,
+    }
+}
+
+/// A unit's automaton built apart from the grammar's other rules, with its shape.
+type BuiltUnit = (Option<RuleShape>, Automaton);
+
+/// Builds unit `rule` as the calling thread's loop in `compile` would on its first attempt, its rule
+/// references numbered by grammar rule (the loop maps them to the grammar's compiled rules):
+/// `None` when its shape is cached, or when the first attempt fails (the loop then goes its usual
+/// way, falling back or reporting the error).
+#[allow(clippy::too_many_arguments)]
+fn build_unit_alone<'a>(
+    g: &'a Grammar,
+    rule: usize,
+    recursive: &[bool],
+    long: &[bool],
+    inline: &'a dyn Fn(u32) -> Option<&'a Expr>,
+    budget: usize,
+    max: usize,
+    deadline: Instant,
+) -> Option<BuiltUnit> {
+    let shape = RuleShape::of(g, rule, recursive, long, budget, max);
+    if shape.as_ref().is_some_and(|s| s.cached().is_some()) {
+        return None;
+    }
+    let attempt_deadline = deadline.min(Instant::now() + INLINE_TIME);
+    let a = automaton::build(&g.rules()[rule].expr, &Some, inline, budget, attempt_deadline, finish_of(&shape)).ok()?;
+    Some((shape, a))
+}
+
+/// Units (`GrammarBuilder::cache_rule`: a tool's tag) that the automaton cache lacks, built ahead on
+/// worker threads while the calling thread builds the rest of the grammar. A unit's automaton
+/// depends on nothing built before it (the rules it references are numbered by grammar rule, then
+/// mapped), so units build in any order; the calling thread joins the work when it first reaches
+/// one. A request with 50 new tools builds them on every thread
+/// [`Limits::compile_threads`] allows; one with a single new tool builds it beside the dispatch.
+struct Ahead {
+    /// The units to build, by rule.
+    jobs: Vec<usize>,
+    /// Each unit's position in `jobs`.
+    job_of: FastMap<usize, usize>,
+    /// The next job no thread has taken.
+    next: AtomicUsize,
+    /// What each job gave, once done (taken by the calling thread).
+    built: Vec<OnceLock<Mutex<Option<BuiltUnit>>>>,
+    /// Set when the calling thread is done (an error): workers take no more jobs.
+    stopped: AtomicBool,
+    /// Worker threads to start.
+    workers: usize,
+}
+
+/// Fewer units than this are built by the calling thread alone: starting a thread costs about
+/// as much as building one tool (measured on W2: one new tool among 50 took 0.1 ms longer with
+/// a worker).
+const AHEAD_MIN_JOBS: usize = 4;
+
+/// A worker's stack: deep enough for what the calling thread's loop would do in its place.
+const WORKER_STACK: usize = 8 << 20;
+
+impl Ahead {
+    /// Every unit's compact key (see [`compact_key`]), and the units to build ahead: those whose
+    /// key the automaton cache lacks, when more than one thread may work.
+    fn plan(g: &Grammar, budget: usize, max: usize, threads: usize) -> (FastMap<usize, Option<Vec<u32>>>, Ahead) {
+        let mut keys = FastMap::default();
+        let mut jobs = Vec::new();
+        for unit in g.cached_rules() {
+            let rule = unit.index();
+            let key = compact_key(g, rule, budget, max);
+            if threads > 1 && key.as_deref().is_some_and(|k| cached_automaton(k).is_none()) {
+                jobs.push(rule);
+            }
+            keys.insert(rule, key);
+        }
+        if jobs.len() < AHEAD_MIN_JOBS {
+            jobs.clear();
+        }
+        let ahead = Ahead {
+            job_of: jobs.iter().enumerate().map(|(j, &r)| (r, j)).collect(),
+            next: AtomicUsize::new(0),
+            built: jobs.iter().map(|_| OnceLock::new()).collect(),
+            stopped: AtomicBool::new(false),
+            workers: threads.saturating_sub(1).min(jobs.len() / 2),
+            jobs,
+        };
+        (keys, ahead)
+    }
+
+    /// Starts the workers (as many as the system gives, up to the plan's).
+    fn start<'scope, F>(&'scope self, scope: &'scope std::thread::Scope<'scope, '_>, build: &'scope F)
+    where
+        F: Fn(usize) -> Option<BuiltUnit> + Sync,
+    {
+        for _ in 0..self.workers {
+            let worker = std::thread::Builder::new().name("parlance-compile".into()).stack_size(WORKER_STACK);
+            if worker.spawn_scoped(scope, || self.work(build)).is_err() {
+                break; // the calling thread does what is left
+            }
+        }
+    }
+
+    /// Takes and builds jobs until none is left.
+    fn work(&self, build: &(dyn Fn(usize) -> Option<BuiltUnit> + Sync)) {
+        while !self.stopped.load(Ordering::Relaxed) {
+            let j = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(&rule) = self.jobs.get(j) else { return };
+            // A panic is the calling thread's to meet (it builds the unit again): a job must be
+            // done, or that thread would wait for it forever.
+            let unit = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build(rule))).ok().flatten();
+            let _ = self.built[j].set(Mutex::new(unit));
+        }
+    }
+
+    /// What was built ahead for `rule`, if it is a job (the calling thread helps with the jobs not
+    /// yet taken, then waits for this one).
+    fn result(&self, rule: usize, build: &(dyn Fn(usize) -> Option<BuiltUnit> + Sync)) -> Option<BuiltUnit> {
+        let &j = self.job_of.get(&rule)?;
+        self.work(build);
+        self.built[j].wait().lock().ok()?.take()
+    }
+
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+    }
 }
 
 /// A rule's automaton depends only on the rules it reaches (bodies, and whether each is inlined) and
@@ -1134,6 +1304,68 @@ mod tests {
             (r#"<c>"s"</m>"#, false),
         ] {
             assert_eq!(accepts(&second, text), ok, "{text}");
+        }
+    }
+
+    #[test]
+    fn units_built_ahead_are_the_units_built_in_order() {
+        // Tools no other test has: every unit is new, so worker threads build them. Each must be
+        // the automaton the calling thread would have built, and the grammar exact.
+        let tag = |i: usize| {
+            format!(
+                r#"{{"type":"tag","begin":"<ahead{i}>","content":{{"type":"json_schema","json_schema":{{"type":"object","properties":{{"ahead_{i}":{{"type":"integer"}},"b":{{"enum":["p{i}","q"]}}}},"required":["ahead_{i}"]}}}},"end":"</a>"}}"#
+            )
+        };
+        let tags: Vec<String> = (0..24).map(tag).collect();
+        let text = format!(
+            r#"{{"type":"structural_tag","format":{{"type":"triggered_tags","triggers":["<ahead"],"tags":[{}]}}}}"#,
+            tags.join(",")
+        );
+        let mut options = crate::StructuralTagOptions::default();
+        options.json.limits.compile_threads = 4;
+        let doc = crate::structural_tag::parse_document(&text).expect("JSON");
+        let g = crate::structural_tag::lower(&doc, &options, None).expect("lowers");
+        let limits = options.json.limits.clone();
+        let budget = limits.automaton_states.min(INLINE_STATES);
+        let (_, ahead) = Ahead::plan(&g, budget, limits.automaton_states, 4);
+        assert_eq!(ahead.jobs.len(), 24, "every tool's unit is new: {:?}", ahead.jobs);
+        assert_eq!(ahead.workers, 3);
+        let (_, alone) = Ahead::plan(&g, budget, limits.automaton_states, 1);
+        assert!(alone.jobs.is_empty(), "one thread builds nothing ahead");
+
+        let compiled = Arc::new(CompiledGrammar::with_limits(vocab(), &g, limits.clone()).expect("compiles"));
+        let (recursive, long) = (recursive_rules(&g), rules_kept_apart(&g));
+        let inline = |r: u32| (!recursive[r as usize] && !long[r as usize]).then(|| &g.rules()[r as usize].expr);
+        let deadline = Instant::now() + limits.compile_time;
+        let encoded = |a: &Automaton| {
+            let mut out = Vec::new();
+            a.encode_local(&mut |r| r, &mut out);
+            out
+        };
+        let mut references = 0;
+        for &rule in &ahead.jobs {
+            let name = &g.rules()[rule].name;
+            let at = compiled.names.iter().position(|n| n == name).expect("the unit is a compiled rule");
+            let got = &compiled.tables.rules[at];
+            let here = automaton::build(&g.rules()[rule].expr, &Some, &inline, budget, deadline, Finish::Recurring)
+                .expect("builds");
+            assert_eq!(encoded(got), encoded(&here), "unit {name}");
+            // The same rules behind the local numbers: the compiled grammar's, by name.
+            let got_rules: Vec<&str> = got.rules().iter().map(|&r| compiled.names[r as usize].as_str()).collect();
+            let here_rules: Vec<&str> = here.rules().iter().map(|&r| g.rules()[r as usize].name.as_str()).collect();
+            assert_eq!(got_rules, here_rules, "unit {name}");
+            references += got_rules.len();
+        }
+        // Objects admit more properties (any JSON value: a recursive rule): references to remap.
+        assert!(references >= 24, "{references}");
+        for (text, ok) in [
+            (r#"<ahead3>{"ahead_3": 5}</a>"#, true),
+            (r#"<ahead3>{"ahead_3": 5, "b": "p3"}</a>"#, true),
+            (r#"<ahead17>{"ahead_17": -2, "b": "q"}</a>"#, true),
+            (r#"<ahead3>{"ahead_3": 5, "b": "p4"}</a>"#, false),
+            (r#"<ahead3>{"ahead_4": 5}</a>"#, false),
+        ] {
+            assert_eq!(accepts(&compiled, text), ok, "{text}");
         }
     }
 }

@@ -21,6 +21,10 @@ pub struct Limits {
     pub recursion_depth: usize,
     /// Maximum number of bytes [`crate::Matcher::forced_bytes`] returns. Default: 1,024.
     pub forced_bytes: usize,
+    /// Threads one compilation may use, the calling thread included: the tools of a structural tag
+    /// that no earlier grammar built are built side by side. 1: the calling thread alone. Default:
+    /// the machine's available parallelism, at most 8 (XGrammar's `max_threads`).
+    pub compile_threads: usize,
 }
 
 impl Default for Limits {
@@ -32,6 +36,7 @@ impl Default for Limits {
             earley_set_items: 100_000,
             recursion_depth: 32,
             forced_bytes: 1024,
+            compile_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
         }
     }
 }
