@@ -30,6 +30,8 @@ pub struct Request<'a> {
     pub compact: bool,
     pub lenient: bool,
     pub template: Option<&'a Path>,
+    /// `Limits::compile_threads`.
+    pub compile_threads: usize,
 }
 
 pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
@@ -43,6 +45,7 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
         options.whitespace = Whitespace::Compact;
     }
     options.lenient = request.lenient;
+    options.limits.compile_threads = request.compile_threads;
     let text = crate::read_input(request.workload)?;
     let rows: Vec<Value> = text
         .lines()
@@ -68,7 +71,7 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
     let meta = json!({
         "engine": "parlance", "engine_version": env!("CARGO_PKG_VERSION"), "workload": "w1",
         "workload_file": request.workload.display().to_string(), "tokenizer": request.tokenizer.display().to_string(),
-        "config": if request.compact { "compact" } else { "default" }, "lenient": request.lenient, "threads": 1,
+        "config": if request.compact { "compact" } else { "default" }, "lenient": request.lenient, "threads": request.compile_threads,
         "eos_id": eos, "vocab_size": vocab.len(), "partial": false,
     });
     let result = json!({"meta": meta, "summary": summary, "items": items});

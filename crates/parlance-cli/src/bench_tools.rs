@@ -65,7 +65,8 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
             .collect()
     };
     let compiler = GrammarCompiler::new(vocab.clone());
-    let options = StructuralTagOptions::default();
+    let mut options = StructuralTagOptions::default();
+    options.json.limits.compile_threads = request.compile_threads;
     let chosen: Vec<usize> =
         (0..requests.len()).step_by(request.stride.max(1)).take(request.limit.unwrap_or(usize::MAX)).collect();
     let progress = indicatif::ProgressBar::new(chosen.len() as u64);
@@ -159,7 +160,7 @@ pub fn run(request: &Request<'_>) -> anyhow::Result<Value> {
     let meta = json!({
         "engine": "parlance", "engine_version": env!("CARGO_PKG_VERSION"), "workload": workload.name(),
         "workload_file": request.workload.display().to_string(), "tokenizer": request.tokenizer.display().to_string(),
-        "config": "default", "threads": 1, "eos_id": eos, "vocab_size": vocab.len(), "partial": false,
+        "config": "default", "threads": request.compile_threads, "eos_id": eos, "vocab_size": vocab.len(), "partial": false,
         "template": request.template.map(|t| t.display().to_string()),
     });
     let result = json!({"meta": meta, "summary": summary, "items": items});

@@ -136,6 +136,10 @@ struct BenchGrammarArgs {
     /// workload's own structural tag; TTFM then includes deriving it.
     #[arg(long)]
     template: Option<PathBuf>,
+    /// Threads one compile may use (`Limits::compile_threads`). Default 1: the peers' runner measures
+    /// them single-threaded (XGrammar with `max_threads=1`), and so is parlance measured beside them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    compile_threads: u16,
 }
 
 #[derive(Subcommand)]
@@ -707,6 +711,7 @@ fn bench_grammar(args: BenchGrammarArgs) -> anyhow::Result<()> {
         compact: args.compact,
         lenient: args.lenient,
         template: args.template.as_deref(),
+        compile_threads: usize::from(args.compile_threads),
     };
     let summary = bench_grammar::run(&request)?;
     writeln!(std::io::stdout().lock(), "{}", serde_json::to_string_pretty(&summary)?)?;

@@ -11,6 +11,7 @@ use crate::compile::{CompileError, CompiledGrammar, clear_shape_cache};
 use crate::earley::FastMap;
 use crate::grammar::Grammar;
 use crate::json_schema::JsonSchemaOptions;
+use crate::limits::Limits;
 use crate::structural_tag::StructuralTagOptions;
 use crate::vocab::TokenVocab;
 use serde_json::Value;
@@ -106,10 +107,21 @@ impl GrammarCompiler {
         })
     }
 
-    /// Compiles a grammar (cached by its printed text).
+    /// Compiles a grammar (cached by its printed text) under default [`Limits`].
     pub fn compile_grammar(&self, grammar: &Grammar) -> Result<Arc<CompiledGrammar>, CompileError> {
-        let source = grammar.to_string();
-        self.cached("grammar", "", &source, || CompiledGrammar::new(self.vocab.clone(), grammar))
+        self.compile_grammar_with(grammar, &Limits::default())
+    }
+
+    /// Compiles a grammar under `limits` (cached by its printed text and the limits).
+    pub fn compile_grammar_with(
+        &self,
+        grammar: &Grammar,
+        limits: &Limits,
+    ) -> Result<Arc<CompiledGrammar>, CompileError> {
+        let (options_text, source) = (format!("{limits:?}"), grammar.to_string());
+        self.cached("grammar", &options_text, &source, || {
+            CompiledGrammar::with_limits(self.vocab.clone(), grammar, limits.clone())
+        })
     }
 
     /// Bytes held by the compiled-grammar cache and the vocabulary's mask pool.

@@ -137,6 +137,8 @@ impl ToolRequest<'_, '_> {
 #[pyclass(frozen, module = "parlance")]
 pub(crate) struct GrammarCompiler {
     inner: parlance_grammar::GrammarCompiler,
+    /// Every compile's limits (only the threads differ from the defaults).
+    limits: parlance_grammar::Limits,
 }
 
 fn compile_error(e: impl std::fmt::Display) -> PyErr {
@@ -153,16 +155,28 @@ fn json_arg(py: Python<'_>, value: &Bound<'_, PyAny>, what: &str) -> PyResult<Js
 
 #[pymethods]
 impl GrammarCompiler {
-    /// `cache_limit_bytes`: the most the compiled-grammar cache holds (default 256 MiB; 0 disables it).
+    /// `max_threads`: threads one compile may use, the calling one included (XGrammar's name;
+    /// default the machine's parallelism, at most 8). `cache_limit_bytes`: the most the
+    /// compiled-grammar cache holds (default 256 MiB; 0 disables it).
     #[new]
-    #[pyo3(signature = (tokenizer_info, cache_limit_bytes=None))]
-    fn new(tokenizer_info: &TokenizerInfo, cache_limit_bytes: Option<usize>) -> GrammarCompiler {
+    #[pyo3(signature = (tokenizer_info, max_threads=None, cache_limit_bytes=None))]
+    fn new(
+        tokenizer_info: &TokenizerInfo,
+        max_threads: Option<usize>,
+        cache_limit_bytes: Option<usize>,
+    ) -> PyResult<GrammarCompiler> {
         let vocab = tokenizer_info.vocab.clone();
         let inner = match cache_limit_bytes {
             Some(bytes) => parlance_grammar::GrammarCompiler::with_cache_limit(vocab, bytes),
             None => parlance_grammar::GrammarCompiler::new(vocab),
         };
-        GrammarCompiler { inner }
+        let mut limits = parlance_grammar::Limits::default();
+        match max_threads {
+            Some(0) => return Err(PyValueError::new_err("max_threads: expected at least 1")),
+            Some(n) => limits.compile_threads = n,
+            None => {}
+        }
+        Ok(GrammarCompiler { inner, limits })
     }
 
     /// A JSON Schema (text or dict). `any_whitespace`: any JSON whitespace between tokens (else
@@ -183,7 +197,12 @@ impl GrammarCompiler {
             (_, Some((item, key))) => Whitespace::Fixed { item, key },
             (false, None) => Whitespace::Fixed { item: ", ".into(), key: ": ".into() },
         };
-        let options = JsonSchemaOptions { whitespace, strict_properties: strict_mode, ..JsonSchemaOptions::default() };
+        let options = JsonSchemaOptions {
+            whitespace,
+            strict_properties: strict_mode,
+            limits: self.limits.clone(),
+            ..JsonSchemaOptions::default()
+        };
         let compiler = &self.inner;
         let inner = py.detach(|| compiler.compile_json_schema(&schema, &options)).map_err(compile_error)?;
         Ok(CompiledGrammar { inner })
@@ -193,7 +212,7 @@ impl GrammarCompiler {
     fn compile_grammar(&self, py: Python<'_>, ebnf: &str) -> PyResult<CompiledGrammar> {
         let grammar = parlance_grammar::Grammar::parse(ebnf).map_err(compile_error)?;
         let compiler = &self.inner;
-        let inner = py.detach(|| compiler.compile_grammar(&grammar)).map_err(compile_error)?;
+        let inner = py.detach(|| compiler.compile_grammar_with(&grammar, &self.limits)).map_err(compile_error)?;
         Ok(CompiledGrammar { inner })
     }
 
@@ -201,7 +220,7 @@ impl GrammarCompiler {
     fn compile_regex(&self, py: Python<'_>, pattern: &str) -> PyResult<CompiledGrammar> {
         let grammar = parlance_grammar::Grammar::from_regex(pattern);
         let compiler = &self.inner;
-        let inner = py.detach(|| compiler.compile_grammar(&grammar)).map_err(compile_error)?;
+        let inner = py.detach(|| compiler.compile_grammar_with(&grammar, &self.limits)).map_err(compile_error)?;
         Ok(CompiledGrammar { inner })
     }
 
@@ -211,10 +230,11 @@ impl GrammarCompiler {
             Ok(text) => text,
             Err(_) => to_json(py, structural_tag, "structural_tag")?.to_string(),
         };
-        let options = StructuralTagOptions {
+        let mut options = StructuralTagOptions {
             special_tokens: self.inner.vocab().special_tokens().map(|(t, id)| (t.to_owned(), id)).collect(),
             ..StructuralTagOptions::default()
         };
+        options.json.limits = self.limits.clone();
         let compiler = &self.inner;
         let inner = py.detach(|| compiler.compile_structural_tag(&text, &options)).map_err(compile_error)?;
         Ok(CompiledGrammar { inner })
@@ -254,7 +274,7 @@ impl GrammarCompiler {
             .detach(|| {
                 let grammar = parlance::constrain::grammar_with(format, &request, compiler.vocab(), &options)
                     .map_err(|e| e.to_string())?;
-                compiler.compile_grammar(&grammar).map_err(|e| e.to_string())
+                compiler.compile_grammar_with(&grammar, &self.limits).map_err(|e| e.to_string())
             })
             .map_err(GrammarError::new_err)?;
         Ok(CompiledGrammar { inner })

@@ -71,6 +71,24 @@ def test_json_schema_masks_walk_valid_instances_and_refuse_invalid_ones(llama):
         assert walk(matcher, bitmask, ids) is not None, f"accepted {text}"
 
 
+def test_compiler_threads_as_xgrammar_names_them(llama):
+    # XGrammar's `GrammarCompiler(tokenizer_info, max_threads=8, ...)`: one thread or many, the same
+    # language (eight tools none seen before: enough to build some on worker threads).
+    info, hf = llama
+    tags = [{"type": "tag", "begin": f"<tool{i}>", "end": "</tool>",
+             "content": {"type": "json_schema", "json_schema": {"type": "object", "properties": {
+                 f"threads_{i}": {"type": "integer"}}, "required": [f"threads_{i}"]}}} for i in range(8)]
+    doc = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<tool"], "tags": tags}}
+    bitmask = parlance.allocate_token_bitmask(1, info.vocab_size)
+    for threads in (4, 1):  # the first builds the tools ahead, the second finds them cached
+        compiled = parlance.GrammarCompiler(info, max_threads=threads).compile_structural_tag(doc)
+        for text, ok in [('<tool3>{"threads_3": 7}</tool>', True), ('<tool3>{"threads_4": 7}</tool>', False)]:
+            ids = hf.encode(text, add_special_tokens=False).ids + [128009]
+            assert (walk(parlance.GrammarMatcher(compiled), bitmask, ids) is None) == ok, (threads, text)
+    with pytest.raises(ValueError):
+        parlance.GrammarCompiler(info, max_threads=0)
+
+
 def test_matcher_operations(llama):
     info, hf = llama
     compiler = parlance.GrammarCompiler(info)

@@ -130,7 +130,13 @@ class CompiledGrammar:
 class GrammarCompiler:
     """Compiles grammars for one vocabulary, with a compiled-grammar cache (by source text)."""
 
-    def __init__(self, tokenizer_info: TokenizerInfo, cache_limit_bytes: Optional[int] = None) -> None: ...
+    def __init__(
+        self,
+        tokenizer_info: TokenizerInfo,
+        max_threads: Optional[int] = None,
+        cache_limit_bytes: Optional[int] = None,
+    ) -> None:
+        """`max_threads`: threads one compile may use (default: the machine's, at most 8)."""
     def compile_json_schema(
         self,
         schema: Union[str, dict[str, Any]],
