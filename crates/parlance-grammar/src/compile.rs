@@ -19,7 +19,6 @@ use crate::json_schema::SchemaError;
 use crate::limits::Limits;
 use crate::mask::MaskEntry;
 use crate::vocab::TokenVocab;
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -832,9 +831,7 @@ impl RuleShape {
         let mut key = Vec::with_capacity(self.key.len() + 1);
         key.push(u32::MAX - 11);
         key.extend_from_slice(&self.key);
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut h);
-        (h.finish(), key.into())
+        (automaton::key_hash(&key), key.into())
     }
 
     fn cached(&self) -> Option<Arc<Automaton>> {

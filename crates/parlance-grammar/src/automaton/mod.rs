@@ -220,22 +220,25 @@ impl Core {
     /// Whether a final state can be reached from the start by bytes alone (computed once for
     /// every grammar sharing the tables).
     pub(crate) fn reaches_final(&self) -> bool {
-        *self.reaches_final.get_or_init(|| {
-            let mut seen = vec![false; self.len()];
-            let mut stack = vec![0u32];
-            seen[0] = !seen.is_empty();
-            while let Some(s) = stack.pop() {
-                if self.finals[s as usize] {
-                    return true;
-                }
-                for_each_live(self.class_targets(s), |_, t| {
-                    if !std::mem::replace(&mut seen[t as usize], true) {
-                        stack.push(t);
-                    }
-                });
+        *self.reaches_final.get_or_init(|| self.search_final())
+    }
+
+    /// [`Core::reaches_final`], searched.
+    fn search_final(&self) -> bool {
+        let mut seen = vec![false; self.len()];
+        let mut stack = vec![0u32];
+        seen[0] = !seen.is_empty();
+        while let Some(s) = stack.pop() {
+            if self.finals[s as usize] {
+                return true;
             }
-            false
-        })
+            for_each_live(self.class_targets(s), |_, t| {
+                if !std::mem::replace(&mut seen[t as usize], true) {
+                    stack.push(t);
+                }
+            });
+        }
+        false
     }
 
     /// Whether the automaton was built to recur across grammars (see the field).
@@ -1126,13 +1129,26 @@ pub(crate) fn build<'a>(
     // automaton built once for one grammar is used as the subset construction leaves it.
     let minimize_up_to = match finish {
         Finish::MinimizeUpTo(n) => n,
-        Finish::Recurring => return Ok(Automaton::from_core(dfa.into_core(true))),
-        Finish::Once => return Ok(Automaton::from_core(dfa.into_core(false))),
+        Finish::Recurring => return Ok(built(dfa.into_core(true))),
+        Finish::Once => return Ok(built(dfa.into_core(false))),
     };
     if dfa.len() > minimize_up_to {
-        return Ok(Automaton::from_core(dfa.into_core(false)));
+        return Ok(built(dfa.into_core(false)));
     }
-    Ok(Automaton::from_core(dfa.minimize(deadline)?.canonical().into_core(true)))
+    Ok(built(dfa.minimize(deadline)?.canonical().into_core(true)))
+}
+
+/// Wraps the tables `build` made. Every state of them reaches a final state, by bytes and rule
+/// edges (the subset construction's states are sets of NFA states that all reach the end, or the
+/// DFA is trimmed; a choice's trie leads to its tails): without rule edges, the start reaches a
+/// final state by bytes, which a grammar's productivity check would otherwise search for in every
+/// new tool's automaton.
+fn built(core: Core) -> Automaton {
+    if !core.has_edges && core.len() > 0 {
+        debug_assert!(core.search_final(), "built tables reach a final state");
+        let _ = core.reaches_final.set(true);
+    }
+    Automaton::from_core(core)
 }
 
 /// A symbol on the way into a [`Choice`]'s alternative: a byte, or a reference to a rule (its
@@ -1469,20 +1485,20 @@ fn determinize(
     let mut init = vec![start];
     closure(edges, &mut init, &mut mark, stamp);
     init.retain(|&s| important[s as usize]);
-    let mut ids: HashMap<Vec<u32>, u32> = HashMap::default();
+    let mut ids = SetIndex::default();
     // The same kernel (targets before the epsilon closure) recurs from many states: its state is
     // remembered so the closure is computed once.
-    let mut kernel_ids: HashMap<Vec<u32>, u32> = HashMap::default();
+    let mut kernel_ids = SetIndex::default();
     // Kernels and subsets of one NFA state (most of them: a literal's chain, a trie of tool names)
     // are found by that state, without hashing or copying a vector.
     let mut single_kernel = vec![DEAD; edges.len()];
     let mut single_set = vec![DEAD; edges.len()];
-    let mut sets: Vec<Vec<u32>> = vec![init.clone()];
+    // Each DFA state's subset, back to back.
+    let mut sets = Sets::default();
+    sets.push(&init);
     match init[..] {
         [one] => single_set[one as usize] = 0,
-        _ => {
-            ids.insert(init, 0);
-        }
+        _ => ids.insert(&init, 0),
     }
     // Rows for about as many states as the NFA has (most automata here have fewer), so that
     // growing the table rarely copies it; the excess is given back at the end.
@@ -1501,10 +1517,10 @@ fn determinize(
         if i % 1024 == 0 && Instant::now() > deadline {
             return Err(BuildError::Timeout);
         }
-        finals.push(sets[i].binary_search(&end).is_ok());
+        finals.push(sets.get(i).binary_search(&end).is_ok());
         ranges.clear();
         by_rule.clear();
-        for &s in &sets[i] {
+        for &s in sets.get(i) {
             for &(l, t) in edges.of(s) {
                 match l {
                     Label::Eps => {}
@@ -1513,12 +1529,12 @@ fn determinize(
                 }
             }
         }
-        let mut target_of = |kernel: &mut Vec<u32>, sets: &mut Vec<Vec<u32>>| -> Result<u32, BuildError> {
+        let mut target_of = |kernel: &mut Vec<u32>, sets: &mut Sets| -> Result<u32, BuildError> {
             kernel.sort_unstable();
             kernel.dedup();
             let known = match kernel[..] {
                 [one] => Some(single_kernel[one as usize]).filter(|&id| id != DEAD),
-                _ => kernel_ids.get(kernel.as_slice()).copied(),
+                _ => kernel_ids.get(kernel),
             };
             if let Some(id) = known {
                 return Ok(id);
@@ -1530,7 +1546,7 @@ fn determinize(
             buf.retain(|&s| important[s as usize]);
             let found = match buf[..] {
                 [one] => Some(single_set[one as usize]).filter(|&id| id != DEAD),
-                _ => ids.get(buf.as_slice()).copied(),
+                _ => ids.get(&buf),
             };
             let id = match found {
                 Some(id) => id,
@@ -1541,19 +1557,15 @@ fn determinize(
                     let id = sets.len() as u32;
                     match buf[..] {
                         [one] => single_set[one as usize] = id,
-                        _ => {
-                            ids.insert(buf.clone(), id);
-                        }
+                        _ => ids.insert(&buf, id),
                     }
-                    sets.push(buf.clone());
+                    sets.push(&buf);
                     id
                 }
             };
             match kernel[..] {
                 [one] => single_kernel[one as usize] = id,
-                _ => {
-                    kernel_ids.insert(kernel.clone(), id);
-                }
+                _ => kernel_ids.insert(kernel, id),
             }
             Ok(id)
         };
@@ -1592,6 +1604,69 @@ fn determinize(
     }
     trans.shrink_to_fit();
     Ok(Dfa { classes, nclasses, trans, rule_edges, finals })
+}
+
+/// Sets of NFA states back to back, numbered in the order pushed (a vector per set was most of
+/// the subset construction's allocations).
+#[derive(Default)]
+struct Sets {
+    data: Vec<u32>,
+    /// Where each set starts in `data` (one more entry: the end).
+    starts: Vec<u32>,
+}
+
+impl Sets {
+    fn push(&mut self, set: &[u32]) {
+        if self.starts.is_empty() {
+            self.starts.push(0);
+        }
+        self.data.extend_from_slice(set);
+        self.starts.push(self.data.len() as u32);
+    }
+
+    fn len(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+
+    fn get(&self, i: usize) -> &[u32] {
+        &self.data[self.starts[i] as usize..self.starts[i + 1] as usize]
+    }
+}
+
+/// Sets of NFA states and the DFA state each stands for, found by content without a vector per
+/// key: the contents back to back, indexed by [`key_hash`] (a set whose hash another set has
+/// already, rare, is kept in a map by content).
+#[derive(Default)]
+struct SetIndex {
+    data: Vec<u32>,
+    /// `(start in data, length, DFA state)` of each set indexed by hash.
+    entries: Vec<(u32, u32, u32)>,
+    by_hash: HashMap<u64, u32>,
+    collided: HashMap<Vec<u32>, u32>,
+}
+
+impl SetIndex {
+    fn get(&self, set: &[u32]) -> Option<u32> {
+        let &e = self.by_hash.get(&key_hash(set))?;
+        let (start, len, state) = self.entries[e as usize];
+        match &self.data[start as usize..(start + len) as usize] == set {
+            true => Some(state),
+            false => self.collided.get(set).copied(),
+        }
+    }
+
+    fn insert(&mut self, set: &[u32], state: u32) {
+        match self.by_hash.entry(key_hash(set)) {
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.collided.insert(set.to_vec(), state);
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(self.entries.len() as u32);
+                self.entries.push((self.data.len() as u32, set.len() as u32, state));
+                self.data.extend_from_slice(set);
+            }
+        }
+    }
 }
 
 /// A partition of `0..n` into blocks for Hopcroft's refinement: the elements in one array,
