@@ -23,7 +23,8 @@ pub struct Limits {
     pub forced_bytes: usize,
     /// Threads one compilation may use, the calling thread included: the tools of a structural tag
     /// that no earlier grammar built are built side by side. 1: the calling thread alone. Default:
-    /// the machine's available parallelism, at most 8 (XGrammar's `max_threads`).
+    /// the machine's available parallelism, at most 8 (XGrammar's `max_threads`); at most 64 are
+    /// used.
     pub compile_threads: usize,
 }
 
@@ -36,7 +37,14 @@ impl Default for Limits {
             earley_set_items: 100_000,
             recursion_depth: 32,
             forced_bytes: 1024,
-            compile_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
+            compile_threads: default_compile_threads(),
         }
     }
+}
+
+/// The machine's parallelism, at most 8, asked once (it reads the cgroup's files: tens of
+/// microseconds, and every compile's default limits would ask).
+fn default_compile_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)))
 }

@@ -155,15 +155,16 @@ fn json_arg(py: Python<'_>, value: &Bound<'_, PyAny>, what: &str) -> PyResult<Js
 
 #[pymethods]
 impl GrammarCompiler {
-    /// `max_threads`: threads one compile may use, the calling one included (XGrammar's name;
-    /// default the machine's parallelism, at most 8). `cache_limit_bytes`: the most the
-    /// compiled-grammar cache holds (default 256 MiB; 0 disables it).
+    /// `cache_limit_bytes`: the most the compiled-grammar cache holds (default 256 MiB; 0 disables
+    /// it). `max_threads` (keyword only: XGrammar takes it second, parlance took the cache limit
+    /// second first): threads one compile may use, the calling one included (default the
+    /// machine's parallelism, at most 8).
     #[new]
-    #[pyo3(signature = (tokenizer_info, max_threads=None, cache_limit_bytes=None))]
+    #[pyo3(signature = (tokenizer_info, cache_limit_bytes=None, *, max_threads=None))]
     fn new(
         tokenizer_info: &TokenizerInfo,
-        max_threads: Option<usize>,
         cache_limit_bytes: Option<usize>,
+        max_threads: Option<usize>,
     ) -> PyResult<GrammarCompiler> {
         let vocab = tokenizer_info.vocab.clone();
         let inner = match cache_limit_bytes {

@@ -133,8 +133,9 @@ class GrammarCompiler:
     def __init__(
         self,
         tokenizer_info: TokenizerInfo,
-        max_threads: Optional[int] = None,
         cache_limit_bytes: Optional[int] = None,
+        *,
+        max_threads: Optional[int] = None,
     ) -> None:
         """`max_threads`: threads one compile may use (default: the machine's, at most 8)."""
     def compile_json_schema(
