@@ -1454,4 +1454,48 @@ pub(crate) mod tests {
         let referenced: Vec<&str> = alone.names[7..].iter().map(String::as_str).collect();
         assert_eq!(referenced, ["root-3", "root", "root-2"], "{:?}", alone.names);
     }
+
+    #[test]
+    fn a_choice_of_tags_is_cut_after_each_header_into_units_the_next_request_shares() {
+        // gpt-oss's shape, `tags_with_separator` of messages: each tag's rest after its header (the
+        // markers, the schema, the end) is a unit; the choice is the trie of the headers. A
+        // request with one more tool takes the other tools' units as they are.
+        let tag = |i: usize| {
+            format!(
+                r#"{{"type":"tag","begin":"<m>","content":{{"type":"sequence","elements":[{{"type":"const_string","value":"to=cut{i} "}},{{"type":"const_string","value":"<json>"}},{{"type":"json_schema","json_schema":{{"type":"object","properties":{{"cut_{i}":{{"type":"integer"}}}},"required":["cut_{i}"],"additionalProperties":false}}}}]}},"end":"</m>"}}"#
+            )
+        };
+        let doc = |n: usize| {
+            let tags: Vec<String> = (0..n).map(tag).collect();
+            format!(
+                r#"{{"type":"structural_tag","format":{{"type":"tags_with_separator","tags":[{}],"separator":"|","at_least_one":true}}}}"#,
+                tags.join(",")
+            )
+        };
+        let options = crate::StructuralTagOptions::default();
+        let compile = |text: &str| {
+            Arc::new(CompiledGrammar::from_structural_tag_text(vocab(), text, &options).expect("compiles"))
+        };
+        let (first, second) = (compile(&doc(20)), compile(&doc(21)));
+        let units = |g: &CompiledGrammar| -> Vec<usize> {
+            (0..g.names.len()).filter(|&i| g.names[i].starts_with("message")).collect()
+        };
+        assert_eq!(units(&first).len(), 20, "{:?}", first.names);
+        assert_eq!(units(&second).len(), 21, "{:?}", second.names);
+        let shared = units(&second)
+            .iter()
+            .filter(|&&i| units(&first).iter().any(|&j| second.tables.rules[i].shares_tables(&first.tables.rules[j])))
+            .count();
+        assert_eq!(shared, 20, "every unit of the first request is reused");
+        for (text, ok) in [
+            (r#"<m>to=cut3 <json>{"cut_3": 5}</m>"#, true),
+            (r#"<m>to=cut20 <json>{"cut_20": 5}</m>|<m>to=cut0 <json>{"cut_0": -1}</m>"#, true),
+            (r#"<m>to=cut3 <json>{"cut_4": 5}</m>"#, false),
+            (r#"<m>to=cut3 {"cut_3": 5}</m>"#, false),
+            (r#"<m>to=cut3 <json>{"cut_3": 5}"#, false),
+        ] {
+            assert_eq!(accepts(&second, text), ok, "{text}");
+        }
+        assert!(!accepts(&first, r#"<m>to=cut20 <json>{"cut_20": 5}</m>"#));
+    }
 }

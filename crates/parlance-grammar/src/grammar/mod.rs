@@ -495,6 +495,11 @@ impl GrammarBuilder {
     }
 
     /// A rule of an imported grammar changed after the import: the copy is that grammar no more.
+    /// Whether `rule` is the root of a grammar imported whole (see [`GrammarBuilder::import`]).
+    pub(crate) fn is_import_root(&self, rule: RuleId) -> bool {
+        self.imports.binary_search_by_key(&rule, |i| i.root).is_ok()
+    }
+
     fn forget_import_of(&mut self, id: RuleId) {
         // Imports are appended in declaration order: sorted by `first` as by `root`.
         let at = self.imports.partition_point(|i| i.first + i.len <= id.0);

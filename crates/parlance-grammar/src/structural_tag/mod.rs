@@ -147,6 +147,7 @@ pub(crate) fn lower<'a>(
         raw_rules: HashMap::new(),
         node_rules: HashMap::new(),
         choice_depth: 0,
+        cutting: false,
         json_options_key: crate::json_schema::options_key(&options.json),
     };
     let root = lower.b.declare("root");
@@ -272,6 +273,8 @@ struct Lowering<'a> {
     node_rules: HashMap<u64, Vec<LoweredNode<'a>>>,
     /// How many choices (`or` of two or more) enclose the format being lowered.
     choice_depth: usize,
+    /// Lowering the tags of a choice that [`Lowering::cut`] cuts.
+    cutting: bool,
     /// `options.json` as the key of the cross-document cache of lowered schemas (formatted once
     /// per document, not once per schema).
     json_options_key: String,
@@ -317,6 +320,18 @@ impl<'a> Lowering<'a> {
                 let xml = kind == "qwen_xml_parameter";
                 if self.choice_depth == 0 {
                     return self.json_schema(&f, xml);
+                }
+                if self.cutting {
+                    // The tag's rest becomes the unit (see `Lowering::cut`): the schema's grammar
+                    // as imported, when it is one.
+                    let schema = self.json_schema(&f, xml)?;
+                    if matches!(schema, Expr::Rule(r) if self.b.is_import_root(r)) {
+                        return Ok(schema);
+                    }
+                    let rule = self.b.rule("choice", schema);
+                    self.b.keep_rule(rule);
+                    self.b.cache_rule(rule);
+                    return Ok(Expr::Rule(rule));
                 }
                 // Inside a choice (gpt-oss: one message per tool), each schema is a unit: compiled
                 // once and reused by every request with that tool, as a triggered tag's is. The
@@ -384,7 +399,12 @@ impl<'a> Lowering<'a> {
                     let end = if kind == "or" || i == last { end } else { &[] };
                     let choice = usize::from(kind == "or" && elements.len() > 1);
                     self.choice_depth += choice;
+                    // A schema inside an `or` is a unit of its own again: a tag is cut at its top
+                    // level only.
+                    let cutting = self.cutting;
+                    self.cutting = cutting && kind != "or";
                     let part = self.format(e, &ptr.item("elements", i), end);
+                    self.cutting = cutting;
                     self.choice_depth -= choice;
                     parts.push(part?);
                 }
@@ -729,13 +749,56 @@ impl<'a> Lowering<'a> {
     /// Each tag of `tags` (at `{ptr}/tags/i`) as the expression that matches it, its begin first.
     fn tag_alternatives(&mut self, tags: &'a [Node<'a>], ptr: &Ptr<'_>) -> Result<Vec<Expr>, StructuralTagError> {
         let mut alternatives = Vec::with_capacity(tags.len());
+        let cutting = std::mem::replace(&mut self.cutting, tags.len() >= CUT_TAGS);
         for (i, t) in tags.iter().enumerate() {
             let tag_ptr = ptr.item("tags", i);
-            let Node::Object(t) = t else { return Err(invalid(tag_ptr, "a tag is a JSON object")) };
-            let (begin, rest) = self.tag_with_token_begin(t, &tag_ptr)?;
-            alternatives.push(Expr::seq(vec![trigger_expr(begin), rest]));
+            let Node::Object(t) = t else {
+                self.cutting = cutting;
+                return Err(invalid(tag_ptr, "a tag is a JSON object"));
+            };
+            let tag = self.tag_with_token_begin(t, &tag_ptr);
+            let (begin, rest) = match tag {
+                Ok(tag) => tag,
+                Err(e) => {
+                    self.cutting = cutting;
+                    return Err(e);
+                }
+            };
+            let alternative = Expr::seq(vec![trigger_expr(begin), rest]);
+            alternatives.push(if self.cutting { self.cut(alternative) } else { alternative });
         }
+        self.cutting = cutting;
         Ok(alternatives)
+    }
+
+    /// A tag among many (gpt-oss: one message per tool) cut after its first literal (the header
+    /// that names the tool), when a schema's grammar follows: the rest, up to the tag's end, is a
+    /// unit (`GrammarBuilder::cache_rule`) that refers to nothing but the imported schema. The
+    /// tags' choice is then the trie of their headers, not of headers and every marker after them
+    /// (a 128-tool request rebuilt 3,644 trie states, most of them the same 17 markers per tool),
+    /// and the unit is known across requests by its schema.
+    fn cut(&mut self, alternative: Expr) -> Expr {
+        fn flatten(e: Expr, out: &mut Vec<Expr>) {
+            match e {
+                Expr::Seq(items) => items.into_iter().for_each(|i| flatten(i, out)),
+                other => out.push(other),
+            }
+        }
+        let mut items = Vec::new();
+        flatten(alternative, &mut items);
+        let schema = items.iter().position(|e| matches!(e, Expr::Rule(r) if self.b.is_import_root(*r)));
+        let header = items.iter().position(|e| matches!(e, Expr::Literal(_)));
+        let (Some(schema), Some(header)) = (schema, header) else { return Expr::seq(items) };
+        if header >= schema {
+            return Expr::seq(items);
+        }
+        let mut head = items;
+        let rest = head.split_off(header + 1);
+        let unit = self.b.rule("message", Expr::seq(rest));
+        self.b.keep_rule(unit);
+        self.b.cache_rule(unit);
+        head.push(Expr::Rule(unit));
+        Expr::seq(head)
     }
 
     fn token_triggered_tags(&mut self, f: &Fields<'a, '_>, end: &[String]) -> Result<Expr, StructuralTagError> {
@@ -828,6 +891,10 @@ impl<'a> Lowering<'a> {
         })
     }
 }
+
+/// Tags in a choice from which [`Lowering::cut`] cuts each tag's rest into a unit: every choice, so
+/// that a request with a few of the tools finds the units a request with all of them built.
+const CUT_TAGS: usize = 2;
 
 /// A trigger as the expression that matches it.
 fn trigger_expr(trigger: Trigger) -> Expr {
