@@ -1498,4 +1498,19 @@ pub(crate) mod tests {
         }
         assert!(!accepts(&first, r#"<m>to=cut20 <json>{"cut_20": 5}</m>"#));
     }
+
+    #[test]
+    fn a_schema_spelled_two_ways_is_one_import_from_text_as_from_value() {
+        // Found by the grammar fuzz target: from its text, the second spelling (a space before a
+        // colon) was lowered and imported again, so the text gave another grammar than the value.
+        let text = r#"{"type":"structural_tag","format":{"type":"triggered_tags","triggers":["<f"],"tags":[
+            {"begin":"<f0>","content":{"type":"json_schema","json_schema":{"type":"object","properties":{"spelled":{"type":"integer"}}}},"end":"</f>"},
+            {"begin":"<f1>","content":{"type":"json_schema","json_schema":{"type" :"object","properties":{"spelled":{"type":"integer"}}}},"end":"</f>"}]}}"#;
+        let options = crate::StructuralTagOptions::default();
+        let value: serde_json::Value = serde_json::from_str(text).expect("JSON");
+        let from_value = crate::structural_tag::structural_tag_to_grammar(&value, &options).expect("lowers");
+        let from_text = crate::structural_tag::structural_tag_text_to_grammar(text, &options).expect("lowers");
+        assert_eq!(from_text.to_string(), from_value.to_string());
+        assert_eq!(from_text.to_string().matches("spelled").count(), 1, "{from_text}");
+    }
 }

@@ -340,6 +340,11 @@ impl Grammar {
     }
 
     /// The whole grammar imported with `root` as its start, if any (see [`Import`]).
+    /// This grammar's identity (see [`Serial`]).
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial.0
+    }
+
     pub(crate) fn import_rooted_at(&self, root: RuleId) -> Option<&Import> {
         self.imports.binary_search_by_key(&root, |i| i.root).ok().map(|at| &self.imports[at])
     }

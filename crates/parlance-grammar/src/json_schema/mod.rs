@@ -251,7 +251,7 @@ pub(crate) fn lowered_grammar(
     // The schema's own size stands for the entry's: its grammar is about as large.
     let bytes = 3 * value_size(schema) + options_key.len();
     let found = Lookup { hash, options_key, bytes, same: |s: &Value| same_value(s, schema) };
-    found.cached(|c| &mut c.map, || schema.clone(), || Ok(json_schema_to_grammar(schema, options)?.0))
+    found.cached(|c| &mut c.map, || schema.clone(), || Ok(Arc::new(json_schema_to_grammar(schema, options)?.0)))
 }
 
 /// [`lowered_grammar`] for a schema given as its JSON text (a structural tag's, see
@@ -270,10 +270,13 @@ pub(crate) fn lowered_grammar_text(
         |c| &mut c.texts,
         || text.to_owned(),
         || {
-            // The text was read as JSON already (a raw value of the document).
+            // The text was read as JSON already (a raw value of the document). Found by its value
+            // too: another spelling of a schema seen before is that schema's grammar (the same
+            // serial, so a document that spells one schema two ways imports it once, as its value
+            // would).
             let schema: Value = serde_json::from_str(text)
                 .map_err(|e| SchemaError::Invalid { pointer: String::new(), message: format!("not JSON: {e}") })?;
-            Ok(json_schema_to_grammar(&schema, options)?.0)
+            lowered_grammar(&schema, value_hash(&schema, &()), options, options_key)
         },
     )
 }
@@ -301,7 +304,7 @@ impl<F> Lookup<'_, F> {
         self,
         map: fn(&mut SchemaCache) -> &mut LoweredBy<K>,
         key: impl FnOnce() -> K,
-        lower: impl FnOnce() -> Result<Grammar, SchemaError>,
+        lower: impl FnOnce() -> Result<Arc<Grammar>, SchemaError>,
     ) -> Result<Arc<Grammar>, SchemaError>
     where
         F: Fn(&K) -> bool,
@@ -314,7 +317,7 @@ impl<F> Lookup<'_, F> {
         {
             return Ok(g.clone());
         }
-        let grammar = Arc::new(lower()?);
+        let grammar = lower()?;
         if let Ok(mut cache) = schema_cache().lock()
             && cache.entries < SCHEMA_CACHE_ENTRIES
             && cache.bytes + self.bytes <= SCHEMA_CACHE_BYTES

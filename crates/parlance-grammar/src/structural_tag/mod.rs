@@ -145,6 +145,7 @@ pub(crate) fn lower<'a>(
         depth: 0,
         schemas: HashMap::new(),
         raw_rules: HashMap::new(),
+        imported: HashMap::new(),
         node_rules: HashMap::new(),
         choice_depth: 0,
         cutting: false,
@@ -268,6 +269,8 @@ struct Lowering<'a> {
     /// The rule of each `json_schema` text lowered so far (style `json`), by the text's index (see
     /// `document::Schema::Text`).
     raw_rules: HashMap<usize, RuleId>,
+    /// Lowered schemas imported, by grammar serial.
+    imported: HashMap<u64, RuleId>,
     /// The rules made for document nodes so far (each `or`, each unit), by the hash of the node,
     /// the rule's name and the end strings (see [`Lowering::lowered_before`]).
     node_rules: HashMap<u64, Vec<LoweredNode<'a>>>,
@@ -568,7 +571,16 @@ impl<'a> Lowering<'a> {
                 }
                 let g = crate::json_schema::lowered_grammar_text(text, &self.options.json, &self.json_options_key)
                     .map_err(|source| StructuralTagError::Schema { pointer: f.ptr.to_string(), source })?;
-                let rule = self.b.import_within(&g, Some(&f.ptr.to_string()));
+                // Another spelling of a schema imported already is that schema's grammar (found by
+                // its value): imported once, as from the document as a value.
+                let rule = match self.imported.get(&g.serial()) {
+                    Some(&rule) => rule,
+                    None => {
+                        let rule = self.b.import_within(&g, Some(&f.ptr.to_string()));
+                        self.imported.insert(g.serial(), rule);
+                        rule
+                    }
+                };
                 self.raw_rules.insert(*index, rule);
                 return Ok(Expr::Rule(rule));
             }
