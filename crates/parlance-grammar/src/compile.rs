@@ -1121,6 +1121,11 @@ pub(crate) mod tests {
         Arc::new(TokenVocab::new(toks, &[], &[eos]).expect("valid"))
     }
 
+    /// The compiled rules whose name starts with `prefix`.
+    fn rules_named(g: &CompiledGrammar, prefix: &str) -> Vec<usize> {
+        (0..g.names.len()).filter(|&i| g.names[i].starts_with(prefix)).collect()
+    }
+
     fn accepts(g: &Arc<CompiledGrammar>, text: &str) -> bool {
         let mut m = Matcher::new(g.clone()).expect("matcher");
         m.accept_bytes(text.as_bytes()) && m.is_accepting()
@@ -1332,9 +1337,7 @@ pub(crate) mod tests {
         };
         let first = compile(&doc(&[&a_tool, &message("c", r#"{"type":"string"}"#)]));
         let second = compile(&doc(&[&a_tool, &b_tool]));
-        let units = |g: &CompiledGrammar| -> Vec<usize> {
-            (0..g.names.len()).filter(|&i| g.names[i].starts_with("choice")).collect()
-        };
+        let units = |g: &CompiledGrammar| rules_named(g, "choice");
         assert_eq!(units(&first).len(), 2, "one unit per schema: {:?}", first.names);
         assert_eq!(units(&second).len(), 2, "{:?}", second.names);
         let shared = units(&second)
@@ -1477,9 +1480,7 @@ pub(crate) mod tests {
             Arc::new(CompiledGrammar::from_structural_tag_text(vocab(), text, &options).expect("compiles"))
         };
         let (first, second) = (compile(&doc(20)), compile(&doc(21)));
-        let units = |g: &CompiledGrammar| -> Vec<usize> {
-            (0..g.names.len()).filter(|&i| g.names[i].starts_with("message")).collect()
-        };
+        let units = |g: &CompiledGrammar| rules_named(g, "message");
         assert_eq!(units(&first).len(), 20, "{:?}", first.names);
         assert_eq!(units(&second).len(), 21, "{:?}", second.names);
         let shared = units(&second)

@@ -1608,24 +1608,26 @@ fn determinize(
 
 /// Sets of NFA states back to back, numbered in the order pushed (a vector per set was most of
 /// the subset construction's allocations).
-#[derive(Default)]
 struct Sets {
     data: Vec<u32>,
-    /// Where each set starts in `data` (one more entry: the end).
+    /// Where each set starts in `data`, then where the last ends.
     starts: Vec<u32>,
+}
+
+impl Default for Sets {
+    fn default() -> Sets {
+        Sets { data: Vec::new(), starts: vec![0] }
+    }
 }
 
 impl Sets {
     fn push(&mut self, set: &[u32]) {
-        if self.starts.is_empty() {
-            self.starts.push(0);
-        }
         self.data.extend_from_slice(set);
         self.starts.push(self.data.len() as u32);
     }
 
     fn len(&self) -> usize {
-        self.starts.len().saturating_sub(1)
+        self.starts.len() - 1
     }
 
     fn get(&self, i: usize) -> &[u32] {

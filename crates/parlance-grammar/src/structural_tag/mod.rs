@@ -760,30 +760,22 @@ impl<'a> Lowering<'a> {
 
     /// Each tag of `tags` (at `{ptr}/tags/i`) as the expression that matches it, its begin first.
     fn tag_alternatives(&mut self, tags: &'a [Node<'a>], ptr: &Ptr<'_>) -> Result<Vec<Expr>, StructuralTagError> {
-        let mut alternatives = Vec::with_capacity(tags.len());
-        let cutting = std::mem::replace(&mut self.cutting, tags.len() >= CUT_TAGS);
-        for (i, t) in tags.iter().enumerate() {
+        // Every choice is cut (see `Lowering::cut`), so that a request with a few of the tools
+        // finds the units a request with all of them built.
+        let cutting = std::mem::replace(&mut self.cutting, tags.len() > 1);
+        let alternatives = tags.iter().enumerate().map(|(i, t)| {
             let tag_ptr = ptr.item("tags", i);
-            let Node::Object(t) = t else {
-                self.cutting = cutting;
-                return Err(invalid(tag_ptr, "a tag is a JSON object"));
-            };
-            let tag = self.tag_with_token_begin(t, &tag_ptr);
-            let (begin, rest) = match tag {
-                Ok(tag) => tag,
-                Err(e) => {
-                    self.cutting = cutting;
-                    return Err(e);
-                }
-            };
+            let Node::Object(t) = t else { return Err(invalid(tag_ptr, "a tag is a JSON object")) };
+            let (begin, rest) = self.tag_with_token_begin(t, &tag_ptr)?;
             let alternative = Expr::seq(vec![trigger_expr(begin), rest]);
-            alternatives.push(if self.cutting { self.cut(alternative) } else { alternative });
-        }
+            Ok(if self.cutting { self.cut(alternative) } else { alternative })
+        });
+        let alternatives = alternatives.collect();
         self.cutting = cutting;
-        Ok(alternatives)
+        alternatives
     }
 
-    /// A tag among many (gpt-oss: one message per tool) cut after its first literal (the header
+    /// A tag of a choice (gpt-oss: one message per tool) cut after its first literal (the header
     /// that names the tool), when a schema's grammar follows: the rest, up to the tag's end, is a
     /// unit (`GrammarBuilder::cache_rule`) that refers to nothing but the imported schema. The
     /// tags' choice is then the trie of their headers, not of headers and every marker after them
@@ -903,10 +895,6 @@ impl<'a> Lowering<'a> {
         })
     }
 }
-
-/// Tags in a choice from which [`Lowering::cut`] cuts each tag's rest into a unit: every choice, so
-/// that a request with a few of the tools finds the units a request with all of them built.
-const CUT_TAGS: usize = 2;
 
 /// A trigger as the expression that matches it.
 fn trigger_expr(trigger: Trigger) -> Expr {
